@@ -1,0 +1,1 @@
+"""Built-in agent backends and scripted strategies."""

@@ -1,0 +1,53 @@
+"""The scripted backend: an agent that plays a named strategy, no model involved."""
+
+from __future__ import annotations
+
+import inspect
+import random
+from typing import Any
+
+import trio
+from pydantic import Field, ValidationError
+
+from arena import plugins
+from arena.agent import Agent, AgentConfig
+from arena.errors import ConfigError, Problem
+from arena.messages import Turn
+
+from .strategies import Strategy
+
+
+class ScriptedConfig(AgentConfig):
+    backend: str = "scripted"
+    strategy: str = Field(description="A registered strategy (entry point group arena.strategies).")
+    params: dict[str, Any] = Field(default_factory=dict, description="The strategy's own parameters.")
+    delay: float = Field(0.0, ge=0, description="Seconds to wait before replying, to imitate latency.")
+
+
+class ScriptedAgent(Agent):
+    Config = ScriptedConfig
+
+    def __init__(self, name: str, config: ScriptedConfig):
+        super().__init__(name, config)
+        self.strategy = self.check(config)
+
+    @classmethod
+    def check(cls, config: ScriptedConfig) -> Strategy:
+        try:
+            strategy_cls = plugins.load("strategy", config.strategy)
+        except plugins.UnknownPlugin as exc:
+            raise ConfigError([Problem(("strategy",), str(exc))]) from None
+        try:
+            params = strategy_cls.Params.model_validate(config.params)
+        except ValidationError as exc:
+            raise ConfigError.from_validation(exc, prefix=("params",)) from None
+        return strategy_cls(params)
+
+    async def reply(self, turn: Turn) -> str:
+        if self.config.delay:
+            await trio.sleep(self.config.delay)
+        out = self.strategy.reply(turn, random.Random(turn.seed))
+        if inspect.isawaitable(out):
+            out = await out
+        return out
+

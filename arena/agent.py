@@ -1,0 +1,46 @@
+"""The agent protocol: given what a seat may see and what it is asked, return a reply."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from .messages import Turn
+
+
+class AgentConfig(BaseModel):
+    """Base for a backend's scenario parameters; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class FatalAgentError(Exception):
+    """The agent cannot play at all (for example, a missing API key): the match stops.
+
+    Any other exception from ``Agent.reply`` only fails that attempt, which is
+    recorded and retried like an invalid reply.
+    """
+
+
+class Agent(ABC):
+    """One configured player. Instances are shared by every match of a run, so
+    ``reply`` must keep no per-match state: everything it needs is in the turn."""
+
+    Config: ClassVar[type[AgentConfig]] = AgentConfig
+
+    def __init__(self, name: str, config: AgentConfig):
+        self.name = name
+        self.config = config
+
+    @classmethod
+    def check(cls, config: AgentConfig) -> None:
+        """Deeper checks than the config model can make; raise ``ConfigError``. Must not
+        open connections: ``arena validate`` calls it."""
+
+    @abstractmethod
+    async def reply(self, turn: Turn) -> str: ...
+
+    async def aclose(self) -> None:
+        """Release clients and connections at the end of a run."""

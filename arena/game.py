@@ -1,0 +1,117 @@
+"""The game plugin API: what a game must say so the engine can run it."""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InvalidReply(Exception):
+    """Raised by ``Game.parse``; the message is shown to the seat when it is asked again."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Notice(BaseModel):
+    """Something the referee tells some seats when a round closes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    to: tuple[str, ...]
+    text: str
+    data: dict[str, Any] | None = None
+
+
+class Game(ABC):
+    """Rules of one game. One instance plays one match.
+
+    A game is plain deterministic Python: given its params, its seats, its RNG and
+    the actions it is handed, it always does the same thing. It never talks to an
+    agent; the match loop does that and hands it parsed actions.
+
+    Subclasses set ``name``, ``Params`` (a pydantic model), ``min_seats``/``max_seats``
+    and implement the abstract methods. Seats are labelled by role: the engine
+    asks ``seat_roles`` for each seat's role and numbers seats sharing a role
+    ("Player 1", "Player 2"); a role held by a single seat is its own label.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str] = ""
+    Params: ClassVar[type[BaseModel]] = NoParams
+    min_seats: ClassVar[int] = 2
+    max_seats: ClassVar[int | None] = None
+    default_referee: ClassVar[str] = "rules"
+
+    def __init__(self, params: BaseModel, seats: Sequence[str], roles: Mapping[str, str], rng: random.Random):
+        self.params = params
+        self.seats = tuple(seats)
+        self.roles = dict(roles)
+        self.rng = rng
+
+    # -- seats -----------------------------------------------------------------
+    @classmethod
+    def seat_roles(cls, params: BaseModel, n_seats: int) -> list[str]:
+        """The role of each seat position. Symmetric games keep the default."""
+        return ["Player"] * n_seats
+
+    @classmethod
+    def is_symmetric(cls, params: BaseModel, n_seats: int) -> bool:
+        return len(set(cls.seat_roles(params, n_seats))) == 1
+
+    # -- what seats are told -----------------------------------------------------
+    @abstractmethod
+    def rules(self, seat: str) -> str:
+        """The rules text this seat reads before round 1."""
+
+    def rules_data(self, seat: str) -> dict[str, Any] | None:
+        """The rules in structured form, for scripted agents."""
+        return None
+
+    @abstractmethod
+    def prompt(self, seat: str, round: int) -> str:
+        """What the seat is asked to do this round."""
+
+    # -- who acts and who hears whom ---------------------------------------------
+    def speakers(self, round: int) -> list[str]:
+        """Seats asked to act this round, all at once. Default: every seat."""
+        return list(self.seats)
+
+    def hears(self, round: int) -> nx.DiGraph:
+        """Edge ``a -> b``: seat ``b`` receives what seat ``a`` says this round.
+
+        Default: everyone hears everyone. A game where replies are private
+        returns a graph without edges.
+        """
+        return nx.complete_graph(self.seats, create_using=nx.DiGraph)
+
+    # -- actions -----------------------------------------------------------------
+    @abstractmethod
+    def parse(self, seat: str, reply: str) -> Any:
+        """Turn a reply into an action, or raise ``InvalidReply(reason)``."""
+
+    @abstractmethod
+    def default_action(self, seat: str, round: int) -> Any:
+        """The action taken for a seat that gave no valid reply in time."""
+
+    @abstractmethod
+    def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
+        """Apply one round's actions; return what the referee tells seats about it."""
+
+    @abstractmethod
+    def is_over(self, round: int) -> bool:
+        """Called after round ``round`` is applied."""
+
+    @abstractmethod
+    def payoffs(self) -> dict[str, float]:
+        """Each seat's score once the game is over."""

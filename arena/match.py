@@ -1,0 +1,252 @@
+"""The match loop: DeepEval's synchronous interaction, on trio.
+
+Post the rules; then, round by round, ask every speaker at once (each under a
+turn timeout, re-asking on invalid replies), post the replies, let the game
+apply the actions, close the round so that what was said becomes visible, and
+ask the referee whether the match is over. Finally the referee scores it.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import trio
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import plugins, seeding
+from .agent import Agent, FatalAgentError
+from .events import (
+    ActionTaken,
+    Event,
+    MatchEnded,
+    MatchFailed,
+    MatchStarted,
+    MessagePosted,
+    RoundClosed,
+    SeatInfo,
+    TurnFailed,
+)
+from .game import Game, InvalidReply
+from .messages import REFEREE, Message, Retry, Turn
+from .pool import MessagePool
+
+EventSink = Callable[[Event], None]
+
+
+class MatchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_timeout: float = Field(60.0, gt=0, description="Seconds an agent has for one attempt at a turn.")
+    max_retries: int = Field(2, ge=0, description="Times a seat is asked again after an invalid or missing reply.")
+    max_rounds: int = Field(1000, ge=1, description="Safety stop for games that would not end by themselves.")
+
+
+class MatchSpec(BaseModel):
+    """What a match is. Two equal specs always play the same match."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    group: str = Field("", description="The scenario entry this match belongs to; results are grouped by it.")
+    game: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    agents: tuple[str, ...]
+    seed: int
+    shuffle_seats: bool = True
+    referee: str | None = None
+    settings: MatchSettings = Field(default_factory=MatchSettings)
+
+
+class MatchRecord(BaseModel):
+    key: str
+    group: str
+    game: str
+    params: dict[str, Any]
+    seed: int
+    seats: tuple[SeatInfo, ...]
+    status: Literal["finished", "failed"]
+    rounds: int
+    payoffs: dict[str, float]
+    messages: tuple[Message, ...]
+    events: list[Event]
+    error: str | None = None
+
+    def agent_of(self, seat: str) -> str:
+        return next(s.agent for s in self.seats if s.label == seat)
+
+    def role_of(self, seat: str) -> str:
+        return next(s.role for s in self.seats if s.label == seat)
+
+
+def seat_labels(roles: list[str]) -> list[str]:
+    """'Player 1', 'Player 2', ... for shared roles; the bare role name for a role held once."""
+    totals, seen, labels = Counter(roles), Counter(), []
+    for role in roles:
+        seen[role] += 1
+        labels.append(role if totals[role] == 1 else f"{role} {seen[role]}")
+    return labels
+
+
+def _jsonable(action: Any) -> Any:
+    if isinstance(action, BaseModel):
+        return action.model_dump(mode="json")
+    try:
+        json.dumps(action)
+        return action
+    except TypeError:
+        return repr(action)
+
+
+class Match:
+    def __init__(self, spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None):
+        self.spec = spec
+        self.game_cls: type[Game] = plugins.load("game", spec.game)
+        params = self.game_cls.Params.model_validate(spec.params)
+        rng = seeding.rng(spec.seed, "seats")
+        order = list(spec.agents)
+        if spec.shuffle_seats:
+            rng.shuffle(order)
+        roles = self.game_cls.seat_roles(params, len(order))
+        labels = seat_labels(roles)
+        self.seats = tuple(SeatInfo(label=l, role=r, agent=a) for l, r, a in zip(labels, roles, order))
+        self.agents = {s.label: agents[s.agent] for s in self.seats}
+        self.game = self.game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
+        referee_name = spec.referee or self.game_cls.default_referee
+        self.referee = plugins.load("referee", referee_name)()
+        self.pool = MessagePool(labels)
+        self.events: list[Event] = []
+        self._on_event = on_event
+        self._fatal: BaseException | None = None
+
+    def _emit(self, event: Event) -> None:
+        self.events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)
+
+    def _post(self, sender: str, content: str, recipients, kind, data=None) -> None:
+        message = self.pool.post(sender, content, recipients, kind, data)
+        self._emit(MessagePosted(match=self.spec.key, message=message))
+
+    async def play(self) -> MatchRecord:
+        key = self.spec.key
+        self._emit(MatchStarted(match=key, game=self.spec.game, seed=self.spec.seed, seats=self.seats))
+        round = 0
+        try:
+            for seat in self.game.seats:
+                self._post(REFEREE, self.game.rules(seat), [seat], "rules", self.game.rules_data(seat))
+            self.pool.close_round()
+            while True:
+                round = self.pool.round
+                await self._play_round(round)
+                if self._fatal is not None:
+                    raise self._fatal
+                if round >= self.spec.settings.max_rounds or await self.referee.is_over(self.game, self.pool, round):
+                    break
+            payoffs = await self.referee.score(self.game, self.pool)
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, FatalAgentError):
+                error += "\n" + "".join(traceback.format_exception(exc)[-3:])
+            self._emit(MatchFailed(match=key, error=error))
+            return self._record("failed", round, {}, error)
+        self._emit(MatchEnded(match=key, rounds=round, payoffs=payoffs))
+        return self._record("finished", round, payoffs)
+
+    def _record(self, status, rounds, payoffs, error=None) -> MatchRecord:
+        return MatchRecord(
+            key=self.spec.key,
+            group=self.spec.group,
+            game=self.spec.game,
+            params=self.game.params.model_dump(mode="json"),
+            seed=self.spec.seed,
+            seats=self.seats,
+            status=status,
+            rounds=rounds,
+            payoffs=payoffs,
+            messages=self.pool.log,
+            events=self.events,
+            error=error,
+        )
+
+    async def _play_round(self, round: int) -> None:
+        speakers = self.game.speakers(round)
+        outcomes: dict[str, tuple[Any, str | None, int, bool]] = {}
+        async with trio.open_nursery() as nursery:
+            for seat in speakers:
+                nursery.start_soon(self._take_turn, seat, round, outcomes, nursery.cancel_scope)
+        if self._fatal is not None:
+            return
+        audience = self.game.hears(round)
+        actions = {}
+        for seat in speakers:  # seat order, not arrival order: the transcript stays deterministic
+            action, reply, attempts, defaulted = outcomes[seat]
+            actions[seat] = action
+            self._emit(
+                ActionTaken(
+                    match=self.spec.key, round=round, seat=seat, action=_jsonable(action),
+                    reply=reply, attempts=attempts, defaulted=defaulted,
+                )
+            )
+            if reply is not None:
+                listeners = [s for s in audience.successors(seat) if s != seat] if seat in audience else []
+                self._post(seat, reply, listeners, "reply")
+        for notice in self.game.apply(round, actions):
+            self._post(REFEREE, notice.text, notice.to, "notice", notice.data)
+        self.pool.close_round()
+        self._emit(RoundClosed(match=self.spec.key, round=round))
+
+    async def _take_turn(self, seat: str, round: int, outcomes: dict, scope: trio.CancelScope) -> None:
+        settings = self.spec.settings
+        agent = self.agents[seat]
+        history = self.pool.visible_to(seat)
+        prompt = self.game.prompt(seat, round)
+        role = self.game.roles[seat]
+        retries: list[Retry] = []
+        last_reply: str | None = None
+        for attempt in range(settings.max_retries + 1):
+            turn = Turn(
+                match=self.spec.key, seat=seat, role=role, round=round, history=history, prompt=prompt,
+                retries=tuple(retries), seed=seeding.derive(self.spec.seed, "turn", seat, round, attempt),
+            )
+            reply: str | None = None
+            failure = reason = None
+            with trio.move_on_after(settings.turn_timeout) as timer:
+                try:
+                    reply = await agent.reply(turn)
+                except FatalAgentError as exc:
+                    self._fatal = exc
+                    scope.cancel()
+                    return
+                except Exception as exc:  # a backend hiccup costs this attempt, not the match
+                    failure, reason = "error", f"Your reply could not be obtained ({type(exc).__name__}: {exc})."
+            if timer.cancelled_caught:
+                failure, reason = "timeout", f"No reply arrived within {settings.turn_timeout:g} seconds."
+            if failure is None:
+                if not isinstance(reply, str):
+                    failure, reason = "invalid", "The reply was not text."
+                    reply = None if reply is None else repr(reply)
+                else:
+                    last_reply = reply
+                    try:
+                        action = self.game.parse(seat, reply)
+                    except InvalidReply as exc:
+                        failure, reason = "invalid", exc.reason
+                    else:
+                        outcomes[seat] = (action, reply, attempt + 1, False)
+                        return
+            self._emit(
+                TurnFailed(
+                    match=self.spec.key, round=round, seat=seat, attempt=attempt + 1,
+                    failure=failure, reply=reply, reason=reason,
+                )
+            )
+            retries.append(Retry(reply=reply, reason=reason))
+        outcomes[seat] = (self.game.default_action(seat, round), last_reply, settings.max_retries + 1, True)
+
+
+async def play_match(spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None) -> MatchRecord:
+    return await Match(spec, agents, on_event).play()

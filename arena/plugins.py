@@ -1,0 +1,52 @@
+"""Finding games, agent backends, strategies and referees through entry points.
+
+Built-ins are registered in our own ``pyproject.toml`` exactly as a third-party
+package registers its plugins, so both are found the same way.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+GROUPS = {
+    "game": "arena.games",
+    "agent backend": "arena.agents",
+    "strategy": "arena.strategies",
+    "referee": "arena.referees",
+}
+
+
+class UnknownPlugin(LookupError):
+    def __init__(self, kind: str, name: str, known: list[str]):
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        listing = ", ".join(sorted(known)) or "none installed"
+        super().__init__(f"unknown {kind} {name!r}{hint} (known: {listing})")
+        self.kind, self.name, self.suggestions = kind, name, close
+
+
+@cache
+def _entry_points(group: str) -> dict[str, EntryPoint]:
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=group):
+        found.setdefault(ep.name, ep)
+    return found
+
+
+def names(kind: str) -> list[str]:
+    return sorted(_entry_points(GROUPS[kind]))
+
+
+def load(kind: str, name: str) -> Any:
+    eps = _entry_points(GROUPS[kind])
+    if name not in eps:
+        raise UnknownPlugin(kind, name, list(eps))
+    return eps[name].load()
+
+
+def refresh() -> None:
+    """Forget what was discovered (after installing a plugin in the same process)."""
+    _entry_points.cache_clear()

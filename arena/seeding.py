@@ -1,0 +1,16 @@
+"""Seeds derived by hashing, so that a match's randomness never depends on
+what else ran before it, concurrently with it, or in another process."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+
+
+def derive(seed: int | str, *parts: object) -> int:
+    text = "\x1f".join(str(p) for p in (seed, *parts))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def rng(seed: int | str, *parts: object) -> random.Random:
+    return random.Random(derive(seed, *parts))
