@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -48,11 +49,23 @@ class ConfigError(Exception):
         return "\n".join(lines)
 
     @classmethod
-    def from_validation(cls, error: ValidationError, prefix: Sequence[Any] = (), source: str | None = None) -> "ConfigError":
+    def from_validation(
+        cls,
+        error: ValidationError,
+        prefix: Sequence[Any] = (),
+        source: str | None = None,
+        vocabulary: Iterable[str] = (),
+    ) -> "ConfigError":
+        """``vocabulary``: field names that may appear here, to suggest for a misspelt key."""
+        vocabulary = list(vocabulary)
         problems = []
         for item in error.errors(include_url=False):
             loc = tuple(prefix) + tuple(item["loc"])
             message = _expected(item)
+            if item["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
+                close = difflib.get_close_matches(loc[-1], vocabulary, n=1, cutoff=0.6)
+                if close:
+                    message += f" (did you mean {close[0]!r}?)"
             given = item.get("input")
             has_given = item["type"] not in ("missing",) and not isinstance(given, dict)
             problems.append(Problem(loc, message, given, has_given))
@@ -70,8 +83,11 @@ def _expected(item: dict[str, Any]) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "extra_forbidden":
-        return "unknown field; remove it or check its spelling"
+        return "unknown field; remove it or fix its spelling"
     message = item["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
-    return f"expected {message[0].lower()}{message[1:]}" if message.startswith("Input should") else message
+    for lead in ("Input should be ", "Input should "):
+        if message.startswith(lead):
+            return "expected " + message[len(lead):]
+    return message

@@ -28,6 +28,9 @@ class UnknownPlugin(LookupError):
         self.kind, self.name, self.suggestions = kind, name, close
 
 
+_registered: dict[str, dict[str, Any]] = {group: {} for group in GROUPS.values()}
+
+
 @cache
 def _entry_points(group: str) -> dict[str, EntryPoint]:
     found: dict[str, EntryPoint] = {}
@@ -36,14 +39,27 @@ def _entry_points(group: str) -> dict[str, EntryPoint]:
     return found
 
 
+def register(kind: str, name: str, obj: Any) -> None:
+    """Add a plugin for this process only (a notebook, a test). Packages use entry points."""
+    _registered[GROUPS[kind]][name] = obj
+
+
+def unregister(kind: str, name: str) -> None:
+    _registered[GROUPS[kind]].pop(name, None)
+
+
 def names(kind: str) -> list[str]:
-    return sorted(_entry_points(GROUPS[kind]))
+    group = GROUPS[kind]
+    return sorted(set(_entry_points(group)) | set(_registered[group]))
 
 
 def load(kind: str, name: str) -> Any:
-    eps = _entry_points(GROUPS[kind])
+    group = GROUPS[kind]
+    if name in _registered[group]:
+        return _registered[group][name]
+    eps = _entry_points(group)
     if name not in eps:
-        raise UnknownPlugin(kind, name, list(eps))
+        raise UnknownPlugin(kind, name, names(kind))
     return eps[name].load()
 
 

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 
 import numpy as np
 from pydantic import BaseModel
-from scipy import stats
 
 from .match import MatchRecord
 
@@ -32,6 +31,8 @@ def mean_interval(values: Iterable[float], level: float = 0.95) -> tuple[float, 
     mean = float(x.mean())
     if x.size < 2:
         return mean, None, None, 0.0
+    from scipy import stats  # imported here: it costs most of the CLI's start-up time
+
     std = float(x.std(ddof=1))
     half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * std / math.sqrt(x.size)
     return mean, mean - half, mean + half, std

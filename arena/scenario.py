@@ -71,7 +71,8 @@ def parse_scenario(raw: Any, source: str = "<scenario>") -> Scenario:
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError.from_validation(exc, source=source) from None
+        vocabulary = [f for model in (Scenario, GameEntry, MatchSettings) for f in model.model_fields]
+        raise ConfigError.from_validation(exc, source=source, vocabulary=vocabulary) from None
     problems = _check_agents(scenario) + _check_games(scenario)
     if problems:
         raise ConfigError(problems, source)
@@ -94,7 +95,7 @@ def _check_agents(scenario: Scenario) -> list[Problem]:
             config = backend.Config.model_validate(raw)
             backend.check(config)
         except ValidationError as exc:
-            problems += ConfigError.from_validation(exc, prefix=loc).problems
+            problems += ConfigError.from_validation(exc, prefix=loc, vocabulary=backend.Config.model_fields).problems
         except ConfigError as exc:
             problems += exc.prefixed(loc).problems
     return problems
@@ -126,9 +127,10 @@ def _check_games(scenario: Scenario) -> list[Problem]:
         try:
             game.Params.model_validate(entry.params)
         except ValidationError as exc:
-            problems += ConfigError.from_validation(exc, prefix=loc + ("params",)).problems
+            problems += ConfigError.from_validation(exc, prefix=loc + ("params",), vocabulary=game.Params.model_fields).problems
         n = len(entry.agents)
         if n < game.min_seats or (game.max_seats is not None and n > game.max_seats):
-            most = "any number" if game.max_seats is None else str(game.max_seats)
-            problems.append(Problem(loc + ("agents",), f"{entry.game} seats {game.min_seats} to {most} players; {n} agents are listed"))
+            wanted = f"at least {game.min_seats}" if game.max_seats is None else (
+                str(game.min_seats) if game.min_seats == game.max_seats else f"{game.min_seats} to {game.max_seats}")
+            problems.append(Problem(loc + ("agents",), f"{entry.game} needs {wanted} players; {n} listed"))
     return problems

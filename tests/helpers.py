@@ -1,0 +1,65 @@
+"""Shared test helpers: scripted agents, a recording wrapper."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from arena.agent import Agent
+from arena.game import Game, Notice
+from arena.agents.scripted import ScriptedAgent, ScriptedConfig
+from arena.messages import Turn
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def scripted(name: str, strategy: str, **kwargs) -> ScriptedAgent:
+    return ScriptedAgent(name, ScriptedConfig(strategy=strategy, **kwargs))
+
+
+class Recording(Agent):
+    """Wraps an agent and keeps every turn it was handed: exactly what a model would receive."""
+
+    def __init__(self, inner: Agent):
+        super().__init__(inner.name, inner.config)
+        self.inner = inner
+        self.turns: list[Turn] = []
+
+    async def reply(self, turn: Turn) -> str:
+        self.turns.append(turn)
+        return await self.inner.reply(turn)
+
+
+def coins(n: int) -> str:
+    return json.dumps({"reason": "scripted", "coins": n})
+
+
+
+
+class Roundtable(Game):
+    """A test game of open talk: every seat speaks every round and everyone hears everyone."""
+
+    name = "roundtable"
+    min_seats = 2
+
+    def rules(self, seat):
+        return f"You are {seat} at a table of {len(self.seats)}. Talk for three rounds."
+
+    def prompt(self, seat, round):
+        return f"Round {round}: say something to the table."
+
+    def parse(self, seat, reply):
+        return reply
+
+    def default_action(self, seat, round):
+        return ""
+
+    def apply(self, round, actions):
+        return [Notice(to=tuple(self.seats), text=f"Round {round} heard {len(actions)} speakers.")]
+
+    def is_over(self, round):
+        return round >= 3
+
+    def payoffs(self):
+        return {s: 0.0 for s in self.seats}

@@ -1,0 +1,50 @@
+"""No prompt ever names another agent: agents only know seats."""
+
+from __future__ import annotations
+
+import pytest
+
+from arena import plugins
+from arena.match import MatchSpec, play_match
+
+from helpers import Recording, Roundtable, scripted
+
+# Names that look like what people call their agents: models, vendors, people.
+NAMES = ["gpt-4o-mini", "claude-3-haiku", "llama3-8b-local", "alice_bot", "Qwen2.5"]
+
+
+@pytest.fixture
+def roundtable():
+    plugins.register("game", "roundtable", Roundtable)
+    yield
+    plugins.unregister("game", "roundtable")
+
+
+@pytest.mark.parametrize(
+    "game, params, strategies",
+    [
+        ("public_goods", {"mode": 1}, ["always_all", "free_rider", "tit_for_tat", "conditional_cooperator", "random_contributor"]),
+        ("public_goods", {"mode": 2}, ["always_all", "free_rider", "tit_for_tat", "conditional_cooperator", "garbage"]),
+        ("roundtable", {}, ["fixed"] * 5),
+    ],
+)
+async def test_no_prompt_contains_another_agents_name(roundtable, game, params, strategies):
+    agents = {}
+    for name, strategy in zip(NAMES, strategies):
+        extra = {"params": {"replies": ["I agree.", "Let us move on."]}} if strategy == "fixed" else {}
+        agents[name] = Recording(scripted(name, strategy, **extra))
+    for seed in range(3):
+        record = await play_match(MatchSpec(key=f"{game}{seed}", game=game, params=params, agents=tuple(NAMES), seed=seed), agents)
+        assert record.status == "finished"
+    checked = 0
+    for name, agent in agents.items():
+        assert agent.turns, f"{name} was never asked"
+        for turn in agent.turns:
+            sent = turn.model_dump_json() + repr(turn.as_chat())
+            for other in NAMES:
+                if other != name:
+                    assert other.lower() not in sent.lower(), f"{other!r} leaked into a prompt to {name!r}"
+            checked += 1
+    assert checked >= 5 * 3 * 3
+    # the watcher, on the other hand, knows who sat where
+    assert {s.agent for s in record.seats} == set(NAMES)

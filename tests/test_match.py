@@ -1,0 +1,113 @@
+"""The match loop: determinism, seat order, timeouts, invalid replies, failing agents."""
+
+from __future__ import annotations
+
+from arena.agent import Agent, FatalAgentError
+from arena.match import MatchSettings, MatchSpec, play_match
+
+from helpers import Recording, coins, scripted
+
+QUARTET = {"all": "always_all", "none": "free_rider", "tft": "tit_for_tat", "rand": "random_contributor"}
+
+
+def quartet(**extra) -> dict[str, Agent]:
+    agents = {n: scripted(n, s) for n, s in QUARTET.items()}
+    agents.update(extra)
+    return agents
+
+
+def spec(seed: int, agents, **kw) -> MatchSpec:
+    return MatchSpec(key=f"m{seed}", game="public_goods", agents=tuple(agents), seed=seed, **kw)
+
+
+async def test_same_seed_gives_the_same_transcript_and_payoffs():
+    a = await play_match(spec(5, quartet()), quartet())
+    b = await play_match(spec(5, quartet()), quartet())
+    assert a.messages == b.messages
+    assert a.payoffs == b.payoffs
+    assert a.seats == b.seats
+    assert a.model_dump(exclude={"events"}) == b.model_dump(exclude={"events"})
+
+
+async def test_seat_order_is_drawn_from_the_seed():
+    orders = set()
+    for seed in range(8):
+        record = await play_match(spec(seed, quartet()), quartet())
+        orders.add(tuple(s.agent for s in record.seats))
+    assert len(orders) > 1, "different seeds must be able to seat agents differently"
+    fixed = await play_match(spec(3, quartet(), shuffle_seats=False), quartet())
+    assert [s.agent for s in fixed.seats] == list(QUARTET)
+    assert [s.label for s in fixed.seats] == ["Player 1", "Player 2", "Player 3", "Player 4"]
+
+
+async def test_a_hanging_agent_is_cut_at_the_timeout_and_the_match_completes(autojump_clock):
+    agents = quartet(stuck=scripted("stuck", "hang"))
+    settings = MatchSettings(turn_timeout=30, max_retries=1)
+    record = await play_match(spec(1, agents, params={"rounds": 3}, settings=settings), agents)
+    assert record.status == "finished" and record.rounds == 3
+    stuck = next(s.label for s in record.seats if s.agent == "stuck")
+    timeouts = [e for e in record.events if e.type == "turn_failed" and e.seat == stuck]
+    assert [e.failure for e in timeouts] == ["timeout"] * 6  # 2 attempts x 3 rounds
+    assert all("30 seconds" in e.reason for e in timeouts)
+    actions = [e for e in record.events if e.type == "action" and e.seat == stuck]
+    assert [(a.action, a.defaulted, a.reply) for a in actions] == [(0, True, None)] * 3
+    # the stuck player gave nothing, so it keeps its endowment plus its share
+    assert record.payoffs[stuck] == max(record.payoffs.values())
+
+
+async def test_garbage_is_reasked_with_the_reason_then_defaulted():
+    garbage = Recording(scripted("noise", "garbage"))
+    agents = quartet(noise=garbage)
+    settings = MatchSettings(max_retries=2)
+    record = await play_match(spec(2, agents, params={"rounds": 2}, settings=settings), agents)
+    seat = next(s.label for s in record.seats if s.agent == "noise")
+    failures = [e for e in record.events if e.type == "turn_failed" and e.seat == seat]
+    assert len(failures) == 2 * 3 and {e.failure for e in failures} == {"invalid"}
+    assert all(e.reply and "JSON" in e.reason for e in failures)
+    defaults = [e for e in record.events if e.type == "action" and e.seat == seat]
+    assert all(e.defaulted and e.action == 0 and e.attempts == 3 for e in defaults)
+    # the agent was shown its own bad reply and the reason on each new attempt
+    third_attempt = garbage.turns[2]
+    assert third_attempt.attempt == 2
+    assert [r.reply for r in third_attempt.retries] == [f.reply for f in failures[:2]]
+    assert "JSON" in third_attempt.as_chat()[-1]["content"]
+
+
+class Flaky(Agent):
+    """Fails in a different way on each of its first attempts, then answers."""
+
+    def __init__(self, name):
+        super().__init__(name, None)
+
+    async def reply(self, turn):
+        if turn.attempt == 0:
+            raise ConnectionError("connection reset")
+        if turn.attempt == 1:
+            return "five"
+        return coins(5)
+
+
+async def test_an_agent_error_costs_one_attempt_and_is_recorded():
+    agents = quartet(flaky=Flaky("flaky"))
+    record = await play_match(spec(4, agents, params={"rounds": 1}), agents)
+    seat = next(s.label for s in record.seats if s.agent == "flaky")
+    failures = [(e.failure, e.attempt) for e in record.events if e.type == "turn_failed" and e.seat == seat]
+    assert failures == [("error", 1), ("invalid", 2)]
+    (action,) = [e for e in record.events if e.type == "action" and e.seat == seat]
+    assert (action.action, action.attempts, action.defaulted) == (5, 3, False)
+
+
+class NoKey(Agent):
+    def __init__(self, name):
+        super().__init__(name, None)
+
+    async def reply(self, turn):
+        raise FatalAgentError("agent 'nokey': OPENAI_API_KEY is not set")
+
+
+async def test_a_fatal_agent_error_fails_the_match_with_its_message():
+    agents = quartet(nokey=NoKey("nokey"))
+    record = await play_match(spec(4, agents), agents)
+    assert record.status == "failed"
+    assert "OPENAI_API_KEY is not set" in record.error
+    assert record.events[-1].type == "match_failed"

@@ -1,0 +1,138 @@
+"""Synchronicity: nobody sees a message of the round it is answering, and only its audience sees it."""
+
+from __future__ import annotations
+
+import random
+
+import networkx as nx
+import trio
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from arena import plugins
+from arena.game import Game, Notice
+from arena.match import MatchSpec, play_match
+from arena.pool import MessagePool
+
+from helpers import Recording, scripted
+
+
+def test_posts_are_staged_until_the_round_closes():
+    pool = MessagePool(["A", "B", "C"])
+    pool.close_round()
+    pool.post("A", "hello", ["B"], "reply")
+    assert pool.visible_to("B") == ()
+    assert pool.visible_to("A") == ()
+    released = pool.close_round()
+    assert [m.content for m in released] == ["hello"]
+    assert [m.content for m in pool.visible_to("B")] == ["hello"]
+    assert [m.content for m in pool.visible_to("A")] == ["hello"]  # a sender sees its own words
+    assert pool.visible_to("C") == ()
+    assert pool.round == 2
+
+
+def test_posting_to_an_unknown_seat_is_refused():
+    pool = MessagePool(["A", "B"])
+    try:
+        pool.post("A", "x", ["Z"], "reply")
+    except ValueError as exc:
+        assert "Z" in str(exc)
+    else:
+        raise AssertionError("expected a ValueError")
+
+
+class Chatter(Game):
+    """A test game whose speakers and visibility graph change at random every round."""
+
+    name = "chatter"
+
+    def __init__(self, params, seats, roles, rng):
+        super().__init__(params, seats, roles, rng)
+        self.graphs: dict[int, nx.DiGraph] = {}
+        self.speaking: dict[int, list[str]] = {}
+        self.notices: dict[int, tuple[str, ...]] = {}
+        self.total_rounds = rng.randint(1, 5)
+
+    def rules(self, seat):
+        return f"You are {seat}. Say anything."
+
+    def prompt(self, seat, round):
+        return f"Round {round}: speak."
+
+    def speakers(self, round):
+        chosen = [s for s in self.seats if self.rng.random() < 0.7] or [self.seats[0]]
+        self.speaking[round] = chosen
+        return chosen
+
+    def hears(self, round):
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.seats)
+        for a in self.seats:
+            for b in self.seats:
+                if a != b and self.rng.random() < 0.5:
+                    graph.add_edge(a, b)
+        self.graphs[round] = graph
+        return graph
+
+    def parse(self, seat, reply):
+        return reply
+
+    def default_action(self, seat, round):
+        return ""
+
+    def apply(self, round, actions):
+        to = tuple(s for s in self.seats if self.rng.random() < 0.5)
+        self.notices[round] = to
+        return [Notice(to=to, text=f"round {round} done")] if to else []
+
+    def is_over(self, round):
+        return round >= self.total_rounds
+
+    def payoffs(self):
+        return {s: 0.0 for s in self.seats}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32), n=st.integers(2, 6))
+def test_no_seat_ever_sees_the_current_round_or_a_message_it_may_not_hear(seed, n):
+    plugins.register("game", "chatter", Chatter)
+    try:
+        names = [f"agent{i}" for i in range(n)]
+        agents = {a: Recording(scripted(a, "fixed", params={"replies": [f"words of {a}"]})) for a in names}
+        games: list[Chatter] = []
+        original_init = Chatter.__init__
+
+        def capture(self, *args):
+            original_init(self, *args)
+            games.append(self)
+
+        Chatter.__init__ = capture
+        try:
+            spec = MatchSpec(key="p", game="chatter", agents=tuple(names), seed=seed)
+            record = trio.run(play_match, spec, agents)
+        finally:
+            Chatter.__init__ = original_init
+    finally:
+        plugins.unregister("game", "chatter")
+    assert record.status == "finished"
+    game = games[0]
+    turns = [t for a in agents.values() for t in a.turns]
+    assert turns, "somebody must have been asked"
+    for turn in turns:
+        assert turn.seat in game.speaking[turn.round]
+        for message in turn.history:
+            assert message.round < turn.round, "a message of the current round leaked"
+            if message.sender == turn.seat:
+                continue
+            if message.kind == "reply":
+                assert game.graphs[message.round].has_edge(message.sender, turn.seat)
+            elif message.kind == "notice":
+                assert turn.seat in game.notices[message.round]
+            else:
+                assert message.kind == "rules" and message.recipients == (turn.seat,)
+        # and nothing it was allowed to hear from earlier rounds is missing
+        expected = [
+            m for m in record.messages
+            if m.round < turn.round and (m.sender == turn.seat or turn.seat in m.recipients)
+        ]
+        assert list(turn.history) == expected
