@@ -40,13 +40,12 @@ class Game(ABC):
     the actions it is handed, it always does the same thing. It never talks to an
     agent; the match loop does that and hands it parsed actions.
 
-    Subclasses set ``name``, ``Params`` (a pydantic model), ``min_seats``/``max_seats``
-    and implement the abstract methods. Seats are labelled by role: the engine
+    Subclasses set ``Params`` (a pydantic model), ``min_seats``/``max_seats`` and
+    implement the abstract methods. A game's name is its entry point's name. Seats are labelled by role: the engine
     asks ``seat_roles`` for each seat's role and numbers seats sharing a role
     ("Player 1", "Player 2"); a role held by a single seat is its own label.
     """
 
-    name: ClassVar[str]
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
     min_seats: ClassVar[int] = 2
@@ -64,10 +63,6 @@ class Game(ABC):
     def seat_roles(cls, params: BaseModel, n_seats: int) -> list[str]:
         """The role of each seat position. Symmetric games keep the default."""
         return ["Player"] * n_seats
-
-    @classmethod
-    def is_symmetric(cls, params: BaseModel, n_seats: int) -> bool:
-        return len(set(cls.seat_roles(params, n_seats))) == 1
 
     # -- what seats are told -----------------------------------------------------
     @abstractmethod

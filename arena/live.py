@@ -57,10 +57,10 @@ class RoundLog:
             line = f"{head} r{event.round} {self._who(event.match, event.seat)} {event.failure.upper()} attempt {event.attempt}: {event.reason} reply={_short(event.reply, 60)!r}"
         elif isinstance(event, ActionTaken):
             tag = " DEFAULT" if event.defaulted else ""
-            line = f"{head} r{event.round} {self._who(event.match, event.seat)} -> {_action(event.action)}{tag} | {_short(event.reply)}"
+            line = f"{head} r{event.round} {self._who(event.match, event.seat)} -> {_action(event.action)}{tag} | {_short(event.reply, 200)}"
         elif isinstance(event, MessagePosted) and event.message.kind == "notice":
             to = ",".join(event.message.recipients)
-            line = f"{head} r{event.message.round} Referee -> {to}: {_short(event.message.content)}"
+            line = f"{head} r{event.message.round} Referee -> {to}: {' '.join(event.message.content.split())}"
         elif isinstance(event, RoundClosed):
             line = f"{head} round {event.round} closed"
         elif isinstance(event, MatchEnded):

@@ -101,26 +101,39 @@ def _jsonable(action: Any) -> Any:
         return repr(action)
 
 
+class MatchSetupError(ValueError):
+    """The spec cannot be played: wrong number of agents for the game, say."""
+
+
 class Match:
     def __init__(self, spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None):
         self.spec = spec
-        self.game_cls: type[Game] = plugins.load("game", spec.game)
-        params = self.game_cls.Params.model_validate(spec.params)
-        rng = seeding.rng(spec.seed, "seats")
+        self._agents = agents
+        self._on_event = on_event
+        self.events: list[Event] = []
+        self.seats: tuple[SeatInfo, ...] = ()
+        self.game: Game | None = None
+        self.pool: MessagePool | None = None
+        self._fatal: BaseException | None = None
+
+    def _set_up(self) -> None:
+        spec = self.spec
+        game_cls: type[Game] = plugins.load("game", spec.game)
+        n = len(spec.agents)
+        if n < game_cls.min_seats or (game_cls.max_seats is not None and n > game_cls.max_seats):
+            most = "" if game_cls.max_seats is None else f" and at most {game_cls.max_seats}"
+            raise MatchSetupError(f"{spec.game} needs at least {game_cls.min_seats}{most} seats; {n} agents given")
+        params = game_cls.Params.model_validate(spec.params)
         order = list(spec.agents)
         if spec.shuffle_seats:
-            rng.shuffle(order)
-        roles = self.game_cls.seat_roles(params, len(order))
+            seeding.rng(spec.seed, "seats").shuffle(order)
+        roles = game_cls.seat_roles(params, n)
         labels = seat_labels(roles)
         self.seats = tuple(SeatInfo(label=l, role=r, agent=a) for l, r, a in zip(labels, roles, order))
-        self.agents = {s.label: agents[s.agent] for s in self.seats}
-        self.game = self.game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
-        referee_name = spec.referee or self.game_cls.default_referee
-        self.referee = plugins.load("referee", referee_name)()
+        self.agents = {s.label: self._agents[s.agent] for s in self.seats}
+        self.game = game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
+        self.referee = plugins.load("referee", spec.referee or game_cls.default_referee)()
         self.pool = MessagePool(labels)
-        self.events: list[Event] = []
-        self._on_event = on_event
-        self._fatal: BaseException | None = None
 
     def _emit(self, event: Event) -> None:
         self.events.append(event)
@@ -133,9 +146,10 @@ class Match:
 
     async def play(self) -> MatchRecord:
         key = self.spec.key
-        self._emit(MatchStarted(match=key, game=self.spec.game, seed=self.spec.seed, seats=self.seats))
         round = 0
         try:
+            self._set_up()
+            self._emit(MatchStarted(match=key, game=self.spec.game, seed=self.spec.seed, seats=self.seats))
             for seat in self.game.seats:
                 self._post(REFEREE, self.game.rules(seat), [seat], "rules", self.game.rules_data(seat))
             self.pool.close_round()
@@ -148,9 +162,7 @@ class Match:
                     break
             payoffs = await self.referee.score(self.game, self.pool)
         except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            if not isinstance(exc, FatalAgentError):
-                error += "\n" + "".join(traceback.format_exception(exc)[-3:])
+            error = _describe(exc)
             self._emit(MatchFailed(match=key, error=error))
             return self._record("failed", round, {}, error)
         self._emit(MatchEnded(match=key, rounds=round, payoffs=payoffs))
@@ -161,13 +173,13 @@ class Match:
             key=self.spec.key,
             group=self.spec.group,
             game=self.spec.game,
-            params=self.game.params.model_dump(mode="json"),
+            params=self.game.params.model_dump(mode="json") if self.game else dict(self.spec.params),
             seed=self.spec.seed,
             seats=self.seats,
             status=status,
             rounds=rounds,
             payoffs=payoffs,
-            messages=self.pool.log,
+            messages=self.pool.log if self.pool else (),
             events=self.events,
             error=error,
         )
@@ -191,7 +203,7 @@ class Match:
                     reply=reply, attempts=attempts, defaulted=defaulted,
                 )
             )
-            if reply is not None:
+            if not defaulted:  # a failed turn says nothing; its attempts are in the events
                 listeners = [s for s in audience.successors(seat) if s != seat] if seat in audience else []
                 self._post(seat, reply, listeners, "reply")
         for notice in self.game.apply(round, actions):
@@ -246,6 +258,24 @@ class Match:
             )
             retries.append(Retry(reply=reply, reason=reason))
         outcomes[seat] = (self.game.default_action(seat, round), last_reply, settings.max_retries + 1, True)
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _describe(exc: BaseException) -> str:
+    """The first error's own words, then where it was raised; nurseries wrap errors in groups."""
+    first, *others = _leaves(exc)
+    text = f"{type(first).__name__}: {first}"
+    if others:
+        text += f" (and {len(others)} more)"
+    if not isinstance(first, (FatalAgentError, MatchSetupError, plugins.UnknownPlugin)):
+        frames = traceback.extract_tb(first.__traceback__)[-3:]
+        text += "\n" + "".join(traceback.format_list(frames))
+    return text
 
 
 async def play_match(spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None) -> MatchRecord:

@@ -40,7 +40,6 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 class PublicGoods(Game):
-    name = "public_goods"
     description = "N players choose each round how much to put into a shared, multiplied pool."
     Params = PublicGoodsParams
     min_seats = 2

@@ -40,7 +40,6 @@ def coins(n: int) -> str:
 class Roundtable(Game):
     """A test game of open talk: every seat speaks every round and everyone hears everyone."""
 
-    name = "roundtable"
     min_seats = 2
 
     def rules(self, seat):

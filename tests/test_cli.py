@@ -176,7 +176,7 @@ def test_a_missing_file_is_reported(run_cli, tmp_path):
     assert result.returncode == 2 and "nope.yaml" in result.stderr and "file not found" in result.stderr
 
 
-def test_a_failed_match_is_reported_and_sets_the_exit_code(run_cli, tmp_path):
+def test_invalid_replies_are_flagged_in_the_log_and_counted(run_cli, tmp_path):
     path = write(tmp_path, """
         name: t
         agents:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from arena.agent import Agent, FatalAgentError
+from arena.game import InvalidReply
 from arena.match import MatchSettings, MatchSpec, play_match
 
 from helpers import Recording, coins, scripted
@@ -111,3 +112,51 @@ async def test_a_fatal_agent_error_fails_the_match_with_its_message():
     assert record.status == "failed"
     assert "OPENAI_API_KEY is not set" in record.error
     assert record.events[-1].type == "match_failed"
+
+
+async def test_a_defaulted_turn_posts_nothing_to_the_pool():
+    from arena import plugins
+    from helpers import Roundtable
+
+    class Strict(Roundtable):
+        def parse(self, seat, reply):
+            if reply != "ok":
+                raise InvalidReply("say ok")
+            return reply
+
+    plugins.register("game", "strict", Strict)
+    try:
+        agents = {"good": scripted("good", "fixed", params={"replies": ["ok"]}), "bad": scripted("bad", "garbage")}
+        record = await play_match(MatchSpec(key="s", game="strict", agents=("good", "bad"), seed=1), agents)
+    finally:
+        plugins.unregister("game", "strict")
+    bad = next(s.label for s in record.seats if s.agent == "bad")
+    assert not [m for m in record.messages if m.sender == bad]
+    assert len([e for e in record.events if e.type == "turn_failed" and e.seat == bad]) == 3 * 3
+
+
+async def test_a_bug_in_a_game_fails_only_its_match_and_names_the_cause():
+    from arena import plugins
+    from helpers import Roundtable
+
+    class Buggy(Roundtable):
+        def parse(self, seat, reply):
+            return {}["missing"]
+
+    plugins.register("game", "buggy", Buggy)
+    try:
+        agents = {"a": scripted("a", "fixed", params={"replies": ["x"]}), "b": scripted("b", "fixed", params={"replies": ["y"]})}
+        record = await play_match(MatchSpec(key="b", game="buggy", agents=("a", "b"), seed=1), agents)
+    finally:
+        plugins.unregister("game", "buggy")
+    assert record.status == "failed"
+    assert record.error.startswith("KeyError: 'missing'")
+    assert "parse" in record.error  # where it was raised
+
+
+async def test_a_match_that_cannot_be_set_up_is_recorded_as_failed():
+    agents = {"a": scripted("a", "free_rider")}
+    record = await play_match(MatchSpec(key="one", game="public_goods", agents=("a",), seed=1), agents)
+    assert record.status == "failed" and "needs at least 2 seats; 1 agents given" in record.error
+    record = await play_match(MatchSpec(key="x", game="no_such_game", agents=("a", "a"), seed=1), agents)
+    assert record.status == "failed" and "unknown game 'no_such_game'" in record.error

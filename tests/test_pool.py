@@ -44,7 +44,6 @@ def test_posting_to_an_unknown_seat_is_refused():
 class Chatter(Game):
     """A test game whose speakers and visibility graph change at random every round."""
 
-    name = "chatter"
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
