@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import csv
+import difflib
+import io
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import trio
@@ -13,10 +18,9 @@ from rich.table import Table
 
 from . import __version__, plugins
 from .errors import ConfigError
-from .live import RoundLog
-from .match import MatchRecord
-from .results import PayoffSummary, summarize
-from .runner import plan, run_scenario
+from .results import PayoffSummary, RoleTable, role_tables, summarize
+from .store import RunStore, StoreError, run_dirs
+from .tournament import plan
 from .scenario import load_scenario
 
 
@@ -28,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except ConfigError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+    except (ConfigError, StoreError) as exc:
+        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {exc}", markup=True)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -40,12 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"arena {__version__}")
     sub = parser.add_subparsers(title="commands")
 
-    run = sub.add_parser("run", help="play every match of a scenario and print the results")
+    run = sub.add_parser("run", help="play a scenario's tournament (or resume it) and print the results")
     run.add_argument("scenario", type=Path)
-    run.add_argument("--plain", action="store_true", help="one line per event instead of round tables")
-    run.add_argument("--quiet", action="store_true", help="no round log, only the results")
+    run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
+    run.add_argument("--force-new", action="store_true", help="set aside a run of a changed scenario and start afresh")
     run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
-    run.add_argument("--jsonl", type=Path, help="append each finished match record to this file")
+    view = run.add_mutually_exclusive_group()
+    view.add_argument("--plain", action="store_true", help="one line per event (the default when not a terminal)")
+    view.add_argument("--rounds", action="store_true", help="a table per round of every match instead of the dashboard")
+    view.add_argument("--quiet", action="store_true", help="only the results")
     run.set_defaults(handler=_run)
 
     validate = sub.add_parser("validate", help="check a scenario file without running it")
@@ -55,56 +62,149 @@ def _parser() -> argparse.ArgumentParser:
     games = sub.add_parser("games", help="list installed games and their parameters")
     games.add_argument("--json", action="store_true", help="machine-readable output")
     games.set_defaults(handler=_games)
+
+    runs = sub.add_parser("runs", help="list run directories and their status")
+    runs.add_argument("output", nargs="?", type=Path, default=Path("runs"), help="folder of run directories (default: runs)")
+    runs.set_defaults(handler=_runs)
+
+    show = sub.add_parser("show", help="list a run's matches, or one match's transcript")
+    show.add_argument("run_dir", type=Path)
+    show.add_argument("--match", help="the key of the match to show")
+    show.set_defaults(handler=_show)
+
+    export = sub.add_parser("export", help="write a run's matches as JSON lines or CSV")
+    export.add_argument("run_dir", type=Path)
+    export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    export.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
+    export.set_defaults(handler=_export)
+
+    rank = sub.add_parser("rank", help="the results table of a run")
+    rank.add_argument("run_dir", type=Path)
+    rank.add_argument("--json", action="store_true", help="machine-readable output")
+    rank.set_defaults(handler=_rank)
+
+    watch = sub.add_parser("watch", help="follow a run that another process is playing")
+    watch.add_argument("run_dir", type=Path)
+    watch.add_argument("--interval", type=float, default=0.5, help="seconds between looks at the store")
+    watch.add_argument("--plain", action="store_true", help="one line per new message instead of the dashboard")
+    watch.set_defaults(handler=_watch)
     return parser
 
 
+# -- run -------------------------------------------------------------------------------
+def _observer(args: argparse.Namespace, console: Console, scenario):
+    from .live import RoundLog
+    from .runner import Observer
+
+    if args.quiet:
+        return Observer()
+    if args.plain or not console.is_terminal:
+        return RoundLog(console, plain=True)
+    if args.rounds:
+        return RoundLog(console, plain=False)
+    from .dashboard import Dashboard
+
+    return Dashboard(console, title=scenario.name)
+
+
 def _run(args: argparse.Namespace) -> int:
+    from .runner import run_tournament
+
     scenario = load_scenario(args.scenario)
-    console = Console(highlight=False)
-    log = None if args.quiet else RoundLog(console, plain=True if args.plain else None)
-    sink = open(args.jsonl, "a", encoding="utf-8") if args.jsonl else None
-
-    def keep(record: MatchRecord) -> None:
-        if sink is not None:  # written as each match ends, so a crash loses only matches in flight
-            sink.write(record.model_dump_json() + "\n")
-            sink.flush()
-
+    run_dir = args.run_dir or Path(scenario.output) / scenario.name
+    store = RunStore.create_or_resume(
+        run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
+    )
+    console = Console(highlight=False, soft_wrap=True)
+    kept = len(store.finished_keys())
+    if kept:
+        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
+    observer = _observer(args, console, scenario)
     try:
-        records = trio.run(run_scenario, scenario, log, keep, args.concurrency)
-    finally:
-        if sink is not None:
-            sink.close()
-    print_results(console, summarize(records))
+        with observer if hasattr(observer, "__enter__") else _nothing():
+            result = trio.run(run_tournament, scenario, store, observer, args.concurrency)
+    except KeyboardInterrupt:
+        console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
+        store.close()
+        return 130
+    records = result.records
+    _print_results(console, records, store)
     failed = [r for r in records if r.status == "failed"]
     for record in failed:
-        console.print(f"[red]match {record.key} failed:[/] {record.error.splitlines()[0] if record.error else ''}")
-    console.print(f"{len(records) - len(failed)} of {len(records)} matches finished.")
+        console.print(f"[red]match {record.key} failed:[/] {(record.error or '').splitlines()[0]}")
+    replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
+    console.print(f"{len(records) - len(failed)} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
+    store.close()
     return 1 if failed else 0
 
 
-def print_results(console: Console, rows: list[PayoffSummary]) -> None:
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _print_results(console: Console, records, store: RunStore | None = None) -> None:
+    print_payoffs(console, summarize(records))
+    for table in role_tables(records):
+        print_role_table(console, table)
+    if store is not None:
+        checks = store.stability()
+        groups = dict.fromkeys(c["group"] for c in checks)
+        for group in groups:
+            last = [c for c in checks if c["group"] == group][-1]
+            verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
+            tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
+            console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
+
+
+def print_payoffs(console: Console, rows: list[PayoffSummary]) -> None:
     groups = list(dict.fromkeys(r.group for r in rows))
     for group in groups:
         members = [r for r in rows if r.group == group]
         by_role = len({r.role for r in members}) > 1
-        table = Table(title=f"{group}: mean payoff per agent (95% interval over matches)", title_justify="left")
+        table = Table(title=f"{group}: mean payoff per agent (95% bootstrap interval)", title_justify="left")
         table.add_column("Agent")
         if by_role:
             table.add_column("Role")
         for name in ("Matches", "Mean", "95% CI", "Std", "Invalid", "Defaulted"):
             table.add_column(name, justify="right")
         for r in members:
-            interval = "—" if r.low is None else f"[{r.low:.2f}, {r.high:.2f}]"
             cells = [r.agent] + ([r.role] if by_role else [])
-            cells += [str(r.matches), f"{r.mean:.2f}", interval, f"{r.std:.2f}", str(r.invalid_replies), str(r.defaulted_turns)]
+            cells += [str(r.matches), f"{r.mean:.2f}", f"[{r.low:.2f}, {r.high:.2f}]", f"{r.std:.2f}",
+                      str(r.invalid_replies), str(r.defaulted_turns)]
             table.add_row(*cells)
         console.print(table)
 
 
+def print_role_table(console: Console, t: RoleTable) -> None:
+    first, second = t.roles
+    table = Table(title=f"{t.group}: rows play {first}, columns play {second}; each cell: {first} score / {second} score",
+                  title_justify="left")
+    table.add_column(f"{first} \\ {second}")
+    for b in t.agents:
+        table.add_column(b, justify="center")
+    table.add_column(f"mean as {first}", justify="right")
+    for a in t.agents:
+        cells = []
+        for b in t.agents:
+            cell = t.cells.get(a, {}).get(b)
+            cells.append("—" if cell is None else f"{cell.scores[0]:.2f} / {cell.scores[1]:.2f}")
+        mean = t.row_means.get(a)
+        table.add_row(a, *cells, "—" if mean is None else f"{mean:.2f}")
+    table.add_row(f"mean as {second}", *["—" if t.column_means.get(b) is None else f"{t.column_means[b]:.2f}" for b in t.agents], "")
+    console.print(table)
+
+
+# -- other commands --------------------------------------------------------------------
 def _validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     specs = plan(scenario)
-    print(f"{args.scenario}: ok — {len(scenario.agents)} agents, {len(scenario.games)} game entries, {len(specs)} matches")
+    unstable = [e.name for e in scenario.games if not isinstance(scenario.tournament_for(e).repeats, int)]
+    extra = f" (until_stable adds more for: {', '.join(unstable)})" if unstable else ""
+    print(f"{args.scenario}: ok — {len(scenario.agents)} agents, {len(scenario.games)} game entries, {len(specs)} matches{extra}")
     return 0
 
 
@@ -122,7 +222,7 @@ def _games(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(listing, indent=2, default=str))
         return 0
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     for game in listing:
         seats = f"{game['min_seats']}+" if game["max_seats"] is None else f"{game['min_seats']}–{game['max_seats']}"
         table = Table(title=f"{game['name']} — {game['description']} (seats {seats})", title_justify="left")
@@ -136,6 +236,127 @@ def _games(args: argparse.Namespace) -> int:
 
 def _type_name(annotation) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run_status(store: RunStore) -> str:
+    info = store.run_info()
+    status = info.get("status", "?")
+    if status == "running" and not _alive(info.get("pid")):
+        return "stopped (resumable)"
+    return status
+
+
+def _runs(args: argparse.Namespace) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    table = Table(title=f"runs under {args.output}", title_justify="left")
+    for column in ("Run directory", "Scenario", "Status", "Finished", "Failed", "Planned", "Updated"):
+        table.add_column(column)
+    found = 0
+    for run_dir in run_dirs(args.output):
+        store = RunStore.open(run_dir)
+        info, counts = store.run_info(), store.counts()
+        table.add_row(str(run_dir), info.get("name", "?"), run_status(store), str(counts.get("finished", 0)),
+                      str(counts.get("failed", 0)), str(info.get("planned", 0)),
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("updated") or 0)))
+        store.close()
+        found += 1
+    if not found:
+        console.print(f"No run directories under {args.output}.")
+        return 0
+    console.print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    store = RunStore.open(args.run_dir)
+    console = Console(highlight=False, soft_wrap=True)
+    if args.match is None:
+        table = Table(title=f"matches of {args.run_dir}", title_justify="left")
+        for column in ("Key", "Status", "Seats", "Payoffs"):
+            table.add_column(column)
+        for record in store.records(status=None):
+            seats = ", ".join(f"{s.label}={s.agent}" for s in record.seats)
+            payoffs = ", ".join(f"{s}: {v:g}" for s, v in record.payoffs.items())
+            table.add_row(record.key, record.status, seats, payoffs)
+        console.print(table)
+        return 0
+    found = store.records(status=None, key=args.match)
+    if not found:
+        keys = [k for k, _ in store.match_keys()]
+        close = difflib.get_close_matches(args.match, keys, n=3, cutoff=0.3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise StoreError(f"no match {args.match!r} in {args.run_dir}{hint} (`arena show {args.run_dir}` lists them)")
+    from .transcript import print_transcript
+
+    print_transcript(console, found[0])
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    store = RunStore.open(args.run_dir)
+    records = store.records(status=None)
+    out = io.StringIO()
+    if args.format == "jsonl":
+        for record in records:
+            out.write(record.model_dump_json() + "\n")
+    else:
+        writer = csv.writer(out)
+        writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
+        for r in records:
+            for seat in r.seats:
+                writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
+                                 seat.agent, r.payoffs.get(seat.label, "")])
+    if args.output:
+        args.output.write_text(out.getvalue(), encoding="utf-8")
+    else:
+        sys.stdout.write(out.getvalue())
+    return 0
+
+
+def rank_json(store: RunStore) -> dict:
+    records = store.records()
+    info = store.run_info()
+    return {
+        "run": {"name": info.get("name"), "status": run_status(store), "planned": info.get("planned"), **store.counts()},
+        "payoffs": [r.model_dump() for r in summarize(records)],
+        "role_tables": [t.model_dump() for t in role_tables(records)],
+        "stability": store.stability(),
+    }
+
+
+def _rank(args: argparse.Namespace) -> int:
+    store = RunStore.open(args.run_dir)
+    if args.json:
+        print(json.dumps(rank_json(store), indent=2))
+        return 0
+    console = Console(highlight=False, soft_wrap=True)
+    records = store.records()
+    if not records:
+        console.print(f"No finished matches in {args.run_dir} yet.")
+        return 0
+    _print_results(console, records, store)
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from .dashboard import watch_run
+
+    store = RunStore.open(args.run_dir)
+    store.close()
+    console = Console(highlight=False, soft_wrap=True)
+    return watch_run(args.run_dir, console, interval=args.interval, plain=args.plain or not console.is_terminal)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .runner import Observer
 from .events import ActionTaken, Event, MatchEnded, MatchFailed, MatchStarted, MessagePosted, RoundClosed, TurnFailed
 
 
@@ -27,8 +28,10 @@ def _action(action) -> str:
     return action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
 
 
-class RoundLog:
-    """An event sink. Rich mode prints one table per closed round; plain mode one line per event."""
+class RoundLog(Observer):
+    """Rich mode prints one table per closed round; plain mode one line per event.
+
+    Also usable directly as a match's event sink."""
 
     def __init__(self, console: Console | None = None, plain: bool | None = None):
         self.console = console or Console()
@@ -39,6 +42,9 @@ class RoundLog:
         self._notices: dict[tuple[str, int], list[str]] = defaultdict(list)
 
     def __call__(self, event: Event) -> None:
+        self.event(event)
+
+    def event(self, event: Event) -> None:
         if isinstance(event, MatchStarted):
             self.seats[event.match] = {s.label: s.agent for s in event.seats}
         (self._plain if self.plain else self._rich)(event)

@@ -52,6 +52,7 @@ class MatchSpec(BaseModel):
 
     key: str
     group: str = Field("", description="The scenario entry this match belongs to; results are grouped by it.")
+    repeat: int = 1
     game: str
     params: dict[str, Any] = Field(default_factory=dict)
     agents: tuple[str, ...]
@@ -64,6 +65,7 @@ class MatchSpec(BaseModel):
 class MatchRecord(BaseModel):
     key: str
     group: str
+    repeat: int = 1
     game: str
     params: dict[str, Any]
     seed: int
@@ -172,6 +174,7 @@ class Match:
         return MatchRecord(
             key=self.spec.key,
             group=self.spec.group,
+            repeat=self.spec.repeat,
             game=self.spec.game,
             params=self.game.params.model_dump(mode="json") if self.game else dict(self.spec.params),
             seed=self.spec.seed,

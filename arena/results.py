@@ -1,14 +1,15 @@
-"""Payoffs per agent over repeated matches (DeepEval Eq. 1, and Eq. 2 per role)."""
+"""Payoffs per agent over repeated matches: DeepEval Eq. 1 (symmetric games) and
+Eq. 2 (per role, for asymmetric ones), with bootstrap 95% intervals."""
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterable
 
 import numpy as np
 from pydantic import BaseModel
 
+from . import seeding
 from .match import MatchRecord
 
 
@@ -18,41 +19,57 @@ class PayoffSummary(BaseModel):
     role: str
     matches: int
     mean: float
-    low: float | None  # 95% interval of the mean; None with a single match
-    high: float | None
+    low: float  # bootstrap 95% interval of the mean
+    high: float
     std: float
     invalid_replies: int
     defaulted_turns: int
 
 
-def mean_interval(values: Iterable[float], level: float = 0.95) -> tuple[float, float | None, float | None, float]:
-    """Mean with a Student-t interval: small repeat counts are the normal case."""
+class RoleCell(BaseModel):
+    matches: int
+    scores: tuple[float, float]  # mean payoff of the row agent in role 1, of the column agent in role 2
+
+
+class RoleTable(BaseModel):
+    """The agent x agent table of a two-role game: rows hold role 1, columns role 2."""
+
+    group: str
+    roles: tuple[str, str]
+    agents: list[str]
+    cells: dict[str, dict[str, RoleCell]]
+    row_means: dict[str, float]  # each agent's mean in role 1
+    column_means: dict[str, float]  # each agent's mean in role 2
+
+
+def bootstrap_interval(values: Iterable[float], resamples: int = 2000, seed: int | str = 0) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap 95% interval, resampling matches with replacement."""
     x = np.asarray(list(values), dtype=float)
     mean = float(x.mean())
     if x.size < 2:
-        return mean, None, None, 0.0
-    from scipy import stats  # imported here: it costs most of the CLI's start-up time
+        return mean, mean, mean
+    rng = np.random.default_rng(seeding.derive(seed, "bootstrap"))
+    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return mean, float(low), float(high)
 
-    std = float(x.std(ddof=1))
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1)) * std / math.sqrt(x.size)
-    return mean, mean - half, mean + half, std
+
+def _finished(records: Iterable[MatchRecord]) -> list[MatchRecord]:
+    return [r for r in records if r.status == "finished"]
 
 
-def summarize(records: Iterable[MatchRecord]) -> list[PayoffSummary]:
-    """One row per (scenario entry, agent, role), best mean first within each entry.
+def summarize(records: Iterable[MatchRecord], resamples: int = 2000) -> list[PayoffSummary]:
+    """One row per (scenario entry, agent, role), best mean first within each entry and role.
 
-    In a symmetric game every seat has the same role, so this is Eq. 1; in an
-    asymmetric one the rows split by role, which is Eq. 2.
-    """
+    Values are taken in key order, so the intervals do not depend on the order
+    in which matches happened to finish."""
+    records = _finished(records)
+    group_order = list(dict.fromkeys(r.group for r in records))
+    records.sort(key=lambda r: r.key)
     payoffs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     invalid: dict[tuple[str, str, str], int] = defaultdict(int)
     defaulted: dict[tuple[str, str, str], int] = defaultdict(int)
-    order: list[str] = []
     for record in records:
-        if record.status != "finished":
-            continue
-        if record.group not in order:
-            order.append(record.group)
         for seat in record.seats:
             payoffs[(record.group, seat.agent, seat.role)].append(record.payoffs[seat.label])
         for event in record.events:
@@ -61,10 +78,47 @@ def summarize(records: Iterable[MatchRecord]) -> list[PayoffSummary]:
             elif event.type == "action" and event.defaulted:
                 defaulted[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
     rows = []
-    for (group, agent, role), values in payoffs.items():
-        mean, low, high, std = mean_interval(values)
-        key = (group, agent, role)
+    for key, values in payoffs.items():
+        group, agent, role = key
+        mean, low, high = bootstrap_interval(values, resamples, seed=f"{group}/{agent}/{role}")
+        std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
         rows.append(PayoffSummary(group=group, agent=agent, role=role, matches=len(values), mean=mean, low=low,
                                   high=high, std=std, invalid_replies=invalid[key], defaulted_turns=defaulted[key]))
-    rows.sort(key=lambda r: (order.index(r.group), r.role, -r.mean, r.agent))
+    rows.sort(key=lambda r: (group_order.index(r.group), r.role, -r.mean, r.agent))
     return rows
+
+
+def role_tables(records: Iterable[MatchRecord]) -> list[RoleTable]:
+    """Eq. 2 laid out as DeepEval prints it, for every entry whose matches have exactly two roles."""
+    by_group: dict[str, list[MatchRecord]] = defaultdict(list)
+    for record in _finished(records):
+        by_group[record.group].append(record)
+    tables = []
+    for group, members in by_group.items():
+        roles = list(dict.fromkeys(seat.role for seat in members[0].seats))
+        if len(roles) != 2 or any(len(r.seats) != 2 for r in members):
+            continue
+        first, second = roles
+        cells: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        as_first: dict[str, list[float]] = defaultdict(list)
+        as_second: dict[str, list[float]] = defaultdict(list)
+        for record in members:
+            a = next(s for s in record.seats if s.role == first)
+            b = next(s for s in record.seats if s.role == second)
+            pa, pb = record.payoffs[a.label], record.payoffs[b.label]
+            cells[(a.agent, b.agent)].append((pa, pb))
+            as_first[a.agent].append(pa)
+            as_second[b.agent].append(pb)
+        agents = sorted(set(as_first) | set(as_second))
+        table_cells: dict[str, dict[str, RoleCell]] = defaultdict(dict)
+        for (a, b), scores in cells.items():
+            arr = np.asarray(scores)
+            table_cells[a][b] = RoleCell(matches=len(scores), scores=(float(arr[:, 0].mean()), float(arr[:, 1].mean())))
+        tables.append(
+            RoleTable(
+                group=group, roles=(first, second), agents=agents, cells=dict(table_cells),
+                row_means={a: float(np.mean(v)) for a, v in as_first.items()},
+                column_means={b: float(np.mean(v)) for b, v in as_second.items()},
+            )
+        )
+    return tables

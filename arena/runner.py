@@ -1,32 +1,63 @@
-"""Turning a scenario into matches and playing them, several at once."""
+"""Playing a scenario's tournament: matches at once under limits, the store kept
+up to date, blocks of repeats added until stable, and resumption after a crash."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 
 import trio
+from pydantic import BaseModel
 
-from . import seeding
+from . import stability
 from .agent import Agent
-from .match import EventSink, MatchRecord, MatchSpec, play_match
-from .scenario import Scenario
+from .events import Event
+from .match import MatchRecord, MatchSpec, play_match
+from .results import summarize
+from .scenario import Concurrency, Scenario, UntilStable
+from .store import RunStore
+from .tournament import plan, plan_entry
 
 
-def plan(scenario: Scenario) -> list[MatchSpec]:
-    """Every match of the scenario. Seeds come from the scenario seed and the
-    match's key, so neither order nor concurrency changes what a match is."""
-    specs = []
-    for entry in scenario.games:
-        for repeat in range(1, entry.repeats + 1):
-            key = f"{entry.name}#{repeat}"
-            specs.append(
-                MatchSpec(
-                    key=key, group=entry.name, game=entry.game, params=entry.params, agents=tuple(entry.agents),
-                    seed=seeding.derive(scenario.seed, key), shuffle_seats=entry.shuffle_seats,
-                    referee=entry.referee, settings=scenario.match,
-                )
-            )
-    return specs
+class Observer:
+    """Whoever watches a run: the live view, a log, a test. Every method is optional."""
+
+    def planned(self, total: int) -> None:
+        """The number of matches known so far (grows as until_stable adds blocks)."""
+
+    def event(self, event: Event) -> None:
+        """Everything that happens inside matches."""
+
+    def finished(self, record: MatchRecord, resumed: bool) -> None:
+        """A match is over; ``resumed``: it was finished by an earlier run and not replayed."""
+
+
+class TournamentResult(BaseModel):
+    records: list[MatchRecord]
+    stability: list[stability.StabilityCheck]
+    resumed: int
+
+
+class Limits:
+    """A global limit on matches at once and optional per-agent limits.
+
+    Agent slots are taken before the global one, in name order: a match
+    waiting for a busy agent holds no global slot, so it does not stall
+    matches of other agents, and the fixed order rules out deadlock.
+    """
+
+    def __init__(self, concurrency: Concurrency, agents: list[str], matches: int | None = None):
+        self.matches = trio.CapacityLimiter(matches or concurrency.matches)
+        self.per_agent = {a: trio.CapacityLimiter(n) for a in agents if (n := concurrency.limit_for(a))}
+
+    @asynccontextmanager
+    async def slot(self, spec: MatchSpec) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for agent in sorted(set(spec.agents)):
+                if agent in self.per_agent:
+                    await stack.enter_async_context(self.per_agent[agent])
+            await stack.enter_async_context(self.matches)
+            yield
 
 
 def build_agents(scenario: Scenario) -> dict[str, Agent]:
@@ -37,30 +68,81 @@ def build_agents(scenario: Scenario) -> dict[str, Agent]:
     return agents
 
 
-async def run_scenario(
+async def run_tournament(
     scenario: Scenario,
-    on_event: EventSink | None = None,
-    on_record: Callable[[MatchRecord], None] | None = None,
-    concurrency: int | None = None,
-) -> list[MatchRecord]:
-    specs = plan(scenario)
+    store: RunStore | None = None,
+    observer: Observer | None = None,
+    matches_at_once: int | None = None,
+) -> TournamentResult:
+    observer = observer or Observer()
     agents = build_agents(scenario)
-    limiter = trio.CapacityLimiter(concurrency or scenario.concurrency)
+    limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
     done: dict[str, MatchRecord] = {}
+    earlier = {r.key: r for r in store.records()} if store else {}
+    checks: list[stability.StabilityCheck] = []
 
-    async def play(spec: MatchSpec) -> None:
-        async with limiter:
-            record = await play_match(spec, agents, on_event)
+    def sink(event: Event) -> None:
+        if store is not None:
+            store.record_event(event)
+        observer.event(event)
+
+    async def play(spec: MatchSpec, position: int) -> None:
+        async with limits.slot(spec):
+            if store is not None:
+                store.prepare(spec, position)
+            record = await play_match(spec, agents, sink)
+        if store is not None:
+            store.finish(record)
         done[spec.key] = record
-        if on_record is not None:
-            on_record(record)
+        observer.finished(record, resumed=False)
 
+    order: list[str] = []
+    repeats_so_far = {}
+    for entry in scenario.games:
+        rule = scenario.tournament_for(entry).repeats
+        if isinstance(rule, UntilStable):
+            repeats_so_far[entry.name] = (entry, rule, min(rule.max, max(rule.block, rule.min)))
+    wave = plan(scenario)
     try:
-        async with trio.open_nursery() as nursery:
-            for spec in specs:
-                nursery.start_soon(play, spec)
+        while wave:
+            first = len(order)
+            order += [s.key for s in wave]
+            observer.planned(len(order))
+            if store is not None:
+                store.set_planned(len(order))
+            async with trio.open_nursery() as nursery:
+                for position, spec in enumerate(wave, start=first):
+                    if spec.key in earlier:
+                        done[spec.key] = earlier[spec.key]
+                        observer.finished(earlier[spec.key], resumed=True)
+                    else:
+                        nursery.start_soon(play, spec, position)
+            wave = []
+            for name, (entry, rule, repeats) in list(repeats_so_far.items()):
+                members = [r for r in done.values() if r.group == name]
+                current = summarize(members)
+                previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
+                check = stability.check(name, previous, current, repeats, rule)
+                checks.append(check)
+                if store is not None:
+                    store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done)
+                if check.done:
+                    del repeats_so_far[name]
+                else:
+                    more = min(rule.max, repeats + rule.block)
+                    wave += plan_entry(scenario, entry, repeats + 1, more)
+                    repeats_so_far[name] = (entry, rule, more)
+        if store is not None:
+            failed = sum(r.status == "failed" for r in done.values())
+            store.set_status("finished" if not failed else "finished with failures")
+    except BaseException:
+        if store is not None:
+            store.flush()
+            store.set_status("interrupted")
+        raise
     finally:
         with trio.CancelScope(shield=True):
             for agent in agents.values():
                 await agent.aclose()
-    return [done[spec.key] for spec in specs]
+    resumed = sum(1 for key in order if key in earlier)
+    return TournamentResult(records=[done[k] for k in order], stability=checks, resumed=resumed)

@@ -3,16 +3,60 @@
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from . import plugins
 from .agent import Agent, AgentConfig
 from .errors import ConfigError, Problem
 from .match import MatchSettings
+
+
+class UntilStable(BaseModel):
+    """Add blocks of repeats until the ranking stops moving (DeepEval's stableness condition)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    block: int = Field(5, ge=1, description="Repeats added per step.")
+    min: int = Field(10, ge=1, description="Repeats before stopping is considered.")
+    max: int = Field(50, ge=1, description="Cap: never more repeats than this.")
+    tau: float = Field(0.9, ge=-1, le=1, description="Kendall's tau between successive rankings must reach this.")
+    width: float = Field(1.0, gt=0, description="Every 95% interval must be at most this wide (payoff units).")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "UntilStable":
+        if self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be at least min ({self.min})")
+        return self
+
+
+class Tournament(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    format: Literal["fixed", "round_robin", "all_pairs"] = Field(
+        "fixed",
+        description="fixed: the listed agents at one table; round_robin: every group of `seats` agents; "
+        "all_pairs: every pair (two-seat games).",
+    )
+    seating: Literal["rotate", "random"] = Field(
+        "rotate", description="rotate: repeat k shifts the seat order by k, balancing positions; random: drawn from the seed."
+    )
+    role_swap: bool = Field(True, description="In games whose seats have different roles, play every rotation of roles.")
+    repeats: int | Literal["until_stable"] | UntilStable = Field(1, description="A number, or until_stable.")
+
+    @field_validator("repeats")
+    @classmethod
+    def _repeats(cls, value):
+        if value == "until_stable":
+            return UntilStable()
+        if isinstance(value, int) and value < 1:
+            raise ValueError("repeats must be at least 1, or until_stable")
+        return value
 
 
 class GameEntry(BaseModel):
@@ -21,31 +65,60 @@ class GameEntry(BaseModel):
     game: str = Field(description="A registered game; `arena games` lists them.")
     label: str | None = Field(None, description="Name for this entry in results; default: the game's name.")
     params: dict[str, Any] = Field(default_factory=dict, description="The game's parameters.")
-    agents: list[str] = Field(min_length=1, description="Agents at the table, one per seat.")
-    repeats: int = Field(1, ge=1, description="How many matches to play.")
-    shuffle_seats: bool = Field(True, description="Draw the seat order from each match's seed.")
+    agents: list[str] | None = Field(None, min_length=1, description="Agents taking part; default: all of them.")
+    seats: int | None = Field(None, ge=1, description="Players per table; default: all listed agents (fixed), 2 (all_pairs).")
     referee: str | None = Field(None, description="Override the game's default referee.")
+    tournament: Tournament | None = Field(None, description="Replaces the scenario's tournament block for this game.")
 
     @property
     def name(self) -> str:
         return self.label or self.game
 
 
+class Concurrency(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    matches: int = Field(4, ge=1, description="Matches played at once.")
+    per_agent: int | None = Field(None, ge=1, description="Matches one agent may be in at once (default: no limit).")
+    agents: dict[str, int] = Field(default_factory=dict, description="Per-agent limits overriding per_agent.")
+
+    def limit_for(self, agent: str) -> int | None:
+        return self.agents.get(agent, self.per_agent)
+
+
 class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Short name of the scenario.")
+    name: str = Field(description="Short name of the scenario; the run directory is named after it.")
     description: str = ""
-    seed: int = Field(0, description="Every match's seed is derived from this one.")
+    seed: int = Field(0, description="Every match's seed is derived from this one and the match's key.")
+    output: str = Field("runs", description="Folder holding run directories, relative to the working directory.")
     agents: dict[str, dict[str, Any]] = Field(min_length=1, description="Agent name -> backend and its parameters.")
     games: list[GameEntry] = Field(min_length=1)
+    tournament: Tournament = Field(default_factory=Tournament)
     match: MatchSettings = Field(default_factory=MatchSettings)
-    concurrency: int = Field(4, ge=1, description="Matches played at once.")
+    concurrency: Concurrency = Field(default_factory=Concurrency)
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _concurrency_shorthand(cls, value):
+        return {"matches": value} if isinstance(value, int) and not isinstance(value, bool) else value
 
     def agent_config(self, name: str) -> tuple[type[Agent], AgentConfig]:
         raw = self.agents[name]
         backend = plugins.load("agent backend", raw["backend"])
         return backend, backend.Config.model_validate(raw)
+
+    def tournament_for(self, entry: GameEntry) -> Tournament:
+        return entry.tournament or self.tournament
+
+    def agents_for(self, entry: GameEntry) -> list[str]:
+        return list(entry.agents) if entry.agents is not None else list(self.agents)
+
+    def fingerprint(self) -> str:
+        """What makes two runs the same run: everything that decides which matches are played and how."""
+        meaning = self.model_dump(mode="json", include={"seed", "agents", "games", "tournament", "match"})
+        return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -71,7 +144,8 @@ def parse_scenario(raw: Any, source: str = "<scenario>") -> Scenario:
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        vocabulary = [f for model in (Scenario, GameEntry, MatchSettings) for f in model.model_fields]
+        models = (Scenario, GameEntry, MatchSettings, Tournament, UntilStable, Concurrency)
+        vocabulary = [f for model in models for f in model.model_fields]
         raise ConfigError.from_validation(exc, source=source, vocabulary=vocabulary) from None
     problems = _check_agents(scenario) + _check_games(scenario)
     if problems:
@@ -109,11 +183,14 @@ def _check_games(scenario: Scenario) -> list[Problem]:
         if entry.name in labels:
             problems.append(Problem(loc + ("label",), f"entries {labels[entry.name]} and {i} share the name {entry.name!r}; give one a distinct `label`"))
         labels.setdefault(entry.name, i)
-        for j, agent in enumerate(entry.agents):
+        players = scenario.agents_for(entry)
+        for j, agent in enumerate(entry.agents or []):
             if agent not in scenario.agents:
                 close = difflib.get_close_matches(agent, list(scenario.agents), n=3, cutoff=0.5)
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
                 problems.append(Problem(loc + ("agents", j), f"no agent named {agent!r} under `agents`{hint}"))
+        if len(set(players)) != len(players):
+            problems.append(Problem(loc + ("agents",), "an agent is listed twice; list each once"))
         if entry.referee is not None:
             try:
                 plugins.load("referee", entry.referee)
@@ -128,9 +205,30 @@ def _check_games(scenario: Scenario) -> list[Problem]:
             game.Params.model_validate(entry.params)
         except ValidationError as exc:
             problems += ConfigError.from_validation(exc, prefix=loc + ("params",), vocabulary=game.Params.model_fields).problems
-        n = len(entry.agents)
-        if n < game.min_seats or (game.max_seats is not None and n > game.max_seats):
-            wanted = f"at least {game.min_seats}" if game.max_seats is None else (
-                str(game.min_seats) if game.min_seats == game.max_seats else f"{game.min_seats} to {game.max_seats}")
-            problems.append(Problem(loc + ("agents",), f"{entry.game} needs {wanted} players; {n} listed"))
+        problems += _check_table(scenario, entry, game, players, loc)
+    return problems
+
+
+def table_size(scenario: Scenario, entry: GameEntry) -> int:
+    fmt = scenario.tournament_for(entry).format
+    if entry.seats is not None:
+        return entry.seats
+    return 2 if fmt == "all_pairs" else len(scenario.agents_for(entry))
+
+
+def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str], loc) -> list[Problem]:
+    fmt = scenario.tournament_for(entry).format
+    n = table_size(scenario, entry)
+    problems = []
+    if fmt == "fixed" and n != len(players):
+        problems.append(Problem(loc + ("seats",), f"a fixed table seats every listed agent: {len(players)}, not {n}; remove `seats` or use format round_robin"))
+    if fmt == "all_pairs" and n != 2:
+        problems.append(Problem(loc + ("seats",), f"all_pairs plays two-seat tables; seats is {n}; use round_robin for larger tables"))
+    if n > len(players):
+        problems.append(Problem(loc + ("seats",), f"tables of {n} need at least {n} agents; {len(players)} take part"))
+    if n < game.min_seats or (game.max_seats is not None and n > game.max_seats):
+        wanted = f"at least {game.min_seats}" if game.max_seats is None else (
+            str(game.min_seats) if game.min_seats == game.max_seats else f"{game.min_seats} to {game.max_seats}")
+        where = loc + ("agents",) if fmt == "fixed" and entry.seats is None else loc + ("seats",)
+        problems.append(Problem(where, f"{entry.game} needs {wanted} players; the tables here have {n}"))
     return problems

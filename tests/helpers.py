@@ -62,3 +62,40 @@ class Roundtable(Game):
 
     def payoffs(self):
         return {s: 0.0 for s in self.seats}
+
+
+class TwoRoles(Game):
+    """A test game with two roles: the writer names a number and scores it; the
+    editor names a number and scores the writer's number minus its own."""
+
+    min_seats = max_seats = 2
+
+    @classmethod
+    def seat_roles(cls, params, n_seats):
+        return ["Writer", "Editor"]
+
+    def __init__(self, params, seats, roles, rng):
+        super().__init__(params, seats, roles, rng)
+        self.scores = {}
+
+    def rules(self, seat):
+        return f"You are the {seat}. Name a number."
+
+    def prompt(self, seat, round):
+        return "Your number:"
+
+    def parse(self, seat, reply):
+        return int(reply)
+
+    def default_action(self, seat, round):
+        return 0
+
+    def apply(self, round, actions):
+        self.scores = {"Writer": actions["Writer"], "Editor": actions["Writer"] - actions["Editor"]}
+        return []
+
+    def is_over(self, round):
+        return True
+
+    def payoffs(self):
+        return dict(self.scores)

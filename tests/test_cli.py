@@ -14,34 +14,48 @@ QUICKSTART = ROOT / "scenarios" / "quickstart.yaml"
 
 
 def test_quickstart_runs_offline_and_prints_the_table(run_cli, tmp_path):
-    out = tmp_path / "matches.jsonl"
-    result = run_cli("run", QUICKSTART, "--plain", "--jsonl", out)
+    run_dir = tmp_path / "run"
+    result = run_cli("run", QUICKSTART, "--plain", "--run-dir", run_dir)
     assert result.returncode == 0, result.stderr
     text = result.stdout
-    assert "20 of 20 matches finished." in text
+    assert "120 of 120 matches finished." in text
     for group in ("public_goods_mode1", "public_goods_mode2"):
-        assert f"{group}: mean payoff per agent" in text
-    for agent in ("generous", "freerider", "mirror", "reciprocal", "dice"):
+        assert f"{group}: mean payoff per agent (95% bootstrap interval)" in text
+    agents = ("generous", "freerider", "mirror", "reciprocal", "cautious", "dice")
+    for agent in agents:
         assert agent in text
     # the round log names seats, with the agent beside them for the watcher
-    assert re.search(r"\[public_goods_mode1#1\] r1 Player \d \((generous|freerider|mirror|reciprocal|dice)\) -> \d+", text)
-    records = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(records) == 20 and all(r["status"] == "finished" for r in records)
+    assert re.search(r"\[public_goods_mode1#1:[a-z+]+\] r1 Player \d \((" + "|".join(agents) + r")\) -> \d+", text)
+    exported = run_cli("export", run_dir, "--format", "jsonl")
+    records = [json.loads(line) for line in exported.stdout.splitlines()]
+    assert len(records) == 120 and all(r["status"] == "finished" for r in records)
     means = {}
     for r in records:
         if r["group"] == "public_goods_mode1":
             for seat in r["seats"]:
                 means.setdefault(seat["agent"], []).append(r["payoffs"][seat["label"]])
+    assert {len(v) for v in means.values()} == {40}  # every agent sits at 10 of the 15 tables, 4 times
     means = {a: sum(v) / len(v) for a, v in means.items()}
     assert means["freerider"] > means["generous"]
-    row = re.search(r"freerider\s*│\s*10\s*│\s*([\d.]+)", text)
+    row = re.search(r"freerider\s*│\s*40\s*│\s*([\d.]+)", text)
     assert row and float(row.group(1)) == pytest.approx(means["freerider"], abs=0.006)
 
 
-def test_quiet_run_prints_only_results(run_cli):
-    result = run_cli("run", QUICKSTART, "--quiet")
+def test_a_second_run_resumes_and_replays_nothing(run_cli, tmp_path):
+    run_dir = tmp_path / "run"
+    first = run_cli("run", QUICKSTART, "--quiet", "--run-dir", run_dir)
+    second = run_cli("run", QUICKSTART, "--quiet", "--run-dir", run_dir)
+    assert first.returncode == second.returncode == 0
+    assert "Resuming the run in" in second.stdout and "120 finished matches are kept" in second.stdout
+    assert "120 of 120 matches finished, 120 from the earlier run" in " ".join(second.stdout.split())
+    table = lambda out: out[out.index("public_goods_mode1:"):out.index("120 of 120")]
+    assert table(first.stdout) == table(second.stdout)
+
+
+def test_quiet_run_prints_only_results(run_cli, tmp_path):
+    result = run_cli("run", QUICKSTART, "--quiet", "--run-dir", tmp_path / "r")
     assert result.returncode == 0
-    assert "round 1" not in result.stdout and "20 of 20 matches finished." in result.stdout
+    assert "round 1" not in result.stdout and "120 of 120 matches finished." in result.stdout
 
 
 def test_games_lists_public_goods_with_parameters(run_cli):
@@ -57,7 +71,7 @@ def test_games_lists_public_goods_with_parameters(run_cli):
 def test_validate_accepts_the_quickstart(run_cli):
     result = run_cli("validate", QUICKSTART)
     assert result.returncode == 0
-    assert "ok — 5 agents, 2 game entries, 20 matches" in result.stdout
+    assert "ok — 6 agents, 2 game entries, 120 matches" in result.stdout
 
 
 GOOD = {
@@ -135,10 +149,105 @@ def write(tmp_path, text: str):
         (
             """
             name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods}]
+            tournament: {repeats: 0}
+            """,
+            ["tournament.repeats", "at least 1, or until_stable"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods}]
+            tournament: {repeats: sometimes}
+            """,
+            ["tournament.repeats", "given: 'sometimes'"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods}]
+            tournament: {repeats: {block: 5, min: 20, max: 10}}
+            """,
+            ["tournament.repeats", "max (10) must be at least min (20)"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods}]
+            tournament: {format: swiss}
+            """,
+            ["tournament.format", "expected 'fixed', 'round_robin' or 'all_pairs'", "given: 'swiss'"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods, seats: 3}]
+            tournament: {format: round_robin}
+            """,
+            ["games[0].seats", "tables of 3 need at least 3 agents; 2 take part"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}, c: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods, seats: 2}]
+            """,
+            ["games[0].seats", "a fixed table seats every listed agent: 3, not 2"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}, c: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods, seats: 3}]
+            tournament: {format: all_pairs}
+            """,
+            ["games[0].seats", "all_pairs plays two-seat tables"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods, agents: [a, a]}]
+            """,
+            ["games[0].agents", "listed twice"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods}]
+            concurrency: {matches: 0, per_agnet: 2}
+            """,
+            ["concurrency.matches", "greater than or equal to 1", "concurrency.per_agnet", "did you mean 'per_agent'?"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods}]
+            concurrency: lots
+            """,
+            ["concurrency", "given: 'lots'"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            """,
+            ["games: required field is missing"],
+        ),
+        (
+            """
+            name: t
             agents: {a: {backend: scripted, strategy: free_rider}}
             games: [{game: public_goods, agents: [a], params: {alfa: 2}}]
             """,
-            ["games[0].agents: public_goods needs at least 2 players; 1 listed", "games[0].params.alfa", "did you mean 'alpha'?"],
+            ["games[0].agents: public_goods needs at least 2 players; the tables here have 1", "games[0].params.alfa", "did you mean 'alpha'?"],
         ),
         (
             """
@@ -163,7 +272,7 @@ def write(tmp_path, text: str):
 def test_a_malformed_scenario_names_the_file_the_field_and_the_fix(run_cli, tmp_path, text, expected):
     path = write(tmp_path, text)
     for command in ("validate", "run"):
-        result = run_cli(command, path)
+        result = run_cli(command, path, *(["--run-dir", tmp_path / "run"] if command == "run" else []))
         assert result.returncode == 2, result.stdout
         message = " ".join(result.stderr.split())
         assert str(path.name) in message
@@ -182,10 +291,11 @@ def test_invalid_replies_are_flagged_in_the_log_and_counted(run_cli, tmp_path):
         agents:
           a: {backend: scripted, strategy: free_rider}
           b: {backend: scripted, strategy: fixed, params: {replies: ["not json"]}}
-        games: [{game: public_goods, agents: [a, b], repeats: 2, params: {rounds: 2}}]
+        games: [{game: public_goods, agents: [a, b], params: {rounds: 2}}]
+        tournament: {repeats: 2}
         match: {max_retries: 1}
         """)
-    result = run_cli("run", path, "--plain")
+    result = run_cli("run", path, "--plain", "--run-dir", tmp_path / "run")
     assert result.returncode == 0
     assert "INVALID attempt 1" in result.stdout and "DEFAULT" in result.stdout
     # the invalid and defaulted counts land in the table: 2 matches x 2 rounds x 2 attempts, 4 defaults

@@ -1,41 +1,196 @@
-"""Running a whole scenario: planning, seeds, concurrency, and failures that stay contained."""
+"""Tournaments: planning, seeds, seat rotation, role swap, concurrency, limits, stableness, failures."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
+import trio
 
 from arena import plugins
-from arena.runner import plan, run_scenario
+from arena.runner import Observer, run_tournament
 from arena.scenario import parse_scenario
+from arena.tournament import plan
 
-from helpers import Roundtable
+from helpers import Roundtable, TwoRoles
 
 AGENTS = {
     "a": {"backend": "scripted", "strategy": "free_rider"},
     "b": {"backend": "scripted", "strategy": "tit_for_tat"},
-    "c": {"backend": "scripted", "strategy": "random_contributor", "delay": 0.01},
+    "c": {"backend": "scripted", "strategy": "random_contributor"},
+    "d": {"backend": "scripted", "strategy": "always_all"},
 }
 
 
-def scenario(games, seed=3, concurrency=4):
-    return parse_scenario({"name": "t", "seed": seed, "agents": AGENTS, "games": games, "concurrency": concurrency})
+def scenario(games, seed=3, concurrency=4, tournament=None, agents=AGENTS):
+    raw = {"name": "t", "seed": seed, "agents": agents, "games": games, "concurrency": concurrency}
+    if tournament is not None:
+        raw["tournament"] = tournament
+    return parse_scenario(raw)
 
 
-def test_plan_gives_stable_keys_and_seeds():
-    s = scenario([{"game": "public_goods", "agents": ["a", "b", "c"], "repeats": 3}])
-    keys = [m.key for m in plan(s)]
-    assert keys == ["public_goods#1", "public_goods#2", "public_goods#3"]
-    assert len({m.seed for m in plan(s)}) == 3
-    assert [m.seed for m in plan(s)] == [m.seed for m in plan(scenario(s.model_dump()["games"]))]
-    assert [m.seed for m in plan(s)] != [m.seed for m in plan(scenario(s.model_dump()["games"], seed=4))]
+def test_round_robin_plays_every_table_with_rotating_seats():
+    s = scenario([{"game": "public_goods", "seats": 3}], tournament={"format": "round_robin", "repeats": 3})
+    specs = plan(s)
+    assert len(specs) == 4 * 3  # C(4,3) tables x 3 repeats
+    tables = Counter(frozenset(m.agents) for m in specs)
+    assert len(tables) == 4 and set(tables.values()) == {3}
+    # across the 3 repeats of a table, each agent sits once in each position
+    for table in tables:
+        orders = [m.agents for m in specs if frozenset(m.agents) == table]
+        for position in range(3):
+            assert sorted(o[position] for o in orders) == sorted(table)
+    assert not any(m.shuffle_seats for m in specs)
+    assert len({m.key for m in specs}) == len(specs)
+
+
+def test_keys_and_seeds_are_stable_and_depend_on_the_scenario_seed():
+    games = [{"game": "public_goods"}]
+    tournament = {"repeats": 3}
+    first = plan(scenario(games, tournament=tournament))
+    again = plan(scenario(games, tournament=tournament))
+    other = plan(scenario(games, seed=4, tournament=tournament))
+    assert [m.key for m in first] == ["public_goods#1:a+b+c+d", "public_goods#2:b+c+d+a", "public_goods#3:c+d+a+b"]
+    assert [m.seed for m in first] == [m.seed for m in again]
+    assert [m.seed for m in first] != [m.seed for m in other]
+
+
+def test_random_seating_leaves_the_order_to_the_match_seed():
+    specs = plan(scenario([{"game": "public_goods"}], tournament={"seating": "random", "repeats": 2}))
+    assert all(m.shuffle_seats and m.agents == ("a", "b", "c", "d") for m in specs)
+
+
+@pytest.fixture
+def two_roles():
+    plugins.register("game", "two_roles", TwoRoles)
+    yield
+    plugins.unregister("game", "two_roles")
+
+
+def test_all_pairs_of_a_two_role_game_play_both_role_assignments(two_roles):
+    s = scenario([{"game": "two_roles", "agents": ["a", "b", "c"]}], tournament={"format": "all_pairs", "repeats": 2})
+    specs = plan(s)
+    assert len(specs) == 3 * 2 * 2  # pairs x role assignments x repeats
+    assert Counter(m.agents for m in specs) == {pair: 2 for pair in
+                                                 [("a", "b"), ("b", "a"), ("a", "c"), ("c", "a"), ("b", "c"), ("c", "b")]}
+
+
+async def test_role_table_of_an_asymmetric_game(two_roles):
+    agents = {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": [str(v)]}} for n, v in
+              [("low", 1), ("mid", 5), ("high", 9)]}
+    s = scenario([{"game": "two_roles"}], tournament={"format": "all_pairs", "repeats": 1}, agents=agents)
+    result = await run_tournament(s)
+    from arena.results import role_tables, summarize
+
+    (table,) = role_tables(result.records)
+    assert table.roles == ("Writer", "Editor")
+    # TwoRoles: the writer scores its own number, the editor the writer's number minus its own
+    assert table.cells["high"]["low"].scores == (9.0, 8.0)
+    assert table.cells["low"]["high"].scores == (1.0, -8.0)
+    assert table.row_means["mid"] == 5.0
+    assert table.column_means["low"] == pytest.approx(((5 - 1) + (9 - 1)) / 2)
+    rows = {(r.agent, r.role): r.mean for r in summarize(result.records)}
+    assert rows[("high", "Writer")] == 9.0 and rows[("low", "Editor")] == 6.0
 
 
 async def test_concurrency_does_not_change_results():
-    games = [{"game": "public_goods", "agents": ["a", "b", "c"], "repeats": 6, "params": {"mode": 2}}]
-    serial = await run_scenario(scenario(games, concurrency=1))
-    parallel = await run_scenario(scenario(games, concurrency=6))
-    assert [r.payoffs for r in serial] == [r.payoffs for r in parallel]
-    assert [r.messages for r in serial] == [r.messages for r in parallel]
+    games = [{"game": "public_goods", "params": {"mode": 2}, "seats": 3}]
+    tournament = {"format": "round_robin", "repeats": 3}
+    serial = await run_tournament(scenario(games, concurrency=1, tournament=tournament))
+    parallel = await run_tournament(scenario(games, concurrency=8, tournament=tournament))
+    assert [r.key for r in serial.records] == [r.key for r in parallel.records]
+    assert [r.payoffs for r in serial.records] == [r.payoffs for r in parallel.records]
+    assert [r.messages for r in serial.records] == [r.messages for r in parallel.records]
+
+
+class Timeline(Observer):
+    """Notes when each match starts and ends on trio's clock, and how many run at once."""
+
+    def __init__(self):
+        self.running: Counter = Counter()
+        self.peak_total = 0
+        self.peak_agent: Counter = Counter()
+        self.seats: dict[str, list[str]] = {}
+
+    def event(self, event):
+        if event.type == "match_started":
+            agents = [s.agent for s in event.seats]
+            self.seats[event.match] = agents
+            self.running["*"] += 1
+            for a in agents:
+                self.running[a] += 1
+                self.peak_agent[a] = max(self.peak_agent[a], self.running[a])
+            self.peak_total = max(self.peak_total, self.running["*"])
+        elif event.type in ("match_ended", "match_failed"):
+            self.running["*"] -= 1
+            for a in self.seats[event.match]:
+                self.running[a] -= 1
+
+
+def slow(strategy, delay):
+    return {"backend": "scripted", "strategy": strategy, "delay": delay}
+
+
+async def test_matches_overlap_up_to_the_limit(autojump_clock):
+    agents = {f"p{i}": slow("free_rider", 1.0) for i in range(4)}
+    s = scenario([{"game": "public_goods", "seats": 2, "params": {"rounds": 2}}], concurrency=3, agents=agents,
+                 tournament={"format": "round_robin", "repeats": 2})
+    timeline = Timeline()
+    start = trio.current_time()
+    result = await run_tournament(s, observer=timeline)
+    elapsed = trio.current_time() - start
+    assert len(result.records) == 12  # C(4,2) x 2
+    # each match takes 2 s (two rounds of 1 s); 12 matches, 3 at a time: ideally 4 waves = 8 s
+    assert elapsed == pytest.approx(8.0, abs=0.01)
+    assert timeline.peak_total == 3
+
+
+async def test_per_agent_limits_hold_and_a_slow_agent_does_not_stall_the_others(autojump_clock):
+    agents = {"slow": slow("free_rider", 10.0), **{f"p{i}": slow("free_rider", 1.0) for i in range(4)}}
+    s = parse_scenario({
+        "name": "t", "agents": agents, "games": [{"game": "public_goods", "seats": 2, "params": {"rounds": 1}}],
+        "tournament": {"format": "round_robin"},
+        "concurrency": {"matches": 4, "per_agent": 2, "agents": {"slow": 1}},
+    })
+    timeline = Timeline()
+    ends = {}
+
+    class Clock(Observer):
+        def event(self, event):
+            timeline.event(event)
+            if event.type == "match_ended":
+                ends[event.match] = trio.current_time()
+
+    start = trio.current_time()
+    result = await run_tournament(s, observer=Clock())
+    assert len(result.records) == 10  # C(5,2)
+    assert timeline.peak_agent["slow"] == 1
+    assert all(timeline.peak_agent[f"p{i}"] <= 2 for i in range(4))
+    assert timeline.peak_total <= 4
+    slow_ends = sorted(t - start for k, t in ends.items() if "slow" in k)
+    fast_ends = sorted(t - start for k, t in ends.items() if "slow" not in k)
+    assert slow_ends == pytest.approx([10, 20, 30, 40])  # one at a time
+    assert max(fast_ends) <= 10  # the six other pairs finish while the slow agent plays its first
+
+
+async def test_until_stable_stops_early_on_a_clear_ranking():
+    s = scenario([{"game": "public_goods", "agents": ["a", "d"]}],
+                 tournament={"repeats": {"block": 2, "min": 4, "max": 40, "tau": 0.9, "width": 1.0}})
+    result = await run_tournament(s)
+    assert len(result.records) == 4  # free rider vs always-all: deterministic payoffs, stable at the minimum
+    (check,) = result.stability
+    assert check.done and check.stable and check.tau == 1.0 and check.max_width == 0.0
+
+
+async def test_until_stable_runs_to_the_cap_on_a_coin_flip():
+    coin = {"x": {"backend": "scripted", "strategy": "random_contributor"},
+            "y": {"backend": "scripted", "strategy": "random_contributor"}}
+    s = scenario([{"game": "public_goods"}], agents=coin,
+                 tournament={"repeats": {"block": 4, "min": 8, "max": 24, "tau": 0.9, "width": 0.5}})
+    result = await run_tournament(s)
+    assert len(result.records) == 24
+    assert [c.repeats for c in result.stability] == [8, 12, 16, 20, 24]
+    assert result.stability[-1].done and not result.stability[-1].stable
 
 
 @pytest.fixture
@@ -50,12 +205,14 @@ def buggy_game():
 
 
 async def test_a_failing_match_does_not_stop_the_others(buggy_game):
-    games = [
-        {"game": "buggy", "agents": ["a", "b"], "repeats": 2},
-        {"game": "public_goods", "agents": ["a", "b", "c"], "repeats": 3},
-    ]
+    games = [{"game": "buggy", "agents": ["a", "b"]}, {"game": "public_goods", "agents": ["a", "b", "c"]}]
     finished = []
-    records = await run_scenario(scenario(games), on_record=finished.append)
-    assert [r.status for r in records] == ["failed", "failed", "finished", "finished", "finished"]
-    assert all("RuntimeError: scoring exploded" in r.error for r in records[:2])
-    assert len(finished) == 5
+
+    class Collect(Observer):
+        def finished(self, record, resumed):
+            finished.append(record)
+
+    result = await run_tournament(scenario(games, tournament={"repeats": 2}), observer=Collect())
+    assert [r.status for r in result.records] == ["failed", "failed", "finished", "finished"]
+    assert all("RuntimeError: scoring exploded" in r.error for r in result.records[:2])
+    assert len(finished) == 4

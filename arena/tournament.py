@@ -1,0 +1,78 @@
+"""Which matches a scenario plays: tables, seat orders, role swaps and repeats."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from . import plugins, seeding
+from .match import MatchSpec
+from .scenario import GameEntry, Scenario, Tournament, UntilStable, table_size
+
+
+def rotate(order: tuple[str, ...], k: int) -> tuple[str, ...]:
+    k %= len(order)
+    return order[k:] + order[:k]
+
+
+def is_asymmetric(scenario: Scenario, entry: GameEntry) -> bool:
+    game = plugins.load("game", entry.game)
+    params = game.Params.model_validate(entry.params)
+    return len(set(game.seat_roles(params, table_size(scenario, entry)))) > 1
+
+
+def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[str, ...]]:
+    players = tuple(scenario.agents_for(entry))
+    if scenario.tournament_for(entry).format == "fixed":
+        return [players]
+    return list(combinations(players, table_size(scenario, entry)))
+
+
+def seat_orders(table: tuple[str, ...], repeat: int, asymmetric: bool, tournament: Tournament) -> list[tuple[tuple[str, ...], bool]]:
+    """The seat orders one table is played in for one repeat, each with whether the
+    match itself should shuffle seats from its seed."""
+    if asymmetric and tournament.role_swap:
+        return [(rotate(table, k), False) for k in range(len(table))]  # every agent in every role
+    if tournament.seating == "rotate":
+        return [(rotate(table, repeat - 1), False)]
+    return [(table, True)]
+
+
+def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> list[MatchSpec]:
+    """Matches for repeats ``first..last`` of one game entry, repeat by repeat.
+
+    A match's key names the entry, the repeat and the seat order; its seed is
+    derived from the scenario seed and the key alone, so neither the order of
+    play, nor concurrency, nor a resume changes what a match is.
+    """
+    tournament = scenario.tournament_for(entry)
+    asymmetric = is_asymmetric(scenario, entry)
+    specs = []
+    for repeat in range(first, last + 1):
+        for table in tables(scenario, entry):
+            for order, shuffle in seat_orders(table, repeat, asymmetric, tournament):
+                key = f"{entry.name}#{repeat}:{'+'.join(order)}"
+                specs.append(
+                    MatchSpec(
+                        key=key, group=entry.name, repeat=repeat, game=entry.game, params=entry.params, agents=order,
+                        seed=seeding.derive(scenario.seed, key), shuffle_seats=shuffle,
+                        referee=entry.referee, settings=scenario.match,
+                    )
+                )
+    return specs
+
+
+def fixed_repeats(scenario: Scenario, entry: GameEntry) -> int | None:
+    repeats = scenario.tournament_for(entry).repeats
+    return None if isinstance(repeats, UntilStable) else repeats
+
+
+def plan(scenario: Scenario) -> list[MatchSpec]:
+    """Every match known before play: all of fixed-repeat entries, the first block of until_stable ones."""
+    specs = []
+    for entry in scenario.games:
+        repeats = fixed_repeats(scenario, entry)
+        if repeats is None:
+            rule = scenario.tournament_for(entry).repeats
+            repeats = min(rule.max, max(rule.block, rule.min))
+        specs += plan_entry(scenario, entry, 1, repeats)
+    return specs

@@ -1,0 +1,225 @@
+"""The run store: what is written, resuming after a crash, and the commands that read it."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from arena.runner import run_tournament
+from arena.scenario import parse_scenario
+from arena.store import RunStore, StoreError
+
+from helpers import ROOT
+
+SCENARIO = """
+name: crashy
+seed: 9
+agents:
+  give: {backend: scripted, strategy: always_all, delay: DELAY}
+  keep: {backend: scripted, strategy: free_rider, delay: DELAY}
+  copy: {backend: scripted, strategy: tit_for_tat, delay: DELAY}
+  dice: {backend: scripted, strategy: random_contributor, delay: DELAY}
+  noise: {backend: scripted, strategy: garbage, delay: DELAY}
+games:
+  - game: public_goods
+    label: pairs
+    seats: 2
+    params: {rounds: 4}
+  - game: public_goods
+    label: coin
+    agents: [dice, copy]
+    params: {rounds: 3, mode: 2}
+    tournament: {repeats: {block: 2, min: 4, max: 8, width: 0.01}}
+tournament: {format: round_robin, repeats: 2}
+match: {max_retries: 1}
+concurrency: 3
+"""
+
+
+def scenario_file(tmp_path, delay=0.0, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(SCENARIO.replace("DELAY", str(delay)))
+    return path
+
+
+def arena(*args, timeout=120):
+    env = {**os.environ, "COLUMNS": "200"}  # wide tables: no cell wrapped over two lines
+    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def finished_count(run_dir) -> int:
+    path = run_dir / "run.sqlite"
+    if not path.exists():
+        return 0
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            return db.execute("SELECT COUNT(*) FROM matches WHERE status = 'finished'").fetchone()[0]
+        finally:
+            db.close()
+    except sqlite3.OperationalError:
+        return 0
+
+
+def exported(run_dir):
+    result = arena("export", run_dir, "--format", "jsonl")
+    assert result.returncode == 0, result.stderr
+    return sorted((json.loads(line) for line in result.stdout.splitlines()), key=lambda r: r["key"])
+
+
+def test_a_run_killed_at_random_moments_resumes_to_exactly_the_uninterrupted_results(tmp_path):
+    path = scenario_file(tmp_path, delay=0.02)
+    reference_dir, crashed_dir = tmp_path / "reference", tmp_path / "crashed"
+    reference = arena("run", path, "--quiet", "--run-dir", reference_dir)
+    assert reference.returncode == 0, reference.stderr
+    expected = exported(reference_dir)
+    total = len(expected)
+    assert total == 10 * 2 + 8  # C(5,2) tables x 2 repeats, and the coin entry runs to its cap
+
+    rng = random.Random(7)
+    kills, progress = 0, [0]
+    while kills < 4:
+        target = progress[-1] + rng.randint(1, 5)
+        if target >= total - 1:
+            break
+        proc = subprocess.Popen([sys.executable, "-m", "arena.cli", "run", str(path), "--quiet", "--run-dir", str(crashed_dir)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 60
+            while finished_count(crashed_dir) < target and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.005)
+            time.sleep(rng.uniform(0, 0.05))  # land anywhere: between matches, mid-round, mid-commit
+            proc.send_signal(signal.SIGKILL)
+        finally:
+            proc.wait(timeout=30)
+        kills += 1
+        progress.append(finished_count(crashed_dir))
+    assert kills >= 3 and progress[-1] < total, f"the kills must land mid-run: {progress}"
+    assert progress == sorted(progress), "finished matches are never lost"
+
+    status = arena("runs", tmp_path)
+    assert "stopped (resumable)" in status.stdout
+
+    resumed = arena("run", path, "--quiet", "--run-dir", crashed_dir)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{total} of {total} matches finished" in " ".join(resumed.stdout.split())
+    got = exported(crashed_dir)
+    assert [r["key"] for r in got] == [r["key"] for r in expected]  # none lost, none twice
+    assert got == expected
+    rank = lambda d: json.loads(arena("rank", d, "--json").stdout)
+    a, b = rank(reference_dir), rank(crashed_dir)
+    assert a["payoffs"] == b["payoffs"] and a["stability"] == b["stability"]
+
+
+async def test_the_store_gives_back_exactly_the_records_that_were_played(tmp_path):
+    s = parse_scenario({
+        "name": "t", "agents": {"a": {"backend": "scripted", "strategy": "garbage"},
+                                "b": {"backend": "scripted", "strategy": "tit_for_tat"}},
+        "games": [{"game": "public_goods", "params": {"mode": 1, "rounds": 3}}], "tournament": {"repeats": 2},
+    })
+    store = RunStore.create_or_resume(tmp_path, s.name, "text", s.fingerprint())
+    result = await run_tournament(s, store)
+    stored = {r.key: r for r in store.records()}
+    assert len(stored) == 2
+    for record in result.records:
+        assert stored[record.key] == record
+    assert store.run_info()["status"] == "finished"
+    # every message is there with its round and recipients
+    db = store.db
+    rows = db.execute("SELECT round, sender, recipients, kind FROM messages WHERE match_key = ? ORDER BY seq",
+                      (result.records[0].key,)).fetchall()
+    assert [(r.round, r.sender, list(r.recipients), r.kind) for r in result.records[0].messages] == \
+        [(rnd, sender, json.loads(rcpt), kind) for rnd, sender, rcpt, kind in rows]
+
+
+def test_a_changed_scenario_is_refused_unless_forced_new(tmp_path):
+    path = scenario_file(tmp_path)
+    run_dir = tmp_path / "run"
+    assert arena("run", path, "--quiet", "--run-dir", run_dir).returncode == 0
+    path.write_text(path.read_text().replace("seed: 9", "seed: 10"))
+    refused = arena("run", path, "--quiet", "--run-dir", run_dir)
+    assert refused.returncode == 2
+    message = " ".join(refused.stderr.split())
+    assert "different version of this scenario" in message and "--force-new" in message
+    # whitespace and comments are not a change: only what decides the matches is
+    forced = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new")
+    assert forced.returncode == 0
+    assert list(run_dir.glob("run.sqlite.old-*")), "the old run is set aside, not deleted"
+    assert "seed: 10" in (run_dir / "scenario.yaml").read_text()
+
+
+def test_cosmetic_edits_and_concurrency_do_not_count_as_a_change(tmp_path):
+    path = scenario_file(tmp_path)
+    run_dir = tmp_path / "run"
+    assert arena("run", path, "--quiet", "--run-dir", run_dir).returncode == 0
+    path.write_text("# a comment\n" + path.read_text().replace("concurrency: 3", "concurrency: 1") + "\ndescription: now described\n")
+    again = arena("run", path, "--quiet", "--run-dir", run_dir)
+    assert again.returncode == 0, again.stderr and "from the earlier run" in again.stdout
+
+
+def test_show_export_rank_and_runs(tmp_path):
+    path = scenario_file(tmp_path)
+    run_dir = tmp_path / "runs" / "crashy"
+    assert arena("run", path, "--quiet", "--run-dir", run_dir).returncode == 0
+    records = exported(run_dir)
+
+    listing = arena("show", run_dir)
+    assert listing.returncode == 0 and records[0]["key"] in listing.stdout
+
+    noisy = next(r for r in records if "noise" in r["key"] and r["group"] == "pairs")
+    shown = arena("show", run_dir, "--match", noisy["key"])
+    assert shown.returncode == 0
+    text = shown.stdout
+    for seat in noisy["seats"]:
+        assert f"{seat['label']}: {seat['agent']}" in text
+    noise_seat = next(s["label"] for s in noisy["seats"] if s["agent"] == "noise")
+    assert "── round 1" in text and "[reply; seen by no other seat]" in text  # replies are private here
+    assert f"{noise_seat} (noise) [reply" not in text  # defaulted garbage is never posted
+    assert "invalid" in text and "(default)" in text
+    assert "[notice; to Player" in text or "[notice; to everyone]" in text
+
+    typo = arena("show", run_dir, "--match", noisy["key"][:-2])
+    assert typo.returncode == 2 and "did you mean" in typo.stderr
+
+    table = arena("export", run_dir, "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(table.stdout)))
+    assert len(rows) == sum(len(r["seats"]) for r in records)
+    first = records[0]
+    seat = first["seats"][0]
+    row = next(x for x in rows if x["match"] == first["key"] and x["seat"] == seat["label"])
+    assert row["agent"] == seat["agent"] and float(row["payoff"]) == first["payoffs"][seat["label"]]
+
+    ranked = json.loads(arena("rank", run_dir, "--json").stdout)
+    assert ranked["run"]["status"] == "finished" and ranked["run"]["finished"] == len(records)
+    pairs = {r["agent"]: r for r in ranked["payoffs"] if r["group"] == "pairs"}
+    keep = [r["payoffs"][s["label"]] for r in records if r["group"] == "pairs" for s in r["seats"] if s["agent"] == "keep"]
+    assert pairs["keep"]["mean"] == pytest.approx(sum(keep) / len(keep))
+    assert pairs["keep"]["low"] <= pairs["keep"]["mean"] <= pairs["keep"]["high"]
+    assert pairs["noise"]["defaulted_turns"] > 0
+    assert ranked["stability"][-1]["group"] == "coin" and ranked["stability"][-1]["repeats"] == 8
+
+    runs = arena("runs", tmp_path / "runs")
+    assert "crashy" in runs.stdout and "finished" in runs.stdout
+
+    printed = arena("rank", run_dir)
+    assert "pairs: mean payoff per agent" in printed.stdout and "coin: not stable; stopped at the cap after 8" in " ".join(printed.stdout.split())
+
+
+def test_commands_on_a_folder_that_is_not_a_run(tmp_path):
+    for command in ("show", "export", "rank"):
+        result = arena(command, tmp_path)
+        assert result.returncode == 2 and "is not a run directory" in result.stderr
+    with pytest.raises(StoreError):
+        RunStore.open(tmp_path)
