@@ -7,7 +7,6 @@ import csv
 import difflib
 import io
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -18,8 +17,9 @@ from rich.table import Table
 
 from . import __version__, plugins
 from .errors import ConfigError
-from .results import PayoffSummary, RoleTable, role_tables, summarize
+from .results import role_tables, summarize
 from .store import RunStore, StoreError, run_dirs
+from .tables import print_results
 from .tournament import plan
 from .scenario import load_scenario
 
@@ -128,7 +128,7 @@ def _run(args: argparse.Namespace) -> int:
         store.close()
         return 130
     records = result.records
-    _print_results(console, records, store)
+    print_results(console, records, store)
     failed = [r for r in records if r.status == "failed"]
     for record in failed:
         console.print(f"[red]match {record.key} failed:[/] {(record.error or '').splitlines()[0]}")
@@ -144,58 +144,6 @@ class _nothing:
 
     def __exit__(self, *exc):
         return False
-
-
-def _print_results(console: Console, records, store: RunStore | None = None) -> None:
-    print_payoffs(console, summarize(records))
-    for table in role_tables(records):
-        print_role_table(console, table)
-    if store is not None:
-        checks = store.stability()
-        groups = dict.fromkeys(c["group"] for c in checks)
-        for group in groups:
-            last = [c for c in checks if c["group"] == group][-1]
-            verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
-            tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
-            console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
-
-
-def print_payoffs(console: Console, rows: list[PayoffSummary]) -> None:
-    groups = list(dict.fromkeys(r.group for r in rows))
-    for group in groups:
-        members = [r for r in rows if r.group == group]
-        by_role = len({r.role for r in members}) > 1
-        table = Table(title=f"{group}: mean payoff per agent (95% bootstrap interval)", title_justify="left")
-        table.add_column("Agent")
-        if by_role:
-            table.add_column("Role")
-        for name in ("Matches", "Mean", "95% CI", "Std", "Invalid", "Defaulted"):
-            table.add_column(name, justify="right")
-        for r in members:
-            cells = [r.agent] + ([r.role] if by_role else [])
-            cells += [str(r.matches), f"{r.mean:.2f}", f"[{r.low:.2f}, {r.high:.2f}]", f"{r.std:.2f}",
-                      str(r.invalid_replies), str(r.defaulted_turns)]
-            table.add_row(*cells)
-        console.print(table)
-
-
-def print_role_table(console: Console, t: RoleTable) -> None:
-    first, second = t.roles
-    table = Table(title=f"{t.group}: rows play {first}, columns play {second}; each cell: {first} score / {second} score",
-                  title_justify="left")
-    table.add_column(f"{first} \\ {second}")
-    for b in t.agents:
-        table.add_column(b, justify="center")
-    table.add_column(f"mean as {first}", justify="right")
-    for a in t.agents:
-        cells = []
-        for b in t.agents:
-            cell = t.cells.get(a, {}).get(b)
-            cells.append("—" if cell is None else f"{cell.scores[0]:.2f} / {cell.scores[1]:.2f}")
-        mean = t.row_means.get(a)
-        table.add_row(a, *cells, "—" if mean is None else f"{mean:.2f}")
-    table.add_row(f"mean as {second}", *["—" if t.column_means.get(b) is None else f"{t.column_means[b]:.2f}" for b in t.agents], "")
-    console.print(table)
 
 
 # -- other commands --------------------------------------------------------------------
@@ -238,26 +186,6 @@ def _type_name(annotation) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def run_status(store: RunStore) -> str:
-    info = store.run_info()
-    status = info.get("status", "?")
-    if status == "running" and not _alive(info.get("pid")):
-        return "stopped (resumable)"
-    return status
-
-
 def _runs(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     table = Table(title=f"runs under {args.output}", title_justify="left")
@@ -267,7 +195,7 @@ def _runs(args: argparse.Namespace) -> int:
     for run_dir in run_dirs(args.output):
         store = RunStore.open(run_dir)
         info, counts = store.run_info(), store.counts()
-        table.add_row(str(run_dir), info.get("name", "?"), run_status(store), str(counts.get("finished", 0)),
+        table.add_row(str(run_dir), info.get("name", "?"), store.status(), str(counts.get("finished", 0)),
                       str(counts.get("failed", 0)), str(info.get("planned", 0)),
                       time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("updated") or 0)))
         store.close()
@@ -329,7 +257,7 @@ def rank_json(store: RunStore) -> dict:
     records = store.records()
     info = store.run_info()
     return {
-        "run": {"name": info.get("name"), "status": run_status(store), "planned": info.get("planned"), **store.counts()},
+        "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
         "payoffs": [r.model_dump() for r in summarize(records)],
         "role_tables": [t.model_dump() for t in role_tables(records)],
         "stability": store.stability(),
@@ -346,7 +274,7 @@ def _rank(args: argparse.Namespace) -> int:
     if not records:
         console.print(f"No finished matches in {args.run_dir} yet.")
         return 0
-    _print_results(console, records, store)
+    print_results(console, records, store)
     return 0
 
 

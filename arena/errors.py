@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -54,18 +54,17 @@ class ConfigError(Exception):
         error: ValidationError,
         prefix: Sequence[Any] = (),
         source: str | None = None,
-        vocabulary: Iterable[str] = (),
+        hint: Callable[[tuple[Any, ...]], str | None] | None = None,
     ) -> "ConfigError":
-        """``vocabulary``: field names that may appear here, to suggest for a misspelt key."""
-        vocabulary = list(vocabulary)
+        """``hint(loc)``: advice for an unknown key at ``loc`` (relative to the validated model)."""
         problems = []
         for item in error.errors(include_url=False):
             loc = tuple(prefix) + tuple(item["loc"])
             message = _expected(item)
-            if item["type"] == "extra_forbidden" and loc and isinstance(loc[-1], str):
-                close = difflib.get_close_matches(loc[-1], vocabulary, n=1, cutoff=0.6)
-                if close:
-                    message += f" (did you mean {close[0]!r}?)"
+            if item["type"] == "extra_forbidden" and hint is not None:
+                advice = hint(tuple(item["loc"]))
+                if advice:
+                    message += f" ({advice})"
             given = item.get("input")
             has_given = item["type"] not in ("missing",) and not isinstance(given, dict)
             problems.append(Problem(loc, message, given, has_given))
@@ -76,6 +75,17 @@ class ConfigError(Exception):
             [Problem(tuple(prefix) + p.loc, p.message, p.given, p.has_given) for p in self.problems],
             source or self.source,
         )
+
+
+def spelling_hint(fields: Iterable[str]) -> Callable[[tuple[Any, ...]], str | None]:
+    """A hint that suggests the closest of ``fields`` for a misspelt key."""
+    known = list(fields)
+
+    def hint(loc: tuple[Any, ...]) -> str | None:
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6) if loc else []
+        return f"did you mean {close[0]!r}?" if close else None
+
+    return hint
 
 
 def _expected(item: dict[str, Any]) -> str:

@@ -135,10 +135,12 @@ async def run_tournament(
         if store is not None:
             failed = sum(r.status == "failed" for r in done.values())
             store.set_status("finished" if not failed else "finished with failures")
-    except BaseException:
+    except BaseException as exc:
         if store is not None:
             store.flush()
             store.set_status("interrupted")
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None:
+            raise KeyboardInterrupt from None  # Ctrl-C arrives wrapped by the nursery; callers expect it bare
         raise
     finally:
         with trio.CancelScope(shield=True):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import typing
 from pathlib import Path
 from typing import Any, Literal
 
@@ -13,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from . import plugins
 from .agent import Agent, AgentConfig
-from .errors import ConfigError, Problem
+from .errors import ConfigError, Problem, spelling_hint
 from .match import MatchSettings
 
 
@@ -121,6 +122,45 @@ class Scenario(BaseModel):
         return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
 
 
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model that validates the mapping at ``loc`` in a scenario, if any."""
+    model: type[BaseModel] | None = Scenario
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        model = _inner_model(field.annotation)
+    return model
+
+
+def _inner_model(annotation) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _inner_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _scenario_hint(loc: tuple[Any, ...]) -> str | None:
+    """For an unknown key: the closest key of its own block, or the block where the key belongs."""
+    key, here = str(loc[-1]), _model_at(loc[:-1])
+    homes = {"tournament": Tournament, "match": MatchSettings, "concurrency": Concurrency, "games[i]": GameEntry}
+    for place, model in homes.items():
+        if model is not here and key in model.model_fields:
+            return f"`{key}` belongs in the {place} block"
+    if here is not Scenario and key in Scenario.model_fields:
+        return f"`{key}` belongs at the top level"
+    if here is not None:
+        close = difflib.get_close_matches(key, list(here.model_fields), n=1, cutoff=0.6)
+        if close:
+            return f"did you mean {close[0]!r}?"
+    return None
+
+
 def load_scenario(path: str | Path) -> Scenario:
     path = Path(path)
     source = str(path)
@@ -144,9 +184,7 @@ def parse_scenario(raw: Any, source: str = "<scenario>") -> Scenario:
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        models = (Scenario, GameEntry, MatchSettings, Tournament, UntilStable, Concurrency)
-        vocabulary = [f for model in models for f in model.model_fields]
-        raise ConfigError.from_validation(exc, source=source, vocabulary=vocabulary) from None
+        raise ConfigError.from_validation(exc, source=source, hint=_scenario_hint) from None
     problems = _check_agents(scenario) + _check_games(scenario)
     if problems:
         raise ConfigError(problems, source)
@@ -169,7 +207,7 @@ def _check_agents(scenario: Scenario) -> list[Problem]:
             config = backend.Config.model_validate(raw)
             backend.check(config)
         except ValidationError as exc:
-            problems += ConfigError.from_validation(exc, prefix=loc, vocabulary=backend.Config.model_fields).problems
+            problems += ConfigError.from_validation(exc, prefix=loc, hint=spelling_hint(backend.Config.model_fields)).problems
         except ConfigError as exc:
             problems += exc.prefixed(loc).problems
     return problems
@@ -204,7 +242,7 @@ def _check_games(scenario: Scenario) -> list[Problem]:
         try:
             game.Params.model_validate(entry.params)
         except ValidationError as exc:
-            problems += ConfigError.from_validation(exc, prefix=loc + ("params",), vocabulary=game.Params.model_fields).problems
+            problems += ConfigError.from_validation(exc, prefix=loc + ("params",), hint=spelling_hint(game.Params.model_fields)).problems
         problems += _check_table(scenario, entry, game, players, loc)
     return problems
 

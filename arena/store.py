@@ -151,9 +151,20 @@ class RunStore:
 
     # -- the run -------------------------------------------------------------------
     def run_info(self) -> dict[str, Any]:
-        cursor = self.db.execute("SELECT * FROM run WHERE id = 1")
+        try:
+            cursor = self.db.execute("SELECT * FROM run WHERE id = 1")
+        except sqlite3.OperationalError:  # the writer has created the file but not yet its tables
+            return {}
         row = cursor.fetchone()
         return dict(zip([c[0] for c in cursor.description], row)) if row else {}
+
+    def status(self) -> str:
+        """The stored status, except that a 'running' run whose process is gone is 'stopped (resumable)'."""
+        info = self.run_info()
+        status = info.get("status", "starting")
+        if status == "running" and not _alive(info.get("pid"), info.get("host")):
+            return "stopped (resumable)"
+        return status
 
     def set_status(self, status: str) -> None:
         self.db.execute("UPDATE run SET status = ?, updated = ? WHERE id = 1", (status, time.time()))
@@ -162,7 +173,10 @@ class RunStore:
         self.db.execute("UPDATE run SET planned = ?, updated = ? WHERE id = 1", (planned, time.time()))
 
     def counts(self) -> dict[str, int]:
-        return dict(self.db.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall())
+        try:
+            return dict(self.db.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall())
+        except sqlite3.OperationalError:
+            return {}
 
     # -- matches -------------------------------------------------------------------
     def finished_keys(self) -> set[str]:
@@ -309,6 +323,21 @@ class RunStore:
             yield
         finally:
             self._commit()
+
+
+def _alive(pid: int | None, host: str | None) -> bool:
+    """Whether the process that writes a run still exists. From another machine we cannot tell: assume it does."""
+    if not pid:
+        return False
+    if host and host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def run_dirs(output: str | Path) -> Iterator[Path]:

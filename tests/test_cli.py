@@ -142,9 +142,18 @@ def write(tmp_path, text: str):
             """
             name: t
             agents: {a: {backend: scripted, strategy: free_rider}}
-            games: [{game: public_goods, agents: [a], repeat: 3}]
+            games: [{game: public_goods, agents: [a, b], repeats: 3}]
             """,
-            ["games[0].repeat: unknown field", "did you mean 'repeats'?"],
+            ["games[0].repeats: unknown field", "`repeats` belongs in the tournament block"],
+        ),
+        (
+            """
+            name: t
+            agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
+            games: [{game: public_goods}]
+            tournament: {repeat: 3}
+            """,
+            ["tournament.repeat: unknown field", "did you mean 'repeats'?"],
         ),
         (
             """

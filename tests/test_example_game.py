@@ -14,6 +14,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+import trio
 
 from arena import plugins
 from arena.agent import Agent
@@ -143,7 +144,7 @@ def test_plugin_package_runs_a_scenario_from_the_command_line(tmp_path):
         games:
           - game: guess_two_thirds
             agents: [low, mid, high]
-            repeats: 2
+        tournament: {{repeats: 2}}
         match: {{turn_timeout: 30, max_retries: 2}}
         """).format(agents=agents))
     done = cli(tmp_path, site, "run", "two_thirds.yaml", "--plain")
@@ -282,3 +283,20 @@ def test_unknown_params_are_rejected(installed):
         params_cls.model_validate({"factor": 0.5})
     with pytest.raises(ValueError, match="denominator"):
         params_cls.model_validate({"denominator": 0})
+
+
+def test_the_guides_scenario_is_valid_and_plays_as_it_says(installed):
+    import yaml
+
+    from arena.results import summarize
+    from arena.runner import run_tournament
+    from arena.scenario import parse_scenario
+    from arena.tournament import plan
+
+    text = GUIDE.read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(# two_thirds\.yaml.*?)```", text, re.DOTALL).group(1)
+    scenario = parse_scenario(yaml.safe_load(block), "guide")
+    assert len(plan(scenario)) == 5
+    result = trio.run(run_tournament, scenario)
+    means = {row.agent: row.mean for row in summarize(result.records)}
+    assert means == {"low": 3.0, "mid": 0.0, "high": 0.0}  # what the guide promises

@@ -1,0 +1,61 @@
+"""The result tables as a person reads them in a terminal."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .results import PayoffSummary, RoleTable, role_tables, summarize
+from .store import RunStore
+
+
+def print_results(console: Console, records, store: RunStore | None = None) -> None:
+    print_payoffs(console, summarize(records))
+    for table in role_tables(records):
+        print_role_table(console, table)
+    if store is not None:
+        checks = store.stability()
+        groups = dict.fromkeys(c["group"] for c in checks)
+        for group in groups:
+            last = [c for c in checks if c["group"] == group][-1]
+            verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
+            tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
+            console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
+
+
+def print_payoffs(console: Console, rows: list[PayoffSummary]) -> None:
+    groups = list(dict.fromkeys(r.group for r in rows))
+    for group in groups:
+        members = [r for r in rows if r.group == group]
+        by_role = len({r.role for r in members}) > 1
+        table = Table(title=f"{group}: mean payoff per agent (95% bootstrap interval)", title_justify="left")
+        table.add_column("Agent")
+        if by_role:
+            table.add_column("Role")
+        for name in ("Matches", "Mean", "95% CI", "Std", "Invalid", "Defaulted"):
+            table.add_column(name, justify="right")
+        for r in members:
+            cells = [r.agent] + ([r.role] if by_role else [])
+            cells += [str(r.matches), f"{r.mean:.2f}", f"[{r.low:.2f}, {r.high:.2f}]", f"{r.std:.2f}",
+                      str(r.invalid_replies), str(r.defaulted_turns)]
+            table.add_row(*cells)
+        console.print(table)
+
+
+def print_role_table(console: Console, t: RoleTable) -> None:
+    first, second = t.roles
+    table = Table(title=f"{t.group}: rows play {first}, columns play {second}; each cell: {first} score / {second} score",
+                  title_justify="left")
+    table.add_column(f"{first} \\ {second}")
+    for b in t.agents:
+        table.add_column(b, justify="center")
+    table.add_column(f"mean as {first}", justify="right")
+    for a in t.agents:
+        cells = []
+        for b in t.agents:
+            cell = t.cells.get(a, {}).get(b)
+            cells.append("—" if cell is None else f"{cell.scores[0]:.2f} / {cell.scores[1]:.2f}")
+        mean = t.row_means.get(a)
+        table.add_row(a, *cells, "—" if mean is None else f"{mean:.2f}")
+    table.add_row(f"mean as {second}", *["—" if t.column_means.get(b) is None else f"{t.column_means[b]:.2f}" for b in t.agents], "")
+    console.print(table)
