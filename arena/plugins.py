@@ -29,6 +29,7 @@ class UnknownPlugin(LookupError):
 
 
 _registered: dict[str, dict[str, Any]] = {group: {} for group in GROUPS.values()}
+_loaded: dict[tuple[str, str], Any] = {}
 
 
 @cache
@@ -57,12 +58,15 @@ def load(kind: str, name: str) -> Any:
     group = GROUPS[kind]
     if name in _registered[group]:
         return _registered[group][name]
-    eps = _entry_points(group)
-    if name not in eps:
-        raise UnknownPlugin(kind, name, names(kind))
-    return eps[name].load()
+    if (group, name) not in _loaded:
+        eps = _entry_points(group)
+        if name not in eps:
+            raise UnknownPlugin(kind, name, names(kind))
+        _loaded[(group, name)] = eps[name].load()
+    return _loaded[(group, name)]
 
 
 def refresh() -> None:
     """Forget what was discovered (after installing a plugin in the same process)."""
     _entry_points.cache_clear()
+    _loaded.clear()

@@ -21,6 +21,7 @@ class MessagePool:
         self.round = 0
         self._delivered: list[Message] = []
         self._staged: list[Message] = []
+        self._inbox: dict[str, list[Message]] = {seat: [] for seat in self.seats}  # what each seat can see
 
     def post(
         self,
@@ -50,12 +51,16 @@ class MessagePool:
         """Deliver what was posted this round and move on to the next one."""
         released = tuple(self._staged)
         self._delivered.extend(released)
+        for message in released:
+            for seat in self.seats:
+                if message.visible_to(seat):
+                    self._inbox[seat].append(message)
         self._staged.clear()
         self.round += 1
         return released
 
     def visible_to(self, seat: str) -> tuple[Message, ...]:
-        return tuple(m for m in self._delivered if m.visible_to(seat))
+        return tuple(self._inbox[seat])
 
     @property
     def log(self) -> tuple[Message, ...]:

@@ -14,14 +14,13 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from . import __version__
-from .events import Event, MatchEnded, MatchFailed, MatchStarted, MessagePosted, RoundClosed, SeatInfo
+from .events import Event, MatchStarted, MessagePosted, RoundClosed, SeatInfo
 from .match import MatchRecord, MatchSpec
 from .messages import Message
 
@@ -95,6 +94,7 @@ class RunStore:
         self.db = db
         self._seq: dict[str, int] = {}
         self._in_tx = False
+        self._last_commit = time.monotonic()
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -126,8 +126,8 @@ class RunStore:
                     if old.exists():
                         old.rename(run_dir / f"{STORE_FILE}.old-{stamp}{suffix}")
         store = cls(run_dir, _connect(path))
-        store.db.executescript(SCHEMA)
-        store.db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        # tables, format version and run row in one transaction: a reader never sees half a store
+        store.db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
         now = time.time()
         store.db.execute(
             "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host) "
@@ -135,6 +135,7 @@ class RunStore:
             "ON CONFLICT (id) DO UPDATE SET status = 'running', updated = excluded.updated, pid = excluded.pid, host = excluded.host",
             (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname()),
         )
+        store.db.execute("COMMIT")
         (run_dir / SCENARIO_FILE).write_text(scenario_text, encoding="utf-8")
         return store
 
@@ -182,20 +183,22 @@ class RunStore:
     def finished_keys(self) -> set[str]:
         return {k for (k,) in self.db.execute("SELECT key FROM matches WHERE status = 'finished'")}
 
+    COMMIT_EVERY = 0.25  # seconds: how fresh a watcher's view is, against the cost of a commit per round
+
     def prepare(self, spec: MatchSpec, position: int) -> None:
         """Register a match about to be played, wiping whatever a crashed attempt left.
 
         ``position`` is the match's place in the tournament's plan, the order in
         which records are read back whatever the order they finished in."""
-        with self._transaction():
-            for table in ("messages", "events", "outcomes"):
-                self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
-            self.db.execute(
-                "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
-                "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
-                "started = NULL, ended = NULL",
-                (spec.key, position, spec.group, spec.repeat, spec.game, spec.model_dump_json()),
-            )
+        self._begin()  # committed with whatever is written next; a crash before that leaves nothing to undo
+        for table in ("messages", "events", "outcomes"):
+            self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
+        self.db.execute(
+            "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
+            "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
+            "started = NULL, ended = NULL",
+            (spec.key, position, spec.group, spec.repeat, spec.game, spec.model_dump_json()),
+        )
         self._seq[spec.key] = 0
 
     def record_event(self, event: Event) -> None:
@@ -218,7 +221,7 @@ class RunStore:
             )
         else:
             self.db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (key, seq, event.type, event.model_dump_json(), time.time()))
-        if isinstance(event, (RoundClosed, MatchEnded, MatchFailed)):
+        if isinstance(event, RoundClosed) and time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
             self._commit()
 
     def finish(self, record: MatchRecord) -> None:
@@ -311,18 +314,10 @@ class RunStore:
         if self._in_tx:
             self.db.execute("COMMIT")
             self._in_tx = False
+        self._last_commit = time.monotonic()
 
     def flush(self) -> None:
         self._commit()
-
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._commit()
-        self._begin()
-        try:
-            yield
-        finally:
-            self._commit()
 
 
 def _alive(pid: int | None, host: str | None) -> bool:

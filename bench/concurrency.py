@@ -10,7 +10,13 @@ at once the ideal wall time is ceil(200 / 16) * 0.1 s = 1.3 s. The target is
 wall / ideal <= 1.15. The same tournament is then played one match at a time
 (ideal 200 * 0.1 s = 20 s) for the speed-up.
 
-    python bench/concurrency.py            # 200 matches: ~1.5 s at 16, ~20 s at 1
+The 16-at-once run is played ``--trials`` times (default 3; single runs vary by
+a few percent) and judged on the median. The CPU time the process spends per
+match is printed too: with identical latencies the matches of a wave stay in
+lock step, so each wave pays roughly ``at_once * cpu_per_match`` on the one
+trio thread, and wall / ideal ~ 1 + at_once * cpu_per_match / latency.
+
+    python bench/concurrency.py            # 200 matches: 3 x ~1.5 s at 16, ~21 s at 1
     python bench/concurrency.py --quick    # 48 matches
 """
 
@@ -19,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import platform
+import statistics
 import sys
 import tempfile
 import time
@@ -54,6 +61,7 @@ class Run:
     at_once: int
     matches: int
     seconds: float
+    cpu: float
     ideal: float
 
     @property
@@ -65,16 +73,16 @@ def play(raw: dict, scenario: Scenario, at_once: int, per_match: float) -> Run:
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
         store = RunStore.create_or_resume(Path(tmp) / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
         try:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             result = trio.run(run_tournament, scenario, store, None, at_once)
-            seconds = time.perf_counter() - start
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
         finally:
             store.close()
     failed = [r for r in result.records if r.status != "finished"]
     if failed:
         raise SystemExit(f"{len(failed)} matches failed, e.g. {failed[0].key}: {failed[0].error}")
     n = len(result.records)
-    return Run(at_once, n, seconds, math.ceil(n / at_once) * per_match)
+    return Run(at_once, n, seconds, cpu, math.ceil(n / at_once) * per_match)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--at-once", type=int, default=16, help="matches at once (default 16)")
     parser.add_argument("--delay", type=float, default=0.1, help="agent latency in seconds (default 0.1)")
     parser.add_argument("--rounds", type=int, default=1, help="rounds per match = sequential turns (default 1)")
+    parser.add_argument("--trials", type=int, default=3, help="runs at --at-once, judged on the median (default 3)")
     parser.add_argument("--skip-serial", action="store_true", help="do not play the one-at-a-time comparison")
     args = parser.parse_args(argv)
     matches = args.matches or (48 if args.quick else 200)
@@ -99,21 +108,30 @@ def main(argv: list[str] | None = None) -> int:
 
     raw = scenario_dict(matches, args.at_once, args.delay, args.rounds)
     scenario = parse_scenario(raw)
-    concurrent = play(raw, scenario, args.at_once, per_match)
+    trials = [play(raw, scenario, args.at_once, per_match) for _ in range(max(1, args.trials))]
+    concurrent = sorted(trials, key=lambda r: r.seconds)[(len(trials) - 1) // 2]  # the median run
     serial = None if args.skip_serial else play(raw, scenario, 1, per_match)
 
     print()
-    header = f"{'at once':>7} {'matches':>7} {'wall s':>7} {'ideal s':>7} {'wall/ideal':>10} {'overhead/match ms':>17}"
+    header = (f"{'run':<9} {'at once':>7} {'matches':>7} {'wall s':>7} {'ideal s':>7} {'wall/ideal':>10} "
+              f"{'extra ms/wave':>13} {'CPU ms/match':>12}")
     print(header)
     print("-" * len(header))
-    for run in filter(None, (concurrent, serial)):
-        per = (run.seconds - run.ideal) / run.matches * run.at_once * 1000  # extra time per match slot
-        print(f"{run.at_once:>7} {run.matches:>7} {run.seconds:>7.2f} {run.ideal:>7.2f} {run.ratio:>10.3f} {per:>17.1f}")
+    rows = [(f"trial {i + 1}", r) for i, r in enumerate(trials)] + ([("serial", serial)] if serial else [])
+    for label, run in rows:
+        waves = math.ceil(run.matches / run.at_once)
+        print(f"{label:<9} {run.at_once:>7} {run.matches:>7} {run.seconds:>7.2f} {run.ideal:>7.2f} {run.ratio:>10.3f} "
+              f"{(run.seconds - run.ideal) / waves * 1000:>13.1f} {run.cpu / run.matches * 1000:>12.2f}")
     print()
-    verdict = "PASS" if concurrent.ratio <= TARGET else "FAIL"
-    print(f"concurrency {args.at_once}: wall/ideal {concurrent.ratio:.3f} (target <= {TARGET}): {verdict}")
+    ratio = statistics.median(r.ratio for r in trials)
+    verdict = "PASS" if ratio <= TARGET else "FAIL"
+    print(f"concurrency {args.at_once}: wall {concurrent.seconds:.2f} s, ideal {concurrent.ideal:.2f} s, "
+          f"wall/ideal {ratio:.3f} (median of {len(trials)}; target <= {TARGET}): {verdict}")
+    cpu_ms = statistics.median(r.cpu / r.matches for r in trials) * 1000
+    print(f"lock-step estimate 1 + {args.at_once} x {cpu_ms:.2f} ms CPU/match / {per_match * 1000:g} ms "
+          f"= {1 + args.at_once * cpu_ms / (per_match * 1000):.3f}")
     if serial is not None:
-        print(f"speed-up over one at a time: x{serial.seconds / concurrent.seconds:.2f} "
+        print(f"one at a time: wall {serial.seconds:.2f} s (ideal {serial.ideal:.2f} s); speed-up x{serial.seconds / concurrent.seconds:.2f} "
               f"(ideal x{serial.ideal / concurrent.ideal:.2f})")
     return 0 if verdict == "PASS" else 1
 
