@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import difflib
 import io
@@ -121,7 +122,7 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
     observer = _observer(args, console, scenario)
     try:
-        with observer if hasattr(observer, "__enter__") else _nothing():
+        with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
             result = trio.run(run_tournament, scenario, store, observer, args.concurrency)
     except KeyboardInterrupt:
         console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
@@ -136,14 +137,6 @@ def _run(args: argparse.Namespace) -> int:
     console.print(f"{len(records) - len(failed)} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
     store.close()
     return 1 if failed else 0
-
-
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 # -- other commands --------------------------------------------------------------------

@@ -16,7 +16,7 @@ from .match import MatchRecord, MatchSpec, play_match
 from .results import summarize
 from .scenario import Concurrency, Scenario, UntilStable
 from .store import RunStore
-from .tournament import plan, plan_entry
+from .tournament import first_repeats, plan, plan_entry
 
 
 class Observer:
@@ -97,11 +97,11 @@ async def run_tournament(
         observer.finished(record, resumed=False)
 
     order: list[str] = []
-    repeats_so_far = {}
-    for entry in scenario.games:
-        rule = scenario.tournament_for(entry).repeats
-        if isinstance(rule, UntilStable):
-            repeats_so_far[entry.name] = (entry, rule, min(rule.max, max(rule.block, rule.min)))
+    repeats_so_far = {  # until_stable entries still adding repeats
+        entry.name: (entry, rule, first_repeats(scenario, entry))
+        for entry in scenario.games
+        if isinstance(rule := scenario.tournament_for(entry).repeats, UntilStable)
+    }
     wave = plan(scenario)
     try:
         while wave:

@@ -291,19 +291,6 @@ class RunStore:
             events=[events[s] for s in sorted(events)], error=error,
         )
 
-    def latest_messages(self, limit: int = 10) -> list[tuple[str, Message]]:
-        """The newest messages of matches still in play, for a live view."""
-        rows = self.db.execute(
-            "SELECT m.match_key, m.idx, m.round, m.sender, m.recipients, m.kind, m.content, m.data FROM messages m "
-            "JOIN matches x ON x.key = m.match_key WHERE x.status = 'running' ORDER BY m.rowid DESC LIMIT ?",
-            (limit,),
-        ).fetchall()
-        return [
-            (key, Message(index=idx, round=rnd, sender=s, recipients=tuple(json.loads(r)), kind=k, content=c,
-                          data=None if d is None else json.loads(d)))
-            for key, idx, rnd, s, r, k, c, d in reversed(rows)
-        ]
-
     # -- transactions --------------------------------------------------------------
     def _begin(self) -> None:
         if not self._in_tx:

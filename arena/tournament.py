@@ -61,18 +61,17 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
     return specs
 
 
-def fixed_repeats(scenario: Scenario, entry: GameEntry) -> int | None:
-    repeats = scenario.tournament_for(entry).repeats
-    return None if isinstance(repeats, UntilStable) else repeats
+def first_repeats(scenario: Scenario, entry: GameEntry) -> int:
+    """Repeats played before anything is judged: all of them, or until_stable's minimum."""
+    rule = scenario.tournament_for(entry).repeats
+    if isinstance(rule, UntilStable):
+        return min(rule.max, max(rule.block, rule.min))
+    return rule
 
 
 def plan(scenario: Scenario) -> list[MatchSpec]:
-    """Every match known before play: all of fixed-repeat entries, the first block of until_stable ones."""
+    """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones."""
     specs = []
     for entry in scenario.games:
-        repeats = fixed_repeats(scenario, entry)
-        if repeats is None:
-            rule = scenario.tournament_for(entry).repeats
-            repeats = min(rule.max, max(rule.block, rule.min))
-        specs += plan_entry(scenario, entry, 1, repeats)
+        specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry))
     return specs

@@ -12,7 +12,6 @@ import sys
 import time
 from collections import defaultdict
 
-import pytest
 import yaml
 from rich.console import Console
 

@@ -9,7 +9,6 @@ import sys
 import sysconfig
 import zipfile
 
-import pytest
 
 from helpers import ROOT
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import random
 from fractions import Fraction
 
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,7 +13,7 @@ from arena.game import InvalidReply
 from arena.games.public_goods import PublicGoods, PublicGoodsParams
 from arena.match import MatchSpec, play_match
 
-from helpers import Recording, coins, scripted
+from helpers import Recording, scripted
 
 
 def make_game(n=4, **params) -> PublicGoods:

@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 
 import pytest
