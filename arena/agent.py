@@ -29,10 +29,12 @@ class Agent(ABC):
     ``reply`` must keep no per-match state: everything it needs is in the turn."""
 
     Config: ClassVar[type[AgentConfig]] = AgentConfig
+    makes_calls: ClassVar[bool] = False  # True for backends that call a model (and may cost money)
 
     def __init__(self, name: str, config: AgentConfig):
         self.name = name
         self.config = config
+        self.services = None  # the run's shared services (arena.calls.Services), set by the runner
 
     @classmethod
     def check(cls, config: AgentConfig) -> None:
@@ -41,6 +43,10 @@ class Agent(ABC):
 
     @abstractmethod
     async def reply(self, turn: Turn) -> str: ...
+
+    def cost_of(self, prompt_tokens: int, completion_tokens: int, extra_prices: dict[str, tuple[float, float]]) -> float | None:
+        """USD for that many tokens, or None when unknown. Agents that call no model cost nothing."""
+        return 0.0
 
     async def aclose(self) -> None:
         """Release clients and connections at the end of a run."""

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from . import __version__, plugins
 from .errors import ConfigError
+from .calls import usage_by_agent
 from .results import role_tables, summarize
 from .store import RunStore, StoreError, run_dirs
 from .tables import print_results
@@ -50,6 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
     run.add_argument("--force-new", action="store_true", help="set aside a run of a changed scenario and start afresh")
     run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
+    run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
+    run.add_argument("--dry-run", action="store_true", help="print the planned matches, calls, tokens and cost; play nothing")
     view = run.add_mutually_exclusive_group()
     view.add_argument("--plain", action="store_true", help="one line per event (the default when not a terminal)")
     view.add_argument("--rounds", action="store_true", help="a table per round of every match instead of the dashboard")
@@ -63,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
     games = sub.add_parser("games", help="list installed games and their parameters")
     games.add_argument("--json", action="store_true", help="machine-readable output")
     games.set_defaults(handler=_games)
+
+    agents = sub.add_parser("agents", help="list installed agent backends and their parameters")
+    agents.add_argument("--json", action="store_true", help="machine-readable output")
+    agents.set_defaults(handler=_agents)
 
     runs = sub.add_parser("runs", help="list run directories and their status")
     runs.add_argument("output", nargs="?", type=Path, default=Path("runs"), help="folder of run directories (default: runs)")
@@ -112,6 +119,8 @@ def _run(args: argparse.Namespace) -> int:
     from .runner import run_tournament
 
     scenario = load_scenario(args.scenario)
+    if args.dry_run:
+        return _dry_run(scenario)
     run_dir = args.run_dir or Path(scenario.output) / scenario.name
     store = RunStore.create_or_resume(
         run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
@@ -123,7 +132,7 @@ def _run(args: argparse.Namespace) -> int:
     observer = _observer(args, console, scenario)
     try:
         with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
-            result = trio.run(run_tournament, scenario, store, observer, args.concurrency)
+            result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache)
     except KeyboardInterrupt:
         console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
         store.close()
@@ -136,7 +145,47 @@ def _run(args: argparse.Namespace) -> int:
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
     console.print(f"{len(records) - len(failed)} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
     store.close()
+    if result.not_started:
+        console.print(f"[yellow]Stopped: {result.budget_note}; {len(result.not_started)} matches were not started. "
+                      "Raise the budget and run the same command to go on.[/]")
+        return 3
     return 1 if failed else 0
+
+
+def _dry_run(scenario) -> int:
+    from .dryrun import estimate
+
+    console = Console(highlight=False, soft_wrap=True)
+    found = estimate(scenario)
+    table = Table(title=f"{scenario.name}: {found.matches} matches planned", title_justify="left")
+    for column in ("Game entry", "Matches", "Model calls per match"):
+        table.add_column(column)
+    for e in found.entries:
+        more = f" (until_stable: up to {e.until_stable_cap})" if e.until_stable_cap else ""
+        table.add_row(e.group, f"{e.matches}{more}", f"{e.calls_per_match:g}")
+    console.print(table)
+    if not found.agents:
+        console.print("No agent calls a model: this scenario costs nothing.")
+        return 0
+    table = Table(title="estimate per agent (prompts: low estimate; replies: at most max_tokens)", title_justify="left")
+    for column in ("Agent", "Backend", "Model", "Calls", "Prompt tokens", "Reply tokens (max)", "Cost (max)"):
+        table.add_column(column, justify="right" if column not in ("Agent", "Backend", "Model") else "left")
+    total, unknown = 0.0, False
+    for a in found.agents:
+        price = "unknown" if a.cost_max is None else f"${a.cost_max:.4f}"
+        unknown |= a.cost_max is None
+        total += a.cost_max or 0.0
+        table.add_row(a.agent, a.backend, a.model or "", str(a.calls), str(a.prompt_tokens), str(a.completion_tokens_max), price)
+    console.print(table)
+    note = " (some models have no known price: add them under `prices:`)" if unknown else ""
+    calls = sum(a.calls for a in found.agents)
+    console.print(f"Total: {calls} calls, at most ${total:.4f}{note}.")
+    capped = sum(e.until_stable_cap or e.matches for e in found.entries)
+    if capped > found.matches:  # until_stable may add blocks: scale to its cap
+        factor = capped / found.matches
+        console.print(f"If until_stable runs to its cap ({capped} matches): about {round(calls * factor)} calls, "
+                      f"at most ${total * factor:.4f}.")
+    return 0
 
 
 # -- other commands --------------------------------------------------------------------
@@ -149,29 +198,53 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fields(model) -> list[dict]:
+    fields = []
+    for field, info in model.model_fields.items():
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        fields.append({"name": field, "type": _type_name(info.annotation), "default": default,
+                       "required": info.is_required(), "description": info.description or ""})
+    return fields
+
+
+def _print_fields(console: Console, title: str, fields: list[dict]) -> None:
+    table = Table(title=title, title_justify="left")
+    for column in ("Parameter", "Type", "Default", "Meaning"):
+        table.add_column(column)
+    for p in fields:
+        table.add_row(p["name"], p["type"], "required" if p["required"] else repr(p["default"]), p["description"])
+    console.print(table)
+
+
 def _games(args: argparse.Namespace) -> int:
     listing = []
     for name in plugins.names("game"):
         game = plugins.load("game", name)
-        params = []
-        for field, info in game.Params.model_fields.items():
-            default = None if info.is_required() else info.get_default(call_default_factory=True)
-            params.append({"name": field, "type": _type_name(info.annotation), "default": default,
-                           "required": info.is_required(), "description": info.description or ""})
         listing.append({"name": name, "description": game.description, "min_seats": game.min_seats,
-                        "max_seats": game.max_seats, "referee": game.default_referee, "params": params})
+                        "max_seats": game.max_seats, "referee": game.default_referee, "params": _fields(game.Params)})
     if args.json:
         print(json.dumps(listing, indent=2, default=str))
         return 0
     console = Console(highlight=False, soft_wrap=True)
     for game in listing:
         seats = f"{game['min_seats']}+" if game["max_seats"] is None else f"{game['min_seats']}–{game['max_seats']}"
-        table = Table(title=f"{game['name']} — {game['description']} (seats {seats})", title_justify="left")
-        for column in ("Parameter", "Type", "Default", "Meaning"):
-            table.add_column(column)
-        for p in game["params"]:
-            table.add_row(p["name"], p["type"], "required" if p["required"] else repr(p["default"]), p["description"])
-        console.print(table)
+        _print_fields(console, f"{game['name']} — {game['description']} (seats {seats})", game["params"])
+    return 0
+
+
+def _agents(args: argparse.Namespace) -> int:
+    listing = []
+    for name in plugins.names("agent backend"):
+        backend = plugins.load("agent backend", name)
+        doc = (backend.__module__ and __import__(backend.__module__, fromlist=["_"]).__doc__ or "").strip().splitlines()
+        listing.append({"name": name, "description": doc[0] if doc else "", "calls_models": backend.makes_calls,
+                        "params": [f for f in _fields(backend.Config) if f["name"] != "backend"]})
+    if args.json:
+        print(json.dumps(listing, indent=2, default=str))
+        return 0
+    console = Console(highlight=False, soft_wrap=True)
+    for backend in listing:
+        _print_fields(console, f"{backend['name']} — {backend['description']}", backend["params"])
     return 0
 
 
@@ -254,6 +327,7 @@ def rank_json(store: RunStore) -> dict:
         "payoffs": [r.model_dump() for r in summarize(records)],
         "role_tables": [t.model_dump() for t in role_tables(records)],
         "stability": store.stability(),
+        "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
     }
 
 

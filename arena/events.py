@@ -58,6 +58,15 @@ class ActionTaken(_Event):
     defaulted: bool
 
 
+class Scrubbed(_Event):
+    """The anonymity filter removed names from a reply before other seats saw it."""
+
+    type: Literal["scrubbed"] = "scrubbed"
+    round: int
+    seat: str
+    found: list[str]
+
+
 class RoundClosed(_Event):
     type: Literal["round_closed"] = "round_closed"
     round: int
@@ -75,6 +84,6 @@ class MatchFailed(_Event):
 
 
 Event = Annotated[
-    MatchStarted | MessagePosted | TurnFailed | ActionTaken | RoundClosed | MatchEnded | MatchFailed,
+    MatchStarted | MessagePosted | TurnFailed | ActionTaken | Scrubbed | RoundClosed | MatchEnded | MatchFailed,
     Field(discriminator="type"),
 ]

@@ -48,6 +48,7 @@ class Game(ABC):
 
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
+    Action: ClassVar[type[BaseModel] | None] = None  # the shape of a reply, for backends with structured output
     min_seats: ClassVar[int] = 2
     max_seats: ClassVar[int | None] = None
     default_referee: ClassVar[str] = "rules"

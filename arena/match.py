@@ -27,9 +27,11 @@ from .events import (
     MatchStarted,
     MessagePosted,
     RoundClosed,
+    Scrubbed,
     SeatInfo,
     TurnFailed,
 )
+from .anonymity import scrub
 from .game import Game, InvalidReply
 from .messages import REFEREE, Message, Retry, Turn
 from .pool import MessagePool
@@ -60,6 +62,8 @@ class MatchSpec(BaseModel):
     shuffle_seats: bool = True
     referee: str | None = None
     settings: MatchSettings = Field(default_factory=MatchSettings)
+    scrub: tuple[str, ...] = Field((), description="Strings removed from a seat's words before other seats see them.")
+    scrub_replacement: str = "[name withheld]"
 
 
 class MatchRecord(BaseModel):
@@ -136,6 +140,7 @@ class Match:
         self.game = game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
         self.referee = plugins.load("referee", spec.referee or game_cls.default_referee)()
         self.pool = MessagePool(labels)
+        self._action_schema = game_cls.Action.model_json_schema() if game_cls.Action is not None else None
 
     def _emit(self, event: Event) -> None:
         self.events.append(event)
@@ -209,15 +214,29 @@ class Match:
             if not defaulted:  # a failed turn says nothing; its attempts are in the events
                 listeners = [s for s in audience.successors(seat) if s != seat] if seat in audience else []
                 self._post(seat, reply, listeners, "reply")
+                _, found = scrub(reply, self.spec.scrub, self.spec.scrub_replacement)
+                if found and listeners:
+                    self._emit(Scrubbed(match=self.spec.key, round=round, seat=seat, found=found))
         for notice in self.game.apply(round, actions):
             self._post(REFEREE, notice.text, notice.to, "notice", notice.data)
         self.pool.close_round()
         self._emit(RoundClosed(match=self.spec.key, round=round))
 
+    def _history(self, seat: str) -> tuple[Message, ...]:
+        """What this seat may see, with other seats' words passed through the anonymity filter."""
+        visible = self.pool.visible_to(seat)
+        if not self.spec.scrub:
+            return visible
+        return tuple(
+            m if m.sender in (seat, REFEREE)
+            else m.model_copy(update={"content": scrub(m.content, self.spec.scrub, self.spec.scrub_replacement)[0]})
+            for m in visible
+        )
+
     async def _take_turn(self, seat: str, round: int, outcomes: dict, scope: trio.CancelScope) -> None:
         settings = self.spec.settings
         agent = self.agents[seat]
-        history = self.pool.visible_to(seat)
+        history = self._history(seat)
         prompt = self.game.prompt(seat, round)
         role = self.game.roles[seat]
         retries: list[Retry] = []
@@ -226,6 +245,7 @@ class Match:
             turn = Turn(
                 match=self.spec.key, seat=seat, role=role, round=round, history=history, prompt=prompt,
                 retries=tuple(retries), seed=seeding.derive(self.spec.seed, "turn", seat, round, attempt),
+                action_schema=self._action_schema,
             )
             reply: str | None = None
             failure = reason = None

@@ -60,6 +60,7 @@ class Turn(BaseModel):
     prompt: str
     retries: tuple[Retry, ...] = ()
     seed: int = Field(description="Derived from the match seed, seat, round and attempt; for agents that sample.")
+    action_schema: dict[str, Any] | None = Field(None, description="JSON schema of a valid action, when the game declares one.")
 
     @property
     def attempt(self) -> int:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
 
 import trio
 from pydantic import BaseModel
 
 from . import stability
 from .agent import Agent
+from .cache import ResponseCache
+from .calls import CallRecord, Services, Spending
 from .events import Event
 from .match import MatchRecord, MatchSpec, play_match
 from .results import summarize
@@ -36,6 +39,8 @@ class TournamentResult(BaseModel):
     records: list[MatchRecord]
     stability: list[stability.StabilityCheck]
     resumed: int
+    not_started: list[str] = []  # keys of matches the budget kept from starting
+    budget_note: str | None = None
 
 
 class Limits:
@@ -60,12 +65,30 @@ class Limits:
             yield
 
 
-def build_agents(scenario: Scenario) -> dict[str, Agent]:
+def build_agents(scenario: Scenario, services: Services | None = None) -> dict[str, Agent]:
     agents = {}
     for name in scenario.agents:
         backend, config = scenario.agent_config(name)
         agents[name] = backend(name, config)
+        agents[name].services = services
     return agents
+
+
+def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending) -> Services:
+    cache = None
+    if store is not None or scenario.cache:
+        path = Path(scenario.cache) if scenario.cache else store.run_dir / "responses.sqlite"
+        cache = ResponseCache(path)
+
+    def record(call: CallRecord) -> None:
+        spending.add(call)
+        if store is not None:
+            store.record_call(call)
+
+    return Services(
+        cache=cache, use_cache=use_cache, record_call=record, limit_settings=dict(scenario.limits),
+        prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
+    )
 
 
 async def run_tournament(
@@ -73,9 +96,17 @@ async def run_tournament(
     store: RunStore | None = None,
     observer: Observer | None = None,
     matches_at_once: int | None = None,
+    use_cache: bool = True,
 ) -> TournamentResult:
     observer = observer or Observer()
-    agents = build_agents(scenario)
+    spending = Spending()
+    if store is not None:  # what earlier sessions of this run spent counts against the budget too
+        for call in store.calls():
+            spending.add(call)
+    services = build_services(scenario, store, use_cache, spending)
+    agents = build_agents(scenario, services)
+    not_started: list[str] = []
+    budget_note: str | None = None
     limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
     done: dict[str, MatchRecord] = {}
     earlier = {r.key: r for r in store.records()} if store else {}
@@ -87,7 +118,12 @@ async def run_tournament(
         observer.event(event)
 
     async def play(spec: MatchSpec, position: int) -> None:
+        nonlocal budget_note
         async with limits.slot(spec):
+            budget_note = budget_note or spending.reached(scenario.budget)
+            if budget_note:  # matches already in flight finish; no new one starts
+                not_started.append(spec.key)
+                return
             if store is not None:
                 store.prepare(spec, position)
             record = await play_match(spec, agents, sink)
@@ -118,6 +154,8 @@ async def run_tournament(
                     else:
                         nursery.start_soon(play, spec, position)
             wave = []
+            if budget_note:
+                break
             for name, (entry, rule, repeats) in list(repeats_so_far.items()):
                 members = [r for r in done.values() if r.group == name]
                 current = summarize(members)
@@ -134,7 +172,7 @@ async def run_tournament(
                     repeats_so_far[name] = (entry, rule, more)
         if store is not None:
             failed = sum(r.status == "failed" for r in done.values())
-            store.set_status("finished" if not failed else "finished with failures")
+            store.set_status("stopped by budget" if not_started else "finished" if not failed else "finished with failures")
     except BaseException as exc:
         if store is not None:
             store.flush()
@@ -146,5 +184,8 @@ async def run_tournament(
         with trio.CancelScope(shield=True):
             for agent in agents.values():
                 await agent.aclose()
+        if services.cache is not None:
+            services.cache.close()
     resumed = sum(1 for key in order if key in earlier)
-    return TournamentResult(records=[done[k] for k in order], stability=checks, resumed=resumed)
+    return TournamentResult(records=[done[k] for k in order if k in done], stability=checks, resumed=resumed,
+                            not_started=not_started, budget_note=budget_note)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from . import plugins
 from .agent import Agent, AgentConfig
 from .errors import ConfigError, Problem, spelling_hint
+from .calls import Budget, LimitSettings
 from .match import MatchSettings
 
 
@@ -87,6 +88,30 @@ class Concurrency(BaseModel):
         return self.agents.get(agent, self.per_agent)
 
 
+class Price(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: float = Field(ge=0, description="USD per million prompt tokens.")
+    output: float = Field(ge=0, description="USD per million completion tokens.")
+
+
+VENDOR_TERMS = (
+    "OpenAI", "ChatGPT", "GPT", "Anthropic", "Claude", "Google", "Gemini", "Gemma", "PaLM", "Bard", "Meta",
+    "Llama", "Mistral", "Mixtral", "Qwen", "DeepSeek", "Vicuna", "Phi",
+)
+
+
+class Anonymity(BaseModel):
+    """Scrub self-identifying strings from what a seat's words look like to other seats."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scrub: bool = Field(True, description="Turn the filter on.")
+    terms: list[str] = Field(default_factory=list, description="More strings to scrub.")
+    vendors: bool = Field(True, description="Also scrub well-known model and vendor names.")
+    replacement: str = Field("[name withheld]", description="What a scrubbed string becomes.")
+
+
 class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -99,6 +124,11 @@ class Scenario(BaseModel):
     tournament: Tournament = Field(default_factory=Tournament)
     match: MatchSettings = Field(default_factory=MatchSettings)
     concurrency: Concurrency = Field(default_factory=Concurrency)
+    limits: dict[str, LimitSettings] = Field(default_factory=dict, description="Per backend: calls at once, requests and tokens per minute.")
+    prices: dict[str, Price] = Field(default_factory=dict, description="Model -> USD per million tokens, added to the built-in table.")
+    budget: Budget | None = Field(None, description="No new match starts once this is spent.")
+    anonymity: Anonymity | None = Field(None, description="Scrub model and vendor names from what other seats see.")
+    cache: str | None = Field(None, description="Response cache file; default: responses.sqlite in the run directory.")
 
     @field_validator("concurrency", mode="before")
     @classmethod
@@ -110,6 +140,16 @@ class Scenario(BaseModel):
         backend = plugins.load("agent backend", raw["backend"])
         return backend, backend.Config.model_validate(raw)
 
+    def scrub_terms(self) -> tuple[str, ...]:
+        """What the anonymity filter removes: agent names, their models, and (by default) vendor names."""
+        if self.anonymity is None or not self.anonymity.scrub:
+            return ()
+        terms = list(self.anonymity.terms) + list(self.agents)
+        terms += [str(raw["model"]) for raw in self.agents.values() if isinstance(raw, dict) and raw.get("model")]
+        if self.anonymity.vendors:
+            terms += VENDOR_TERMS
+        return tuple(sorted({t for t in terms if len(t) >= 3}, key=lambda t: (-len(t), t)))  # "a" would eat words
+
     def tournament_for(self, entry: GameEntry) -> Tournament:
         return entry.tournament or self.tournament
 
@@ -118,7 +158,7 @@ class Scenario(BaseModel):
 
     def fingerprint(self) -> str:
         """What makes two runs the same run: everything that decides which matches are played and how."""
-        meaning = self.model_dump(mode="json", include={"seed", "agents", "games", "tournament", "match"})
+        meaning = self.model_dump(mode="json", include={"seed", "agents", "games", "tournament", "match", "anonymity"})
         return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
 
 
@@ -148,7 +188,8 @@ def _inner_model(annotation) -> type[BaseModel] | None:
 def _scenario_hint(loc: tuple[Any, ...]) -> str | None:
     """For an unknown key: the closest key of its own block, or the block where the key belongs."""
     key, here = str(loc[-1]), _model_at(loc[:-1])
-    homes = {"tournament": Tournament, "match": MatchSettings, "concurrency": Concurrency, "games[i]": GameEntry}
+    homes = {"tournament": Tournament, "match": MatchSettings, "concurrency": Concurrency, "games[i]": GameEntry,
+             "budget": Budget, "anonymity": Anonymity}
     for place, model in homes.items():
         if model is not here and key in model.model_fields:
             return f"`{key}` belongs in the {place} block"

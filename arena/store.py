@@ -21,6 +21,7 @@ from pydantic import TypeAdapter
 
 from . import __version__
 from .events import Event, MatchStarted, MessagePosted, RoundClosed, SeatInfo
+from .calls import CallRecord
 from .match import MatchRecord, MatchSpec
 from .messages import Message
 
@@ -58,7 +59,7 @@ CREATE TABLE IF NOT EXISTS outcomes (
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, match_key TEXT, seat TEXT, round INTEGER, attempt INTEGER,
     agent TEXT, backend TEXT, model TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
-    cost REAL, latency REAL, cached INTEGER, error TEXT, at REAL
+    cost REAL, latency REAL, cached INTEGER, retries INTEGER, error TEXT, at REAL
 );
 CREATE TABLE IF NOT EXISTS stability (
     grp TEXT NOT NULL, repeats INTEGER NOT NULL, tau REAL, max_width REAL, stable INTEGER, done INTEGER,
@@ -191,7 +192,7 @@ class RunStore:
         ``position`` is the match's place in the tournament's plan, the order in
         which records are read back whatever the order they finished in."""
         self._begin()  # committed with whatever is written next; a crash before that leaves nothing to undo
-        for table in ("messages", "events", "outcomes"):
+        for table in ("messages", "events", "outcomes"):  # calls stay: they were paid for
             self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self.db.execute(
             "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
@@ -240,6 +241,26 @@ class RunStore:
         )
         self._commit()
         self._seq.pop(record.key, None)
+
+    def record_call(self, call: CallRecord) -> None:
+        """Committed at once: a call is money spent, and the budget counts it even after a crash."""
+        self._begin()
+        self.db.execute(
+            "INSERT INTO calls (match_key, seat, round, attempt, agent, backend, model, prompt_tokens, completion_tokens, "
+            "cost, latency, cached, retries, error, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (call.match, call.seat, call.round, call.attempt, call.agent, call.backend, call.model, call.prompt_tokens,
+             call.completion_tokens, call.cost, call.latency, int(call.cached), call.retries, call.error, time.time()),
+        )
+        self._commit()
+
+    def calls(self) -> list[CallRecord]:
+        rows = self.db.execute(
+            "SELECT match_key, seat, round, attempt, agent, backend, model, prompt_tokens, completion_tokens, cost, "
+            "latency, cached, retries, error FROM calls ORDER BY id"
+        ).fetchall()
+        names = ("match", "seat", "round", "attempt", "agent", "backend", "model", "prompt_tokens", "completion_tokens",
+                 "cost", "latency", "cached", "retries", "error")
+        return [CallRecord(**dict(zip(names, row))) for row in rows]
 
     def record_stability(self, group: str, repeats: int, tau: float | None, max_width: float, stable: bool, done: bool) -> None:
         self.db.execute(

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .results import PayoffSummary, RoleTable, role_tables, summarize
+from .calls import Usage, usage_by_agent
 from .store import RunStore
 
 
@@ -14,6 +15,9 @@ def print_results(console: Console, records, store: RunStore | None = None) -> N
     for table in role_tables(records):
         print_role_table(console, table)
     if store is not None:
+        usage = usage_by_agent(store.calls())
+        if usage:
+            print_usage(console, usage)
         checks = store.stability()
         groups = dict.fromkeys(c["group"] for c in checks)
         for group in groups:
@@ -58,4 +62,15 @@ def print_role_table(console: Console, t: RoleTable) -> None:
         mean = t.row_means.get(a)
         table.add_row(a, *cells, "—" if mean is None else f"{mean:.2f}")
     table.add_row(f"mean as {second}", *["—" if t.column_means.get(b) is None else f"{t.column_means[b]:.2f}" for b in t.agents], "")
+    console.print(table)
+
+
+def print_usage(console: Console, rows: list[Usage]) -> None:
+    table = Table(title="model calls per agent (cached replies cost nothing)", title_justify="left")
+    for column in ("Agent", "Calls", "Cached", "Retries", "Failed", "Prompt tokens", "Reply tokens", "Cost", "Mean latency"):
+        table.add_column(column, justify="left" if column == "Agent" else "right")
+    for r in rows:
+        cost = "unknown" if r.cost is None else f"${r.cost:.4f}"
+        table.add_row(r.agent, str(r.calls), str(r.cached), str(r.retries), str(r.failed), str(r.prompt_tokens),
+                      str(r.completion_tokens), cost, f"{r.latency:.2f} s")
     console.print(table)

@@ -46,6 +46,8 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
     """
     tournament = scenario.tournament_for(entry)
     asymmetric = is_asymmetric(scenario, entry)
+    scrub_terms = scenario.scrub_terms()
+    replacement = scenario.anonymity.replacement if scenario.anonymity else "[name withheld]"
     specs = []
     for repeat in range(first, last + 1):
         for table in tables(scenario, entry):
@@ -55,7 +57,8 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
                     MatchSpec(
                         key=key, group=entry.name, repeat=repeat, game=entry.game, params=entry.params, agents=order,
                         seed=seeding.derive(scenario.seed, key), shuffle_seats=shuffle,
-                        referee=entry.referee, settings=scenario.match,
+                        referee=entry.referee, settings=scenario.match, scrub=scrub_terms,
+                        scrub_replacement=replacement,
                     )
                 )
     return specs

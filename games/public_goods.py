@@ -32,8 +32,10 @@ class PublicGoodsParams(BaseModel):
 
 
 class Contribution(BaseModel):
-    reason: str
-    coins: int
+    """A reply's shape; the parser still checks the range."""
+
+    reason: str = Field(description="Why this amount.")
+    coins: int = Field(description="Coins put into the pool this round.")
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -42,6 +44,7 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 class PublicGoods(Game):
     description = "N players choose each round how much to put into a shared, multiplied pool."
     Params = PublicGoodsParams
+    Action = Contribution
     min_seats = 2
 
     def __init__(self, params, seats, roles, rng):

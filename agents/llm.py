@@ -1,0 +1,228 @@
+"""What every model backend shares, written once: turning a turn into a chat,
+the response cache, retries with backoff, rate limits, and the call log.
+
+A backend subclasses ``LLMAgent`` and implements ``endpoint`` and ``complete``
+(one attempt at one request); it maps its SDK's errors to ``TransientError``
+(worth retrying), ``CallRefused`` (not worth retrying: this request will not
+work) or ``FatalAgentError`` (this agent cannot play at all).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from abc import abstractmethod
+from typing import Any, ClassVar
+
+import trio
+from pydantic import BaseModel, Field
+
+from arena.agent import Agent, AgentConfig, FatalAgentError
+from arena.cache import cache_key
+from arena.calls import CallRecord, Services
+from arena.messages import Turn
+
+from .prices import PRICES, cost
+
+
+class TransientError(Exception):
+    """Worth another try: rate limits, overload, server errors, timeouts, dropped connections."""
+
+    def __init__(self, message: str, retry_after: float | None = None):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class CallRefused(Exception):
+    """The server refused this request for good (a bad request); the turn fails, the match goes on."""
+
+
+class ChatRequest(BaseModel):
+    system: str | None
+    messages: list[dict[str, str]]
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    temperature: float | None
+    max_tokens: int
+    top_p: float | None
+    seed: int | None
+    stop: list[str] | None
+
+    model_config = {"populate_by_name": True}
+
+
+class Completion(BaseModel):
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class LLMConfig(AgentConfig):
+    backend: str
+    model: str = Field(description="The model's name as the backend knows it.")
+    system: str | None = Field(None, description="System prompt.")
+    persona: str | None = Field(None, description="A persona, added to the system prompt.")
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature (backend default if unset).")
+    max_tokens: int = Field(512, ge=1, description="Most tokens in one reply.")
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = Field(None, description="Sampling seed; default: one derived from the match, seat, round and attempt.")
+    stop: list[str] | None = Field(None, description="Stop sequences.")
+    timeout: float = Field(120.0, gt=0, description="Seconds one call may take.")
+    retries: int = Field(6, ge=0, description="Extra tries after a transient failure.")
+    backoff: float = Field(1.0, gt=0, description="First wait between tries, doubled each time, with jitter.")
+    max_backoff: float = Field(60.0, gt=0, description="Longest wait between tries.")
+    structured: bool = Field(True, description="Use the backend's structured output when the game declares its action.")
+
+
+class LLMAgent(Agent):
+    Config: ClassVar[type[LLMConfig]] = LLMConfig
+    makes_calls = True
+    backend_name: ClassVar[str]
+    merge_roles: ClassVar[bool] = False  # whether the API needs user/assistant turns to alternate
+    free: ClassVar[bool] = False  # a model run in this process costs no money
+
+    @abstractmethod
+    def endpoint(self) -> str:
+        """Where calls go (a URL, a model file): part of the cache key and of the limits' identity."""
+
+    @abstractmethod
+    async def complete(self, request: ChatRequest) -> Completion:
+        """One attempt at one request."""
+
+    def prepare(self) -> None:
+        """Make ready for calls (import the SDK, build the client, check the key) before any call
+        is timed: the first call's timeout must not be spent importing a library."""
+
+    # -- building the request ------------------------------------------------------
+    def chat_request(self, turn: Turn) -> ChatRequest:
+        config: LLMConfig = self.config
+        chat = turn.as_chat()
+        if self.merge_roles:
+            chat = merge_consecutive(chat)
+        system = "\n\n".join(p for p in (config.system, config.persona) if p) or None
+        return ChatRequest(
+            system=system,
+            messages=chat,
+            schema=turn.action_schema if config.structured else None,
+            temperature=config.temperature,
+            max_tokens=config.max_tokens,
+            top_p=config.top_p,
+            seed=config.seed if config.seed is not None else turn.seed % 2**31,
+            stop=config.stop,
+        )
+
+    # -- one reply, with cache, limits and retries ----------------------------------
+    async def reply(self, turn: Turn) -> str:
+        config: LLMConfig = self.config
+        services = self.services or Services()
+        request = self.chat_request(turn)
+        key = cache_key(
+            backend=self.backend_name, model=config.model, endpoint=self.endpoint(), request=request.model_dump(by_alias=True),
+            sample=None if config.temperature == 0 else turn.seed,
+        )
+        base = dict(match=turn.match, seat=turn.seat, round=turn.round, attempt=turn.attempt, agent=self.name,
+                    backend=self.backend_name, model=config.model)
+        if services.cache is not None and services.use_cache:
+            hit = services.cache.get(key)
+            if hit is not None:
+                text, prompt_tokens, completion_tokens = hit
+                services.record_call(CallRecord(**base, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                                                cost=0.0, cached=True))
+                return text
+        self.prepare()
+        limits = services.limits(self.backend_name, self.endpoint())
+        estimate = sum(len(m["content"]) for m in request.messages) // 4 + config.max_tokens
+        rng = random.Random(turn.seed)
+        failures, started = 0, time.monotonic()
+        while True:
+            error: Exception | None = None
+            async with limits.slot(estimate) as reservation:
+                try:
+                    with trio.fail_after(config.timeout):
+                        completion = await self.complete(request)
+                except trio.TooSlowError:
+                    error = TransientError(f"no answer within {config.timeout:g} s")
+                except (TransientError, CallRefused) as exc:
+                    error = exc
+                else:
+                    reservation.tokens = (completion.prompt_tokens or 0) + (completion.completion_tokens or 0) or estimate
+            if error is None:
+                break
+            failures += 1
+            message = self.redact(f"{type(error).__name__}: {error}")
+            if isinstance(error, CallRefused) or failures > config.retries:
+                services.record_call(CallRecord(**base, latency=time.monotonic() - started, retries=failures - 1, error=message))
+                tries = "" if isinstance(error, CallRefused) else f" after {failures} tries"
+                raise RuntimeError(f"the model call failed{tries}: {message}")
+            await trio.sleep(self._wait(failures, error.retry_after, rng))
+        spent = self.cost_of(completion.prompt_tokens, completion.completion_tokens, services.prices)
+        services.record_call(CallRecord(**base, prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+                                        cost=spent, latency=time.monotonic() - started, retries=failures))
+        if services.cache is not None:
+            services.cache.put(key, completion.text, completion.prompt_tokens, completion.completion_tokens)
+        return completion.text
+
+    def cost_of(self, prompt_tokens, completion_tokens, extra_prices) -> float | None:
+        if self.free:
+            return 0.0
+        return cost(self.config.model, prompt_tokens, completion_tokens, {**PRICES, **extra_prices})
+
+    def _wait(self, failures: int, retry_after: float | None, rng: random.Random) -> float:
+        config: LLMConfig = self.config
+        delay = min(config.max_backoff, config.backoff * 2 ** (failures - 1)) * (0.5 + 0.5 * rng.random())
+        return max(delay, retry_after or 0.0)
+
+    # -- keys ----------------------------------------------------------------------
+    def key_variable(self) -> str | None:
+        return None
+
+    def api_key(self, required: bool) -> str | None:
+        variable = self.key_variable()
+        value = os.environ.get(variable) if variable else None
+        if not value and required:
+            raise FatalAgentError(f"agent {self.name!r}: set the environment variable {variable} to its API key")
+        return value
+
+    def redact(self, text: str) -> str:
+        """Errors are shown and stored: make sure no key is among them."""
+        variable = self.key_variable()
+        key = os.environ.get(variable) if variable else None
+        if key:
+            text = text.replace(key, "***")
+        return text
+
+
+def merge_consecutive(chat: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Alternating user/assistant turns, starting with the user, as some APIs require."""
+    merged: list[dict[str, str]] = []
+    for message in chat:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {"role": message["role"], "content": merged[-1]["content"] + "\n\n" + message["content"]}
+        else:
+            merged.append(dict(message))
+    if merged and merged[0]["role"] != "user":
+        merged.insert(0, {"role": "user", "content": "(The game begins.)"})
+    return merged
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """Retry-After in seconds or as an HTTP date, or retry-after-ms."""
+    if headers is None:
+        return None
+    try:
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000
+        value = headers.get("retry-after")
+    except (TypeError, ValueError):
+        return None
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None

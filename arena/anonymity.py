@@ -1,0 +1,26 @@
+"""The anonymity filter: model and vendor names removed from what other seats see."""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+
+@lru_cache(maxsize=64)
+def _pattern(terms: tuple[str, ...]) -> re.Pattern[str]:
+    # a term and whatever version suffix follows it: "GPT" takes "GPT-4o-mini" with it
+    alternatives = "|".join(re.escape(t) for t in terms)
+    return re.compile(rf"(?<![\w-])(?:{alternatives})(?:[\w.\-]*\w)?", re.IGNORECASE)
+
+
+def scrub(text: str, terms: tuple[str, ...], replacement: str) -> tuple[str, list[str]]:
+    """The text with every term replaced, and what was found."""
+    if not terms:
+        return text, []
+    found: list[str] = []
+
+    def replace(match: re.Match[str]) -> str:
+        found.append(match.group(0))
+        return replacement
+
+    return _pattern(terms).sub(replace, text), found

@@ -1,0 +1,167 @@
+"""The parts around every model backend that need no server: rate limits, role merging,
+Retry-After, the response cache key, prices, and the anonymity filter."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from arena import plugins
+from arena.anonymity import scrub
+from arena.cache import ResponseCache, cache_key
+from arena.ratelimit import CallLimits
+from arena.runner import run_tournament
+from arena.scenario import parse_scenario
+from arena.agents.llm import merge_consecutive, retry_after_seconds
+from arena.agents.prices import PRICES, cost, price_of
+
+from helpers import Roundtable
+
+
+async def test_requests_per_minute_are_spread_over_minutes(autojump_clock):
+    limits = CallLimits(rpm=2)
+    times = []
+    start = trio.current_time()
+    for _ in range(5):
+        async with limits.slot(10):
+            times.append(trio.current_time() - start)
+    assert times == pytest.approx([0, 0, 60, 60, 120])
+
+
+async def test_tokens_per_minute_hold_with_actual_usage(autojump_clock):
+    limits = CallLimits(tpm=1000)
+    start = trio.current_time()
+    async with limits.slot(800) as reservation:
+        reservation.tokens = 300  # the call used less than estimated
+    async with limits.slot(600):  # 300 + 600 fits
+        pass
+    assert trio.current_time() - start == pytest.approx(0)
+    async with limits.slot(600):  # 900 + 600 does not: wait for the first minute to pass
+        pass
+    assert trio.current_time() - start == pytest.approx(60)
+
+
+async def test_calls_in_flight_are_capped(autojump_clock):
+    limits = CallLimits(calls=2)
+    running = peak = 0
+
+    async def call():
+        nonlocal running, peak
+        async with limits.slot(1):
+            running += 1
+            peak = max(peak, running)
+            await trio.sleep(1)
+            running -= 1
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(6):
+            nursery.start_soon(call)
+    assert peak == 2
+
+
+def test_consecutive_turns_of_one_role_are_merged_and_the_user_goes_first():
+    chat = [
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "b"},
+        {"role": "user", "content": "c"},
+        {"role": "assistant", "content": "d"},
+        {"role": "assistant", "content": "e"},
+        {"role": "user", "content": "f"},
+    ]
+    merged = merge_consecutive(chat)
+    assert [m["role"] for m in merged] == ["user", "assistant", "user", "assistant", "user"]
+    assert merged[2]["content"] == "b\n\nc" and merged[3]["content"] == "d\n\ne"
+
+
+def test_retry_after_in_seconds_milliseconds_and_dates():
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after-ms": "250"}) == 0.25
+    assert 0 <= retry_after_seconds({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) < 1  # in the past: no wait
+    assert retry_after_seconds({}) is None and retry_after_seconds(None) is None
+    assert retry_after_seconds({"retry-after": "soon"}) is None
+
+
+def test_the_cache_key_separates_samples_and_parameters(tmp_path):
+    base = dict(backend="openai", model="m", endpoint="e", request={"messages": [{"role": "user", "content": "hi"}]})
+    assert cache_key(**base, sample=1) == cache_key(**base, sample=1)
+    assert cache_key(**base, sample=1) != cache_key(**base, sample=2)  # k samples are k entries
+    assert cache_key(**base, sample=1) != cache_key(**{**base, "model": "n"}, sample=1)
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    cache.put("k", "reply", 10, 2)
+    cache.close()
+    assert ResponseCache(tmp_path / "c.sqlite").get("k") == ("reply", 10, 2)  # on disk, not in memory
+
+
+def test_prices_match_model_families_and_unknown_models_cost_nothing_known():
+    assert price_of("gpt-4o-mini-2024-07-18", PRICES) == PRICES["gpt-4o-mini"]  # not gpt-4o's
+    assert cost("gpt-4o-mini", 1_000_000, 1_000_000, PRICES) == pytest.approx(0.75)
+    assert cost("my-local-model", 100, 100, PRICES) is None
+    assert cost("my-local-model", 1_000_000, 0, {"my-local-model": (2.0, 4.0)}) == 2.0
+
+
+def test_scrub_takes_version_suffixes_and_ignores_case():
+    text, found = scrub("As gpt-4o-mini (by OpenAI) I say: Claude-3 is wrong.", ("GPT", "OpenAI", "Claude"), "[x]")
+    assert text == "As [x] (by [x]) I say: [x] is wrong."
+    assert found == ["gpt-4o-mini", "OpenAI", "Claude-3"]
+    assert scrub("nothing here", ("GPT",), "[x]") == ("nothing here", [])
+    assert scrub("egptian", ("GPT",), "[x]")[0] == "egptian"  # not inside a word
+
+
+@pytest.fixture
+def roundtable():
+    plugins.register("game", "roundtable", Roundtable)
+    yield
+    plugins.unregister("game", "roundtable")
+
+
+async def test_the_anonymity_filter_hides_names_from_other_seats_only(roundtable):
+    def says(text):
+        return {"backend": "scripted", "strategy": "fixed", "params": {"replies": [text]}}
+
+    scenario = parse_scenario({
+        "name": "anon", "agents": {"boasty": says("I am Claude, made by Anthropic."), "plain": says("Hello all."),
+                                   "shy": says("I am the agent called plain?")},
+        "games": [{"game": "roundtable"}], "anonymity": {"terms": ["secret-project"]},
+    })
+    assert {"boasty", "plain", "shy", "Claude", "Anthropic", "secret-project"} <= set(scenario.scrub_terms())
+    seen: dict[str, list] = {}
+
+    from arena.runner import build_agents
+
+    agents = build_agents(scenario)
+    original = {name: agent.reply for name, agent in agents.items()}
+    for name, agent in agents.items():
+        async def spy(turn, name=name):
+            seen.setdefault(name, []).append(turn)
+            return await original[name](turn)
+
+        agent.reply = spy
+    from arena.match import play_match
+    from arena.tournament import plan
+
+    (spec,) = plan(scenario)
+    record = await play_match(spec, agents)
+    assert record.status == "finished"
+    boasty = next(s.label for s in record.seats if s.agent == "boasty")
+    for name, turns in seen.items():
+        last = turns[-1]
+        for message in last.history:
+            if message.sender == boasty and name != "boasty":
+                assert message.content == "I am [name withheld], made by [name withheld]."
+            if message.sender == boasty and name == "boasty":
+                assert message.content == "I am Claude, made by Anthropic."  # its own words stay its own
+            assert "plain" not in message.content or message.sender == last.seat
+    # the record (what the watcher sees) keeps the original, and says what was scrubbed
+    assert any(m.content == "I am Claude, made by Anthropic." for m in record.messages)
+    scrubbed = [e for e in record.events if e.type == "scrubbed"]
+    assert scrubbed and {tuple(e.found) for e in scrubbed if e.seat == boasty} == {("Claude", "Anthropic")}
+
+
+async def test_without_the_filter_nothing_is_scrubbed(roundtable):
+    scenario = parse_scenario({
+        "name": "open", "games": [{"game": "roundtable"}],
+        "agents": {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["I am Claude."]}} for n in "ab"},
+    })
+    assert scenario.scrub_terms() == ()
+    result = await run_tournament(scenario)
+    assert not [e for e in result.records[0].events if e.type == "scrubbed"]
