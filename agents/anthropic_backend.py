@@ -42,7 +42,7 @@ class AnthropicAgent(LLMAgent):
                                                     timeout=self.config.timeout)
         return self._client
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         self._get_client()
 
     async def complete(self, request: ChatRequest) -> Completion:

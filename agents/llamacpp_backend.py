@@ -7,6 +7,7 @@ loop never blocks and two agents never use one model at the same time.
 
 from __future__ import annotations
 
+import atexit
 import threading
 from pathlib import Path
 from typing import Any
@@ -54,8 +55,18 @@ def _load(path: Path, n_ctx: int, n_threads: int | None, chat_format: str | None
             except ImportError:
                 raise FatalAgentError(f"llama-cpp-python is not installed: {INSTALL_HINT}") from None
             llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, chat_format=chat_format, verbose=False)
+            if not _models:
+                atexit.register(_close_all)
             _models[key] = (llama, threading.Lock())
         return _models[key]
+
+
+def _close_all() -> None:
+    """Free models before the interpreter tears down the library they need to free themselves."""
+    with _models_lock:
+        for llama, _ in _models.values():
+            llama.close()
+        _models.clear()
 
 
 class LlamaCppAgent(LLMAgent):
@@ -70,6 +81,12 @@ class LlamaCppAgent(LLMAgent):
 
     def endpoint(self) -> str:
         return f"embedded:{self.config.model}"
+
+    async def prepare(self) -> None:
+        """Load the model (once per process) before the first call is timed."""
+        config: LlamaCppConfig = self.config
+        path = model_path(config.model)
+        await trio.to_thread.run_sync(_load, path, config.n_ctx, config.n_threads, config.chat_format)
 
     async def complete(self, request: ChatRequest) -> Completion:
         config: LlamaCppConfig = self.config

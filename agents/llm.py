@@ -89,7 +89,7 @@ class LLMAgent(Agent):
     async def complete(self, request: ChatRequest) -> Completion:
         """One attempt at one request."""
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         """Make ready for calls (import the SDK, build the client, check the key) before any call
         is timed: the first call's timeout must not be spent importing a library."""
 
@@ -129,7 +129,11 @@ class LLMAgent(Agent):
                 services.record_call(CallRecord(**base, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
                                                 cost=0.0, cached=True))
                 return text
-        self.prepare()
+        try:
+            await self.prepare()
+        except FatalAgentError as exc:
+            services.record_call(CallRecord(**base, error=self.redact(str(exc))))
+            raise
         limits = services.limits(self.backend_name, self.endpoint())
         estimate = sum(len(m["content"]) for m in request.messages) // 4 + config.max_tokens
         rng = random.Random(turn.seed)
@@ -144,6 +148,10 @@ class LLMAgent(Agent):
                     error = TransientError(f"no answer within {config.timeout:g} s")
                 except (TransientError, CallRefused) as exc:
                     error = exc
+                except FatalAgentError as exc:
+                    services.record_call(CallRecord(**base, latency=time.monotonic() - started, retries=failures,
+                                                    error=self.redact(str(exc))))
+                    raise
                 else:
                     reservation.tokens = (completion.prompt_tokens or 0) + (completion.completion_tokens or 0) or estimate
             if error is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -16,6 +16,10 @@ class OpenAIConfig(LLMConfig):
     backend: str = "openai"
     base_url: str | None = Field(None, description="An OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the key (never the key itself).")
+    response_format: Literal["json_schema", "json_object"] = Field(
+        "json_schema",
+        description="How to ask for the game's JSON: json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server).",
+    )
 
 
 class OpenAIAgent(LLMAgent):
@@ -43,7 +47,7 @@ class OpenAIAgent(LLMAgent):
                                               timeout=self.config.timeout)
         return self._client
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         self._get_client()
 
     async def complete(self, request: ChatRequest) -> Completion:
@@ -57,7 +61,10 @@ class OpenAIAgent(LLMAgent):
             if getattr(request, name) is not None:
                 options[name] = getattr(request, name)
         if request.schema_ is not None and not self._schema_refused:
-            options["response_format"] = {"type": "json_schema", "json_schema": {"name": "action", "schema": request.schema_}}
+            if self.config.response_format == "json_schema":
+                options["response_format"] = {"type": "json_schema", "json_schema": {"name": "action", "schema": request.schema_}}
+            else:
+                options["response_format"] = {"type": "json_object", "schema": request.schema_}
         try:
             response = await client.chat.completions.create(model=self.config.model, messages=messages, **options)
         except (openai.AuthenticationError, openai.PermissionDeniedError) as exc:
@@ -68,12 +75,12 @@ class OpenAIAgent(LLMAgent):
         except openai.NotFoundError as exc:
             raise FatalAgentError(f"agent {self.name!r}: model {self.config.model!r} or its endpoint was not found "
                                   f"({exc.status_code}): {self.redact(exc.message)}") from None
-        except (openai.BadRequestError, openai.UnprocessableEntityError) as exc:
-            if "response_format" in options and not self._schema_refused:
-                self._schema_refused = True  # this server has no structured output: ask again for plain text
-                raise TransientError("structured output refused; retrying as plain text", retry_after=0.0) from None
-            raise CallRefused(f"{exc.status_code}: {self.redact(exc.message)}") from None
-        except openai.APIStatusError as exc:  # 408, 409, 429, 5xx
+        except openai.APIStatusError as exc:
+            if "response_format" in options and (exc.status_code in (400, 422) or "response_format" in str(exc.message)):
+                self._schema_refused = True  # this server has no such structured output: ask again, for plain text
+                return await self.complete(request)
+            if exc.status_code in (400, 422):
+                raise CallRefused(f"{exc.status_code}: {self.redact(exc.message)}") from None
             raise TransientError(f"{exc.status_code}: {self.redact(exc.message)}", retry_after_seconds(exc.response.headers)) from None
         except (openai.APIConnectionError, openai.APIResponseValidationError) as exc:
             raise TransientError(f"{type(exc).__name__}: {self.redact(str(exc))}") from None

@@ -49,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="play a scenario's tournament (or resume it) and print the results")
     run.add_argument("scenario", type=Path)
     run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
-    run.add_argument("--force-new", action="store_true", help="set aside a run of a changed scenario and start afresh")
+    run.add_argument("--force-new", action="store_true", help="set the run directory's run aside (renamed, not deleted) and start afresh; cached replies are reused")
     run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
     run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
     run.add_argument("--dry-run", action="store_true", help="print the planned matches, calls, tokens and cost; play nothing")
@@ -177,14 +177,19 @@ def _dry_run(scenario) -> int:
         total += a.cost_max or 0.0
         table.add_row(a.agent, a.backend, a.model or "", str(a.calls), str(a.prompt_tokens), str(a.completion_tokens_max), price)
     console.print(table)
-    note = " (some models have no known price: add them under `prices:`)" if unknown else ""
     calls = sum(a.calls for a in found.agents)
-    console.print(f"Total: {calls} calls, at most ${total:.4f}{note}.")
+    if all(a.cost_max is None for a in found.agents):
+        spend = "cost unknown (no model has a known price: add them under `prices:`)"
+    elif unknown:
+        spend = f"at most ${total:.4f} for the models with a known price; the others' cost is unknown (add them under `prices:`)"
+    else:
+        spend = f"at most ${total:.4f}"
+    console.print(f"Total: {calls} calls, {spend}.")
     capped = sum(e.until_stable_cap or e.matches for e in found.entries)
     if capped > found.matches:  # until_stable may add blocks: scale to its cap
         factor = capped / found.matches
-        console.print(f"If until_stable runs to its cap ({capped} matches): about {round(calls * factor)} calls, "
-                      f"at most ${total * factor:.4f}.")
+        priced = "" if all(a.cost_max is None for a in found.agents) else f", at most ${total * factor:.4f}"
+        console.print(f"If until_stable runs to its cap ({capped} matches): about {round(calls * factor)} calls{priced}.")
     return 0
 
 

@@ -75,7 +75,8 @@ def estimate(scenario: Scenario) -> Estimate:
         stand_ins = {name: _StandIn(agent) if agent.makes_calls else agent for name, agent in real.items()}
         trio.run(play_match, members[0].model_copy(update={"settings": settings}), stand_ins)
         asked = [(agent, turn) for agent in stand_ins.values() if isinstance(agent, _StandIn) for turn in agent.turns]
-        per_seat = len(asked) / len(members[0].agents)
+        model_seats = sum(1 for name in members[0].agents if real[name].makes_calls)
+        per_seat = len(asked) / model_seats if model_seats else 0.0
         per_call = sum(_prompt_chars(a, t) for a, t in asked) / len(asked) if asked else 0.0
         for spec in members:
             for name in spec.agents:

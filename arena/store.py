@@ -104,11 +104,11 @@ class RunStore:
         run_dir.mkdir(parents=True, exist_ok=True)
         path = run_dir / STORE_FILE
         if path.exists():
+            problem = None
             try:
                 db = _connect(path)
                 row = db.execute("SELECT fingerprint FROM run WHERE id = 1").fetchone()
                 db.close()
-                problem = None
                 if row and row[0] != fingerprint:
                     problem = (
                         f"{run_dir} holds a run of a different version of this scenario (seed, agents, games, "
@@ -118,14 +118,18 @@ class RunStore:
                     )
             except StoreError as exc:
                 problem = f"{exc}; or pass --force-new to set it aside and start afresh"
-            if problem is not None:
-                if not force_new:
-                    raise StoreError(problem)
+            if problem is not None and not force_new:
+                raise StoreError(problem)
+            if force_new:  # the old run is renamed, never deleted; the response cache stays
                 stamp = time.strftime("%Y%m%d-%H%M%S")
+                n = 0
+                while (run_dir / f"{STORE_FILE}.old-{stamp}{'-' + str(n) if n else ''}").exists():
+                    n += 1
+                aside = f"{STORE_FILE}.old-{stamp}{'-' + str(n) if n else ''}"
                 for suffix in ("", "-wal", "-shm"):
                     old = run_dir / (STORE_FILE + suffix)
                     if old.exists():
-                        old.rename(run_dir / f"{STORE_FILE}.old-{stamp}{suffix}")
+                        old.rename(run_dir / f"{aside}{suffix}")
         store = cls(run_dir, _connect(path))
         # tables, format version and run row in one transaction: a reader never sees half a store
         store.db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")

@@ -1,0 +1,378 @@
+"""Local mock model servers for tests: OpenAI Chat Completions and Anthropic Messages.
+
+Stdlib only. Each server listens on 127.0.0.1 on a free port, answers every
+request with a valid public goods reply (``{"reason": ..., "coins": n}``, the
+coins derived from a hash of the request's messages, so the same request always
+gets the same reply) and realistic ``usage``, and records every request.
+
+Faults are injected with a *script*: a list of behaviours consumed one per
+request (``ok`` once it runs out), or a function ``(count, body) -> behaviour``
+called for every request (``count`` starts at 1). A behaviour is one of
+
+    "ok"                   a valid reply
+    "429" / "429:0.3"      rate limited, with ``Retry-After`` (seconds; default 0)
+    "500"                  internal server error
+    "529"                  Anthropic's "overloaded" (with its JSON error body)
+    "401"                  bad API key (the error quotes the key presented, as some servers do)
+    "400"                  bad request
+    "slow" / "slow:3"      sleep that many seconds (default ``slow_seconds``) before answering
+    "drop"                 close the connection without any response
+    "malformed"            HTTP 200 with a body that is not JSON
+    "garbage"              a valid API response whose text is not a valid game reply
+
+``echo_key=True`` makes every error message quote the API key the client
+presented (as some servers do with part of it), to test that errors are
+redacted before they are shown or stored.
+
+Use as a context manager (``with OpenAIMock() as mock: ...``) or call
+``start()`` and ``stop()``; ``stop`` never waits for a slow handler.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Behaviour = str
+Script = Iterable[Behaviour] | Callable[[int, Any], Behaviour]
+
+
+@dataclass
+class Recorded:
+    """One request as the server saw it."""
+
+    method: str
+    path: str
+    headers: dict[str, str]  # names in lower case
+    body: Any  # parsed JSON, or None
+    behaviour: Behaviour
+    at: float = field(default_factory=time.monotonic)
+    reply: str | None = None  # the reply text sent back, when the request was answered
+
+    @property
+    def messages(self) -> list[dict]:
+        return (self.body or {}).get("messages") or []
+
+    @property
+    def api_key(self) -> str | None:
+        """The key the client presented: ``Authorization: Bearer ...`` or ``x-api-key`` (older Anthropic SDKs)."""
+        auth = self.headers.get("authorization", "")
+        return auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else self.headers.get("x-api-key")
+
+
+def coins_for(messages: Any, endowment: int) -> int:
+    """The mock's deterministic choice: a hash of the messages, from 0 to the endowment."""
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).digest()
+    return int.from_bytes(digest[:4], "big") % (endowment + 1)
+
+
+def _endowment(messages: Any) -> int:
+    text = json.dumps(messages)
+    found = re.findall(r"<0 to (\d+)>", text)
+    return int(found[-1]) if found else 10
+
+
+def _tokens(value: Any) -> int:
+    return max(1, len(json.dumps(value)) // 4)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 128
+    allow_reuse_address = True
+
+
+class MockServer:
+    """Shared machinery; subclasses speak one API."""
+
+    routes: dict[tuple[str, str], str] = {}
+
+    def __init__(self, script: Script | None = None, *, slow_seconds: float = 3.0, model: str = "mock-model",
+                 echo_key: bool = False):
+        self.slow_seconds = slow_seconds
+        self.echo_key = echo_key
+        self.model = model
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self.set_script(script)
+
+    # -- control -------------------------------------------------------------------
+    def set_script(self, script: Script | None) -> None:
+        with self._lock:
+            if callable(script):
+                self._script_fn, self._script = script, []
+            else:
+                self._script_fn, self._script = None, list(script or [])
+
+    def reset(self, script: Script | None = None) -> None:
+        """Forget the recorded requests and start a new script."""
+        self.set_script(script)
+        with self._lock:
+            self.requests.clear()
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def paths(self) -> list[str]:
+        with self._lock:
+            return [r.path for r in self.requests]
+
+    def bodies(self, path: str | None = None) -> list[Any]:
+        with self._lock:
+            return [r.body for r in self.requests if path is None or r.path == path]
+
+    def answered(self) -> list[Recorded]:
+        """The requests that got a reply (HTTP 200 with a parsable message)."""
+        with self._lock:
+            return [r for r in self.requests if r.reply is not None]
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None, "start the server first"
+        return self._server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> "MockServer":
+        mock = self
+
+        class Handler(_Handler):
+            server_mock = mock
+
+        self._stopping.clear()
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name=f"{type(self).__name__}:{self.port}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopping.set()  # wakes slow handlers
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> "MockServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # -- one request ---------------------------------------------------------------
+    def _next_behaviour(self, body: Any, recorded: Recorded) -> Behaviour:
+        with self._lock:
+            self.requests.append(recorded)
+            count = len(self.requests)
+            if self._script_fn is not None:
+                behaviour = self._script_fn(count, body) or "ok"
+            else:
+                behaviour = self._script.pop(0) if self._script else "ok"
+            recorded.behaviour = behaviour
+            return behaviour
+
+    def answer(self, route: str, body: Any, handler: "_Handler", garbage: bool = False) -> tuple[int, dict[str, str], Any, str]:
+        """(status, headers, payload, reply text)."""
+        raise NotImplementedError
+
+    def reply_for(self, messages: Any, garbage: bool = False) -> dict[str, Any] | str:
+        if garbage:
+            return "I think I will put in a few coins, maybe."
+        coins = coins_for(messages, _endowment(messages))
+        return {"reason": f"mock reply {coins}", "coins": coins}
+
+    def _error_message(self, message: str, handler: "_Handler") -> str:
+        return f"{message} (key presented: {_presented_key(handler)})" if self.echo_key else message
+
+    def error(self, status: int, headers: dict[str, str], handler: "_Handler") -> tuple[int, dict[str, str], Any]:
+        raise NotImplementedError
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_mock: MockServer
+
+    def log_message(self, format, *args):  # quiet
+        pass
+
+    def _handle(self) -> None:
+        mock = self.server_mock
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        path = self.path.split("?", 1)[0]
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        route = mock.routes.get((self.command, path))
+        if route is None:
+            self._send(404, {}, {"error": {"message": f"no route {self.command} {path}", "type": "not_found"}})
+            return
+        if route == "models":  # listing models is not a model call: no script, no record
+            self._send(200, {}, {"object": "list", "data": [
+                {"id": mock.model, "object": "model", "created": 1700000000, "owned_by": "mock"}]})
+            return
+        recorded = Recorded(self.command, path, headers, body, "ok")
+        behaviour = mock._next_behaviour(body, recorded)
+        kind, _, arg = str(behaviour).partition(":")
+        if kind == "drop":
+            self.close_connection = True
+            try:
+                self.connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            return
+        late = kind == "slow"
+        if late:  # the answer comes after the client's timeout: not counted as answered
+            mock._stopping.wait(float(arg) if arg else mock.slow_seconds)
+            kind = "ok"
+        if kind == "malformed":
+            self._send_raw(200, {"Content-Type": "application/json"}, b'{"id": "chatcmpl-broken", "choices": [{"mess')
+            return
+        if kind in ("ok", "garbage"):
+            status, extra, payload, text = mock.answer(route, body, self, garbage=kind == "garbage")
+            if not late:
+                recorded.reply = text
+            self._send(status, extra, payload)
+            return
+        extra = {}
+        if kind == "429":
+            extra["Retry-After"] = arg or "0"
+        status, extra, payload = mock.error(int(kind), extra, self)
+        self._send(status, extra, payload)
+
+    do_GET = do_POST = _handle
+
+    def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
+        self._send_raw(status, {"Content-Type": "application/json", **headers}, json.dumps(payload).encode())
+
+    def _send_raw(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        try:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:  # the client gave up (a slow answer after its timeout)
+            self.close_connection = True
+
+
+def _presented_key(handler: _Handler) -> str:
+    auth = handler.headers.get("authorization") or ""
+    return auth.removeprefix("Bearer ").strip() or handler.headers.get("x-api-key") or ""
+
+
+class OpenAIMock(MockServer):
+    """``POST /v1/chat/completions`` and ``GET /v1/models``."""
+
+    routes = {("POST", "/v1/chat/completions"): "chat", ("GET", "/v1/models"): "models"}
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.url}/v1"
+
+    def answer(self, route, body, handler, garbage=False):
+        messages = (body or {}).get("messages") or []
+        reply = self.reply_for(messages, garbage)
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        prompt_tokens, completion_tokens = _tokens(messages), _tokens(text)
+        return 200, {"x-request-id": f"req_{uuid.uuid4().hex[:12]}"}, {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": (body or {}).get("model") or self.model,
+            "system_fingerprint": "fp_mock",
+            "choices": [{
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }, text
+
+    def error(self, status, headers, handler):
+        kinds = {
+            400: ("invalid_request_error", "Invalid request: this mock refuses the request.", None),
+            401: ("invalid_request_error", f"Incorrect API key provided: {_presented_key(handler)}.", "invalid_api_key"),
+            429: ("requests", "Rate limit reached for requests.", "rate_limit_exceeded"),
+            500: ("server_error", "The server had an error while processing your request.", None),
+            529: ("server_error", "Overloaded.", None),
+        }
+        kind, message, code = kinds.get(status, ("server_error", f"error {status}", None))
+        message = self._error_message(message, handler)
+        return status, headers, {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class AnthropicMock(MockServer):
+    """``POST /v1/messages`` (the SDK's base URL is the server's root)."""
+
+    routes = {("POST", "/v1/messages"): "messages", ("GET", "/v1/models"): "models"}
+
+    @property
+    def base_url(self) -> str:
+        return self.url
+
+    def answer(self, route, body, handler, garbage=False):
+        body = body or {}
+        messages = body.get("messages") or []
+        reply = self.reply_for(messages, garbage)
+        tools = body.get("tools") or []
+        forced = (body.get("tool_choice") or {}).get("name") or (tools[0]["name"] if tools else None)
+        if forced and not isinstance(reply, str):
+            content = [{"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:24]}", "name": forced, "input": reply}]
+            stop_reason = "tool_use"
+        else:
+            content = [{"type": "text", "text": reply if isinstance(reply, str) else json.dumps(reply)}]
+            stop_reason = "end_turn"
+        text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+        input_tokens = _tokens([body.get("system"), messages, tools])
+        return 200, {"request-id": f"req_{uuid.uuid4().hex[:24]}"}, {
+            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model") or self.model,
+            "content": content,
+            "stop_reason": stop_reason,
+            "stop_sequence": None,
+            "usage": {"input_tokens": input_tokens, "output_tokens": _tokens(reply),
+                      "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
+        }, text
+
+    def error(self, status, headers, handler):
+        kinds = {
+            400: ("invalid_request_error", "messages: this mock refuses the request"),
+            401: ("authentication_error", f"invalid x-api-key: {_presented_key(handler)}"),
+            429: ("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+            500: ("api_error", "Internal server error"),
+            529: ("overloaded_error", "Overloaded"),
+        }
+        kind, message = kinds.get(status, ("api_error", f"error {status}"))
+        message = self._error_message(message, handler)
+        headers = {**headers, "request-id": f"req_{uuid.uuid4().hex[:24]}"}
+        if status != 429:
+            headers.setdefault("x-should-retry", "true" if status >= 500 else "false")
+        return status, headers, {"type": "error", "error": {"type": kind, "message": message}}
