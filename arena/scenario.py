@@ -125,7 +125,10 @@ class Scenario(BaseModel):
     match: MatchSettings = Field(default_factory=MatchSettings)
     concurrency: Concurrency = Field(default_factory=Concurrency)
     limits: dict[str, LimitSettings] = Field(default_factory=dict, description="Per backend: calls at once, requests and tokens per minute.")
-    prices: dict[str, Price] = Field(default_factory=dict, description="Model -> USD per million tokens, added to the built-in table.")
+    prices: dict[str, Price] = Field(
+        default_factory=dict,
+        description="Model -> USD per million tokens, added to the built-in table; or a YAML file of that mapping.",
+    )
     budget: Budget | None = Field(None, description="No new match starts once this is spent.")
     anonymity: Anonymity | None = Field(None, description="Scrub model and vendor names from what other seats see.")
     cache: str | None = Field(None, description="Response cache file; default: responses.sqlite in the run directory.")
@@ -216,7 +219,19 @@ def load_scenario(path: str | Path) -> Scenario:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([Problem((), f"not valid YAML: {where}{problem}")], source) from None
+    if isinstance(raw, dict) and isinstance(raw.get("prices"), str):
+        raw["prices"] = _load_prices(path.parent / raw["prices"], source)
     return parse_scenario(raw, source)
+
+
+def _load_prices(path: Path, source: str) -> Any:
+    """`prices: FILE` reads the same mapping from a YAML file, relative to the scenario."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError([Problem(("prices",), f"no prices file at {path}")], source) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([Problem(("prices",), f"{path} is not valid YAML: {exc}")], source) from None
 
 
 def parse_scenario(raw: Any, source: str = "<scenario>") -> Scenario:

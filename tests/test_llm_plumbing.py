@@ -165,3 +165,19 @@ async def test_without_the_filter_nothing_is_scrubbed(roundtable):
     assert scenario.scrub_terms() == ()
     result = await run_tournament(scenario)
     assert not [e for e in result.records[0].events if e.type == "scrubbed"]
+
+
+def test_prices_can_come_from_a_file_beside_the_scenario(tmp_path):
+    from arena.errors import ConfigError
+    from arena.scenario import load_scenario
+
+    (tmp_path / "prices.yaml").write_text("house-model: {input: 1.0, output: 3.0}\n")
+    (tmp_path / "s.yaml").write_text(
+        "name: p\nprices: prices.yaml\nagents: {a: {backend: scripted, strategy: free_rider}, "
+        "b: {backend: scripted, strategy: always_all}}\ngames: [{game: public_goods}]\n"
+    )
+    scenario = load_scenario(tmp_path / "s.yaml")
+    assert scenario.prices["house-model"].output == 3.0
+    (tmp_path / "s.yaml").write_text((tmp_path / "s.yaml").read_text().replace("prices.yaml", "nope.yaml"))
+    with pytest.raises(ConfigError, match=r"prices: no prices file at .*nope\.yaml"):
+        load_scenario(tmp_path / "s.yaml")
