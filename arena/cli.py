@@ -18,8 +18,9 @@ from rich.table import Table
 
 from . import __version__, plugins
 from .errors import ConfigError
+from .rank.reviews import ReviewError
 from .calls import usage_by_agent
-from .results import role_tables, summarize
+from .rank.payoffs import role_tables, summarize
 from .store import RunStore, StoreError, run_dirs
 from .tables import print_results
 from .tournament import plan
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (ConfigError, StoreError) as exc:
+    except (ConfigError, StoreError, ReviewError) as exc:
         Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {exc}", markup=True)
         return 2
     except KeyboardInterrupt:
@@ -86,10 +87,27 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     export.set_defaults(handler=_export)
 
-    rank = sub.add_parser("rank", help="the results table of a run")
-    rank.add_argument("run_dir", type=Path)
+    rank = sub.add_parser("rank", help="a run's results, or a peer-rank leaderboard from review tuples")
+    rank.add_argument("run_dir", type=Path, nargs="?", help="a run directory (payoffs per agent)")
+    rank.add_argument("--reviews", type=Path, help="a JSONL file of review tuples instead of a run")
+    rank.add_argument("--method", choices=["winrate", "elo", "bt", "all"], default="all")
+    rank.add_argument("--reviewers", nargs="+", help="rank with these reviewers only (default: all but the reference)")
+    rank.add_argument("--weighted", action="store_true", help="weigh reviewers by their own score as contestants")
+    rank.add_argument("--weight", action="append", default=[], metavar="REVIEWER=W",
+                      help="a fixed weight for a reviewer that is not a contestant (repeatable)")
+    rank.add_argument("--reference", default="human", help="reviewer whose labels the others are checked against")
+    rank.add_argument("--orderings", type=int, default=1000, help="random review orders averaged by Elo")
+    rank.add_argument("--bootstrap", type=int, default=200, help="bootstrap samples (questions resampled)")
+    rank.add_argument("--seed", type=int, default=0)
     rank.add_argument("--json", action="store_true", help="machine-readable output")
     rank.set_defaults(handler=_rank)
+
+    importer = sub.add_parser("import", help="turn released review data into a reviews JSONL file")
+    importer.add_argument("format", choices=["prd"], help="prd: PRD's vicuna80 ratings-<reviewer> folders")
+    importer.add_argument("folder", type=Path)
+    importer.add_argument("-o", "--output", type=Path, required=True)
+    importer.add_argument("--contestants", nargs="+", help="keep only battles between these")
+    importer.set_defaults(handler=_import)
 
     watch = sub.add_parser("watch", help="follow a run that another process is playing")
     watch.add_argument("run_dir", type=Path)
@@ -337,6 +355,10 @@ def rank_json(store: RunStore) -> dict:
 
 
 def _rank(args: argparse.Namespace) -> int:
+    if args.reviews is not None:
+        return _rank_reviews(args)
+    if args.run_dir is None:
+        raise StoreError("give a run directory, or --reviews FILE")
     store = RunStore.open(args.run_dir)
     if args.json:
         print(json.dumps(rank_json(store), indent=2))
@@ -347,6 +369,41 @@ def _rank(args: argparse.Namespace) -> int:
         console.print(f"No finished matches in {args.run_dir} yet.")
         return 0
     print_results(console, records, store)
+    return 0
+
+
+def _rank_reviews(args: argparse.Namespace) -> int:
+    from .rank import METHODS, leaderboard
+    from .rank.reviews import Reviews
+    from .tables import print_leaderboard
+
+    fixed = {}
+    for item in args.weight:
+        name, _, value = item.partition("=")
+        try:
+            fixed[name] = float(value)
+        except ValueError:
+            raise StoreError(f"--weight {item!r}: expected REVIEWER=NUMBER") from None
+    reviews = Reviews.read_jsonl(args.reviews)
+    methods = METHODS if args.method == "all" else (args.method,)
+    board = leaderboard(reviews, methods, args.reviewers, args.weighted, fixed or None, args.reference,
+                        args.orderings, args.bootstrap, args.seed)
+    if args.json:
+        print(board.model_dump_json(indent=2))
+    else:
+        print_leaderboard(Console(highlight=False, soft_wrap=True), board)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from .rank.prd import read_prd
+
+    reviews, skipped = read_prd(args.folder, args.contestants)
+    reviews.write_jsonl(args.output)
+    print(f"{args.output}: {len(reviews)} reviews of {len(reviews.contestants)} contestants by "
+          f"{len(reviews.reviewers)} reviewers ({', '.join(reviews.reviewers)})")
+    for path in skipped:
+        print(f"left out: {path}")
     return 0
 
 

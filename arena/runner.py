@@ -16,7 +16,7 @@ from .cache import ResponseCache
 from .calls import CallRecord, Services, Spending
 from .events import Event
 from .match import MatchRecord, MatchSpec, play_match
-from .results import summarize
+from .rank.payoffs import summarize
 from .scenario import Concurrency, Scenario, UntilStable
 from .store import RunStore
 from .tournament import first_repeats, plan, plan_entry

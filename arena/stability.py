@@ -6,7 +6,7 @@ import math
 
 from pydantic import BaseModel
 
-from .results import PayoffSummary
+from .rank.payoffs import PayoffSummary
 from .scenario import UntilStable
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .results import PayoffSummary, RoleTable, role_tables, summarize
+from .rank.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from .calls import Usage, usage_by_agent
 from .store import RunStore
 
@@ -74,3 +74,45 @@ def print_usage(console: Console, rows: list[Usage]) -> None:
         table.add_row(r.agent, str(r.calls), str(r.cached), str(r.retries), str(r.failed), str(r.prompt_tokens),
                       str(r.completion_tokens), cost, f"{r.latency:.2f} s")
     console.print(table)
+
+
+def print_leaderboard(console: Console, board) -> None:
+    """A peer-rank leaderboard: one table per method, then weights, bias and agreement."""
+    who = ", ".join(board.reviewers)
+    console.print(f"{board.reviews} reviews of {len(board.contestants)} contestants by {who}")
+    for result in board.methods:
+        kind = {"winrate": "win rate", "elo": "Elo", "bt": "Bradley–Terry"}[result.method]
+        title = f"{'weighted ' if result.weighted else ''}{kind} (95% bootstrap interval, questions resampled)"
+        table = Table(title=title, title_justify="left")
+        for column in ("Rank", "Contestant", "Score", "95% CI") + (("Spread over orderings",) if result.spread else ()):
+            table.add_column(column, justify="left" if column == "Contestant" else "right")
+        digits = 3 if result.method == "winrate" else 0
+        for place, name in enumerate(result.ranking(), start=1):
+            row = [str(place), name, f"{result.scores[name]:.{digits}f}",
+                   f"[{result.low[name]:.{digits}f}, {result.high[name]:.{digits}f}]"]
+            if result.spread:
+                row.append(f"±{result.spread[name]:.0f}")
+            table.add_row(*row)
+        console.print(table)
+        if result.weighted and result.weights:
+            how = {"winrate": f"after {result.iterations} iterations, last change {result.last_change:.2g}",
+                   "elo": f"after {result.iterations} passes", "bt": "from the weighted win rate"}[result.method]
+            weights = ", ".join(f"{r} {w:.3f}" for r, w in sorted(result.weights.items(), key=lambda x: -x[1]))
+            console.print(f"  reviewer weights ({how}): {weights}")
+    table = Table(title="reviewer bias", title_justify="left")
+    for column in ("Reviewer", "Reviews", "First shown wins", "Swapped pairs", "Flip rate", "Self-preference"):
+        table.add_column(column, justify="left" if column == "Reviewer" else "right")
+    for b in board.bias:
+        table.add_row(b.reviewer, str(b.reviews), f"{b.first_shown_wins:.3f}", str(b.swapped_pairs),
+                      "—" if b.flip_rate is None else f"{b.flip_rate:.3f}",
+                      "—" if b.self_preference is None else f"{b.self_preference:+.3f}")
+    console.print(table)
+    if board.agreement:
+        table = Table(title=f"agreement with {board.reference}", title_justify="left")
+        for column in ("Method", "Examples", "Accuracy", "Cohen's kappa", "Fleiss' kappa", "Spearman", "Kendall"):
+            table.add_column(column, justify="left" if column == "Method" else "right")
+        for a in board.agreement:
+            e, r = a.examples, a.ranking
+            table.add_row(a.method, str(e.examples), f"{e.accuracy:.3f}", f"{e.cohen_kappa:.3f}", f"{e.fleiss_kappa:.3f}",
+                          f"{r.spearman:.3f}", f"{r.kendall:.3f}")
+        console.print(table)

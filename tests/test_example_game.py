@@ -22,7 +22,7 @@ from arena.agents.scripted import ScriptedAgent, ScriptedConfig
 from arena.game import InvalidReply
 from arena.match import MatchSettings, MatchSpec, play_match
 from arena.messages import Turn
-from arena.results import summarize
+from arena.rank.payoffs import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "examples" / "guess_two_thirds.py"
@@ -288,7 +288,7 @@ def test_unknown_params_are_rejected(installed):
 def test_the_guides_scenario_is_valid_and_plays_as_it_says(installed):
     import yaml
 
-    from arena.results import summarize
+    from arena.rank.payoffs import summarize
     from arena.runner import run_tournament
     from arena.scenario import parse_scenario
     from arena.tournament import plan

@@ -80,7 +80,7 @@ async def test_role_table_of_an_asymmetric_game(two_roles):
               [("low", 1), ("mid", 5), ("high", 9)]}
     s = scenario([{"game": "two_roles"}], tournament={"format": "all_pairs", "repeats": 1}, agents=agents)
     result = await run_tournament(s)
-    from arena.results import role_tables, summarize
+    from arena.rank.payoffs import role_tables, summarize
 
     (table,) = role_tables(result.records)
     assert table.roles == ("Writer", "Editor")

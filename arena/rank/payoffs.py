@@ -9,8 +9,8 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel
 
-from . import seeding
-from .match import MatchRecord
+from .. import seeding
+from ..match import MatchRecord
 
 
 class PayoffSummary(BaseModel):

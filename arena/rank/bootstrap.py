@@ -1,0 +1,79 @@
+"""Bootstrap intervals by resampling questions, for every method.
+
+Reviews are first summed per question, so a bootstrap sample is a matrix
+product of question counts with those sums, not a pass over the reviews.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .bradley_terry import ELO_SCALE, fit_half_wins, pair_counts
+from .elo import elo_runs
+from .reviews import Reviews
+from .winrate import iterate_weights, reviewer_roles
+
+
+def question_counts(reviews: Reviews, samples: int, rng: np.random.Generator) -> np.ndarray:
+    Q = len(reviews.questions)
+    return rng.multinomial(Q, np.full(Q, 1.0 / Q), size=samples).astype(float)  # [B, Q]
+
+
+def _per_question(reviews: Reviews, cell: np.ndarray, values: np.ndarray, cells: int) -> np.ndarray:
+    Q = len(reviews.questions)
+    return np.bincount(reviews.question * cells + cell, weights=values, minlength=Q * cells).reshape(Q, cells)
+
+
+def win_rate_samples(reviews: Reviews, counts: np.ndarray, weighted: bool, fixed: dict[str, float] | None) -> np.ndarray:
+    """Scores [B, C] of the (weighted) win rate on each bootstrap sample."""
+    R, C = len(reviews.reviewers), len(reviews.contestants)
+    a_wins = (1.0 - reviews.score) / 2
+    wins = _per_question(reviews, reviews.reviewer * C + reviews.a, a_wins, R * C)
+    wins += _per_question(reviews, reviews.reviewer * C + reviews.b, 1.0 - a_wins, R * C)
+    ones = np.ones(len(reviews))
+    battles = _per_question(reviews, reviews.reviewer * C + reviews.a, ones, R * C)
+    battles += _per_question(reviews, reviews.reviewer * C + reviews.b, ones, R * C)
+    w, n = (counts @ wins).reshape(-1, R, C), (counts @ battles).reshape(-1, R, C)
+    rates = np.divide(w, n, out=np.full_like(w, np.nan), where=n > 0)
+    as_contestant, fixed_weight = reviewer_roles(reviews, fixed)
+    scores, *_ = iterate_weights(rates, as_contestant, fixed_weight, weighted)
+    return scores
+
+
+def bradley_terry_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Elo-scale Bradley–Terry strengths [B, C] (ties as half wins) on each bootstrap sample."""
+    C = len(reviews.contestants)
+    w = np.ones(len(reviews)) if weights is None else weights[reviews.reviewer]
+    won_a, won_b, tied = w * (reviews.score == -1), w * (reviews.score == 1), w * (reviews.score == 0)
+    wins = _per_question(reviews, reviews.a * C + reviews.b, won_a, C * C)
+    wins += _per_question(reviews, reviews.b * C + reviews.a, won_b, C * C)
+    ties = _per_question(reviews, reviews.a * C + reviews.b, tied, C * C)
+    ties += _per_question(reviews, reviews.b * C + reviews.a, tied, C * C)
+    theta = fit_half_wins((counts @ wins).reshape(-1, C, C), (counts @ ties).reshape(-1, C, C))
+    return 1000 + ELO_SCALE * theta
+
+
+def elo_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndarray, rng: np.random.Generator,
+                k: float = 32, initial: float = 1000, scale: float = 400) -> np.ndarray:
+    """Elo [B, C] on each bootstrap sample, each fed its reviews in one random order."""
+    by_question = np.argsort(reviews.question, kind="stable")
+    per_question = np.bincount(reviews.question, minlength=len(reviews.questions))
+    starts = np.concatenate([[0], np.cumsum(per_question)[:-1]])
+    sequences = []
+    for row in counts.astype(int):
+        chosen = np.repeat(np.arange(row.size), row)
+        lengths = per_question[chosen]
+        offsets = np.repeat(starts[chosen] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
+        picked = by_question[offsets + np.arange(lengths.sum())]
+        sequences.append(rng.permutation(picked))
+    longest = max(len(s) for s in sequences)
+    order = np.full((len(sequences), longest), -1)
+    for i, s in enumerate(sequences):
+        order[i, : len(s)] = s
+    return elo_runs(reviews.a, reviews.b, reviews.score.astype(float), weights[reviews.reviewer], order,
+                    len(reviews.contestants), k, initial, scale)
+
+
+def interval(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    low, high = np.nanpercentile(samples, [2.5, 97.5], axis=0)
+    return low, high

@@ -1,0 +1,70 @@
+"""Bradley–Terry strengths by maximum likelihood, on the Elo scale (mean 1000, 400 per factor of 10 in odds)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from scipy.optimize import minimize
+
+from .reviews import Reviews
+
+ELO_SCALE = 400 / np.log(10)
+
+
+def pair_counts(reviews: Reviews, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """wins[i, j]: i beat j; ties[i, j]: they tied (symmetric). Weighted by reviewer when ``weights`` is given."""
+    C = len(reviews.contestants)
+    w = np.ones(len(reviews)) if weights is None else weights[reviews.reviewer]
+    a_won, b_won, tied = reviews.score == -1, reviews.score == 1, reviews.score == 0
+    wins = np.bincount(reviews.a * C + reviews.b, weights=w * a_won, minlength=C * C)
+    wins += np.bincount(reviews.b * C + reviews.a, weights=w * b_won, minlength=C * C)
+    ties = np.bincount(reviews.a * C + reviews.b, weights=w * tied, minlength=C * C).reshape(C, C)
+    return wins.reshape(C, C), ties + ties.T
+
+
+def fit_half_wins(wins: np.ndarray, ties: np.ndarray, iterations: int = 10_000, tolerance: float = 1e-10) -> np.ndarray:
+    """Ties as half a win each way; Hunter's MM algorithm, vectorised over leading axes [..., C, C].
+    Returns log-strengths centred on zero."""
+    w = wins + ties / 2
+    games = w + np.swapaxes(w, -1, -2)
+    total_wins = w.sum(axis=-1)
+    p = np.ones(w.shape[:-1])
+    for _ in range(iterations):
+        denominator = (games / (p[..., :, None] + p[..., None, :])).sum(axis=-1)
+        new = np.divide(total_wins, denominator, out=np.full_like(p, 1e-12), where=denominator > 0)
+        new = np.maximum(new, 1e-12)
+        new /= np.exp(np.log(new).mean(axis=-1, keepdims=True))
+        if np.max(np.abs(np.log(new) - np.log(p))) < tolerance:
+            p = new
+            break
+        p = new
+    theta = np.log(p)
+    return theta - theta.mean(axis=-1, keepdims=True)
+
+
+def fit_davidson(wins: np.ndarray, ties: np.ndarray) -> tuple[np.ndarray, float]:
+    """Davidson's tie model: P(i beats j) ∝ π_i, P(tie) ∝ ν·sqrt(π_i π_j). Returns (centred log-strengths, ν)."""
+    C = wins.shape[0]
+    upper = np.triu(np.ones((C, C), dtype=bool), 1)
+    t = ties / 2  # each tie was counted in both directions
+
+    def nll(x):
+        theta, log_nu = x[:C], x[C]
+        ti, tj = theta[:, None], theta[None, :]
+        tie_term = log_nu + (ti + tj) / 2
+        log_norm = np.logaddexp(np.logaddexp(ti, tj), tie_term)
+        ll = (wins * (ti - log_norm)).sum() + (t[upper] * (tie_term - log_norm)[upper]).sum()
+        return -ll + 1e-6 * (theta ** 2).sum()  # a whisper of shrinkage keeps unbeaten contestants finite
+
+    result = minimize(nll, np.zeros(C + 1), method="L-BFGS-B")
+    theta = result.x[:C]
+    return theta - theta.mean(), float(np.exp(result.x[C]))
+
+
+def bradley_terry(reviews: Reviews, ties: Literal["half", "davidson"] = "half",
+                  weights: dict[str, float] | None = None) -> dict[str, float]:
+    w = None if weights is None else np.array([weights[r] for r in reviews.reviewers])
+    wins, tied = pair_counts(reviews, w)
+    theta = fit_half_wins(wins, tied) if ties == "half" else fit_davidson(wins, tied)[0]
+    return dict(zip(reviews.contestants, (1000 + ELO_SCALE * theta).tolist()))
