@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.handler(args)
     except (ConfigError, StoreError, ReviewError) as exc:
-        Console(stderr=True, highlight=False).print(f"[bold red]error:[/] {exc}", markup=True)
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True)
         return 2
     except KeyboardInterrupt:
         return 130
