@@ -247,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   per pass {t_elo / weighted.passes * 1000:.0f} ms, "
               f"{t_elo / weighted.passes / len(llm) / args.orderings * 1e9:.0f} ns per review and ordering")
         print("   weighted Elo: " + ", ".join(f"{c} {s:.0f}" for c, s in sorted(weighted.scores.items(), key=lambda kv: -kv[1]))
-              + f"  (PRD Table 3: gpt4 1213, claude 1125)")
+              + "  (PRD Table 3: gpt4 1213, claude 1125)")
         if not elo_ok:
             failures.append("elo")
     else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bradley_terry import ELO_SCALE, fit_half_wins, pair_counts
+from .bradley_terry import ELO_SCALE, fit_half_wins
 from .elo import elo_runs
 from .reviews import Reviews
 from .winrate import iterate_weights, reviewer_roles

@@ -45,6 +45,19 @@ def random_orders(n_reviews: int, orderings: int, rng: np.random.Generator) -> n
     return np.argsort(rng.random((orderings, n_reviews)), axis=1)
 
 
+MAX_ORDER_CELLS = 25_000_000  # orderings x reviews held at once: about 200 MB of indices
+
+
+def mean_runs(a, b, score, weight, n_reviews: int, orderings: int, rng, contestants: int, k, initial, scale) -> np.ndarray:
+    """Ratings [orderings, contestants], played in batches small enough to keep memory bounded."""
+    batch = max(1, MAX_ORDER_CELLS // max(1, n_reviews))
+    parts = []
+    for start in range(0, orderings, batch):
+        order = random_orders(n_reviews, min(batch, orderings - start), rng)
+        parts.append(elo_runs(a, b, score, weight, order, contestants, k, initial, scale))
+    return np.concatenate(parts)
+
+
 def elo(reviews: Reviews, weighted: bool = False, fixed: dict[str, float] | None = None, orderings: int = 1000,
         passes: int = 3, seed: int = 0, k: float = 32, initial: float = 1000, scale: float = 400) -> EloResult:
     """Unweighted: every review moves ratings by the full K.
@@ -57,7 +70,7 @@ def elo(reviews: Reviews, weighted: bool = False, fixed: dict[str, float] | None
     weight (default 1).
     """
     rng = np.random.default_rng(seed)
-    C, R = len(reviews.contestants), len(reviews.reviewers)
+    C = len(reviews.contestants)
     as_contestant, _ = reviewer_roles(reviews, fixed)
     scorers = as_contestant >= 0
     fixed = fixed or {}
@@ -67,8 +80,8 @@ def elo(reviews: Reviews, weighted: bool = False, fixed: dict[str, float] | None
     change = 0.0
     total = passes if weighted else 1
     for _ in range(total):
-        runs = elo_runs(reviews.a, reviews.b, score, weights[reviews.reviewer], random_orders(len(reviews), orderings, rng),
-                        C, k, initial, scale)
+        runs = mean_runs(reviews.a, reviews.b, score, weights[reviews.reviewer], len(reviews), orderings, rng,
+                         C, k, initial, scale)
         mean = runs.mean(axis=0)
         used = weights.copy()
         if weighted and scorers.any():
