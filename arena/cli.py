@@ -342,10 +342,21 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _peer_rank(store: RunStore):
+    """The run's review tuples as a leaderboard, when its games produced any."""
+    from .rank import leaderboard
+    from .rank.reviews import Reviews
+
+    rows = store.review_rows()
+    return leaderboard(Reviews.from_rows(rows)) if rows else None
+
+
 def rank_json(store: RunStore) -> dict:
     records = store.records()
     info = store.run_info()
+    board = _peer_rank(store)
     return {
+        "peer_rank": None if board is None else board.model_dump(),
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
         "payoffs": [r.model_dump() for r in summarize(records)],
         "role_tables": [t.model_dump() for t in role_tables(records)],
@@ -369,6 +380,12 @@ def _rank(args: argparse.Namespace) -> int:
         console.print(f"No finished matches in {args.run_dir} yet.")
         return 0
     print_results(console, records, store)
+    board = _peer_rank(store)
+    if board is not None:
+        from .tables import print_leaderboard
+
+        console.print("Peer rank from the run's reviews:")
+        print_leaderboard(console, board)
     return 0
 
 

@@ -111,3 +111,10 @@ class Game(ABC):
     @abstractmethod
     def payoffs(self) -> dict[str, float]:
         """Each seat's score once the game is over."""
+
+    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+        """Pairwise verdicts the game produced, for peer rank: (question, A, B, reviewer, score),
+        score -1 when A (shown first) is better, 0 for a tie, +1 when B is. A, B and the
+        reviewer are seat labels (the engine puts agent names in their place); a reviewer that
+        is not a seat (an outside judge) keeps its own name."""
+        return []

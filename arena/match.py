@@ -80,6 +80,7 @@ class MatchRecord(BaseModel):
     messages: tuple[Message, ...]
     events: list[Event]
     error: str | None = None
+    reviews: list[tuple[str, str, str, str, int]] = Field(default_factory=list)  # agent names, not seats
 
     def agent_of(self, seat: str) -> str:
         return next(s.agent for s in self.seats if s.label == seat)
@@ -168,14 +169,16 @@ class Match:
                 if round >= self.spec.settings.max_rounds or await self.referee.is_over(self.game, self.pool, round):
                     break
             payoffs = await self.referee.score(self.game, self.pool)
+            agent = {seat.label: seat.agent for seat in self.seats}
+            reviews = [(q, agent.get(a, a), agent.get(b, b), agent.get(r, r), int(s)) for q, a, b, r, s in self.game.reviews()]
         except Exception as exc:
             error = _describe(exc)
             self._emit(MatchFailed(match=key, error=error))
             return self._record("failed", round, {}, error)
         self._emit(MatchEnded(match=key, rounds=round, payoffs=payoffs))
-        return self._record("finished", round, payoffs)
+        return self._record("finished", round, payoffs, reviews=reviews)
 
-    def _record(self, status, rounds, payoffs, error=None) -> MatchRecord:
+    def _record(self, status, rounds, payoffs, error=None, reviews=()) -> MatchRecord:
         return MatchRecord(
             key=self.spec.key,
             group=self.spec.group,
@@ -190,6 +193,7 @@ class Match:
             messages=self.pool.log if self.pool else (),
             events=self.events,
             error=error,
+            reviews=list(reviews),
         )
 
     async def _play_round(self, round: int) -> None:

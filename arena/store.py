@@ -26,7 +26,7 @@ from .match import MatchRecord, MatchSpec
 from .messages import Message
 
 STORE_FILE = "run.sqlite"
-SCHEMA_VERSION = 1  # bump when the tables change; older stores are then refused with a clear message
+SCHEMA_VERSION = 2  # bump when the tables change; older stores are then refused with a clear message
 SCENARIO_FILE = "scenario.yaml"
 
 _events = TypeAdapter(Event)
@@ -55,6 +55,10 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE TABLE IF NOT EXISTS outcomes (
     match_key TEXT NOT NULL, seat TEXT NOT NULL, agent TEXT NOT NULL, role TEXT NOT NULL, payoff REAL NOT NULL,
     PRIMARY KEY (match_key, seat)
+);
+CREATE TABLE IF NOT EXISTS reviews (
+    match_key TEXT NOT NULL, seq INTEGER NOT NULL, question TEXT NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL,
+    reviewer TEXT NOT NULL, score INTEGER NOT NULL, PRIMARY KEY (match_key, seq)
 );
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, match_key TEXT, seat TEXT, round INTEGER, attempt INTEGER,
@@ -196,7 +200,7 @@ class RunStore:
         ``position`` is the match's place in the tournament's plan, the order in
         which records are read back whatever the order they finished in."""
         self._begin()  # committed with whatever is written next; a crash before that leaves nothing to undo
-        for table in ("messages", "events", "outcomes"):  # calls stay: they were paid for
+        for table in ("messages", "events", "outcomes", "reviews"):  # calls stay: they were paid for
             self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self.db.execute(
             "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
@@ -238,6 +242,8 @@ class RunStore:
                     "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
                     (record.key, seat.label, seat.agent, seat.role, record.payoffs[seat.label]),
                 )
+        for seq, (question, a, b, reviewer, score) in enumerate(record.reviews):
+            self.db.execute("INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)", (record.key, seq, question, a, b, reviewer, score))
         self.db.execute(
             "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ? WHERE key = ?",
             (record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
@@ -290,6 +296,13 @@ class RunStore:
         rows = self.db.execute(query + " ORDER BY position", args).fetchall()
         return [self._record(*row) for row in rows]
 
+    def review_rows(self) -> list[tuple[str, str, str, str, int]]:
+        """Every review tuple of the run's finished matches, for peer rank."""
+        return self.db.execute(
+            "SELECT r.question, r.a, r.b, r.reviewer, r.score FROM reviews r JOIN matches m ON m.key = r.match_key "
+            "WHERE m.status = 'finished' ORDER BY m.position, r.seq"
+        ).fetchall()
+
     def match_keys(self) -> list[tuple[str, str]]:
         return self.db.execute("SELECT key, status FROM matches ORDER BY position").fetchall()
 
@@ -306,8 +319,10 @@ class RunStore:
             "SELECT seq, body FROM events WHERE match_key = ?", (key,))}
         for seq, message in messages.items():
             events[seq] = MessagePosted(match=key, message=message)
+        reviews = [tuple(row) for row in self.db.execute(
+            "SELECT question, a, b, reviewer, score FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
         return MatchRecord(
-            key=key, group=group, repeat=repeat, game=game,
+            key=key, group=group, repeat=repeat, game=game, reviews=reviews,
             params=json.loads(params) if params else dict(spec.params), seed=spec.seed,
             seats=tuple(SeatInfo(**s) for s in json.loads(seats or "[]")),
             status=status if status in ("finished", "failed") else "failed",

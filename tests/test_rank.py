@@ -291,3 +291,56 @@ def test_the_leaderboard_of_prd_agrees_with_humans_better_when_weighted(prd):
     assert plain.reference == "human" and len(plain.bias) == 5
     assert weighted.agreement[0].examples.accuracy > plain.agreement[0].examples.accuracy
     assert weighted.agreement[0].ranking.kendall == pytest.approx(1.0)  # the same order as the humans
+
+
+# -- reviews produced by a tournament's games --------------------------------------------------
+async def test_a_runs_reviews_become_a_leaderboard(tmp_path):
+    from arena import plugins
+    from arena.runner import run_tournament
+    from arena.scenario import parse_scenario
+    from arena.store import RunStore
+
+    from helpers import Roundtable
+
+    class Judged(Roundtable):
+        """Everyone names a number; every seat then judges every pair of the others: the larger wins."""
+
+        def apply(self, round, actions):
+            self.said = getattr(self, "said", {})
+            self.said[round] = {s: int(a) for s, a in actions.items()}
+            return []
+
+        def reviews(self):
+            out = []
+            for round, said in self.said.items():
+                for judge in self.seats:
+                    for x in self.seats:
+                        for y in self.seats:
+                            if len({judge, x, y}) == 3:
+                                out.append((f"{round}", x, y, judge, int(np.sign(said[y] - said[x]))))
+            return out
+
+    plugins.register("game", "judged", Judged)
+    try:
+        numbers = {"low": "1", "mid": "5", "high": "9", "top": "12"}
+        scenario = parse_scenario({
+            "name": "judged", "games": [{"game": "judged"}], "tournament": {"repeats": 2},
+            "agents": {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": [v]}} for n, v in numbers.items()},
+        })
+        store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "t", scenario.fingerprint())
+        result = await run_tournament(scenario, store)
+        store.close()
+    finally:
+        plugins.unregister("game", "judged")
+    assert all(r.reviews for r in result.records)
+    assert {r[3] for r in result.records[0].reviews} == set(numbers)  # agent names, not seats
+    out = subprocess.run([sys.executable, "-m", "arena.cli", "rank", str(tmp_path / "run"), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    board = json.loads(out.stdout)["peer_rank"]
+    winrate = next(m for m in board["methods"] if m["method"] == "winrate")
+    ranking = sorted(winrate["scores"], key=lambda c: -winrate["scores"][c])
+    assert ranking == ["top", "high", "mid", "low"]
+    assert winrate["scores"]["top"] == 1.0 and winrate["scores"]["low"] == 0.0
+    printed = subprocess.run([sys.executable, "-m", "arena.cli", "rank", str(tmp_path / "run")], capture_output=True, text=True,
+                             env={"COLUMNS": "160", "PATH": ""})
+    assert "Peer rank from the run's reviews" in printed.stdout and "reviewer bias" in printed.stdout
