@@ -9,6 +9,7 @@ work) or ``FatalAgentError`` (this agent cannot play at all).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -198,6 +199,76 @@ class LLMAgent(Agent):
         if key:
             text = text.replace(key, "***")
         return text
+
+
+class HostedConfig(LLMConfig):
+    base_url: str | None = Field(None, description="Another endpoint speaking the same API (a local server, a proxy).")
+    api_key_env: str = Field(description="Environment variable holding the key (never the key itself).")
+
+
+class HostedAgent(LLMAgent):
+    """A model behind an HTTP API, reached through its vendor's SDK (openai, anthropic).
+
+    Subclasses name the SDK module, the default endpoint, and how to build a client; the
+    SDKs share their error classes' names, so their errors are translated here, once."""
+
+    Config: ClassVar[type[HostedConfig]] = HostedConfig
+    default_endpoint: ClassVar[str]
+
+    def __init__(self, name: str, config: HostedConfig):
+        super().__init__(name, config)
+        self._client = None
+
+    @abstractmethod
+    def sdk(self) -> Any:
+        """The SDK module (imported only when a call is made)."""
+
+    @abstractmethod
+    def make_client(self, key: str) -> Any:
+        """An async client with the SDK's own retries off: ours apply instead."""
+
+    def endpoint(self) -> str:
+        return self.config.base_url or self.default_endpoint
+
+    def key_variable(self) -> str | None:
+        return self.config.api_key_env
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            # a local server needs no key; the vendor's API does
+            self._client = self.make_client(self.api_key(required=self.config.base_url is None) or "no-key")
+        return self._client
+
+    async def prepare(self) -> None:
+        self.client
+
+    async def send(self, create, **kwargs) -> Any:
+        """One request through the SDK, its errors translated into ours."""
+        sdk = self.sdk()
+        try:
+            return await create(**kwargs)
+        except (sdk.AuthenticationError, sdk.PermissionDeniedError) as exc:
+            raise FatalAgentError(
+                f"agent {self.name!r}: the server refused the API key ({exc.status_code}); "
+                f"check the environment variable {self.config.api_key_env}"
+            ) from None
+        except sdk.NotFoundError as exc:
+            raise FatalAgentError(f"agent {self.name!r}: model {self.config.model!r} or its endpoint was not found "
+                                  f"({exc.status_code}): {self.redact(exc.message)}") from None
+        except (sdk.BadRequestError, sdk.UnprocessableEntityError) as exc:
+            raise CallRefused(f"{exc.status_code}: {self.redact(exc.message)}") from None
+        except sdk.APIStatusError as exc:  # 408, 409, 429, 5xx, 529 overloaded
+            raise TransientError(f"{exc.status_code}: {self.redact(exc.message)}", retry_after_seconds(exc.response.headers)) from None
+        except (sdk.APIConnectionError, sdk.APIResponseValidationError) as exc:
+            raise TransientError(f"{type(exc).__name__}: {self.redact(str(exc))}") from None
+        except json.JSONDecodeError:  # HTTP 200 with a body that is not JSON: a broken proxy or server
+            raise TransientError("the response was not valid JSON") from None
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
 
 
 def merge_consecutive(chat: list[dict[str, str]]) -> list[dict[str, str]]:
