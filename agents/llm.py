@@ -90,10 +90,6 @@ class LLMAgent(Agent):
     async def complete(self, request: ChatRequest) -> Completion:
         """One attempt at one request."""
 
-    async def prepare(self) -> None:
-        """Make ready for calls (import the SDK, build the client, check the key) before any call
-        is timed: the first call's timeout must not be spent importing a library."""
-
     # -- building the request ------------------------------------------------------
     def chat_request(self, turn: Turn) -> ChatRequest:
         config: LLMConfig = self.config
@@ -131,7 +127,7 @@ class LLMAgent(Agent):
                                                 cost=0.0, cached=True))
                 return text
         try:
-            await self.prepare()
+            await self.prepare()  # also here: the first call's timeout must not be spent importing an SDK
         except FatalAgentError as exc:
             services.record_call(CallRecord(**base, error=self.redact(str(exc))))
             raise

@@ -41,6 +41,11 @@ class Agent(ABC):
         """Deeper checks than the config model can make; raise ``ConfigError``. Must not
         open connections: ``arena validate`` calls it."""
 
+    async def prepare(self) -> None:
+        """Get ready to play (a client, a key, a model in memory); called once before a run's
+        first match, so that what cannot work fails before anything is played. Raise
+        ``FatalAgentError`` when the agent cannot play."""
+
     @abstractmethod
     async def reply(self, turn: Turn) -> str: ...
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import __version__, plugins
+from .agent import FatalAgentError
 from .errors import ConfigError
 from .rank.reviews import ReviewError
 from .calls import usage_by_agent
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (ConfigError, StoreError, ReviewError) as exc:
+    except (ConfigError, StoreError, ReviewError, FatalAgentError) as exc:
         Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True)
         return 2
     except KeyboardInterrupt:

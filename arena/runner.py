@@ -140,6 +140,8 @@ async def run_tournament(
     }
     wave = plan(scenario)
     try:
+        for agent in agents.values():  # a missing key or model stops the run before any match starts
+            await agent.prepare()
         while wave:
             first = len(order)
             order += [s.key for s in wave]

@@ -495,3 +495,16 @@ def test_dry_run_counts_model_calls_when_scripted_agents_share_the_table(tmp_pat
     assert re.search(r"│ public_goods\s+│ 2\s+│ 6\s+│", mixed)  # right: 3 rounds x 2 model seats
     assert "Total: 12 calls" in flat(mixed)  # wrong today: 8 (6 model calls per match / 3 seats x 2 matches x 2 agents)
     assert [agent_row(mixed, a)[3] for a in ("alice", "bob")] == ["6", "6"]
+
+
+def test_a_missing_key_stops_the_run_before_any_match(tmp_path):
+    raw = scenario("nokey", {
+        "alice": {"backend": "openai", "model": "gpt-4o-mini", "api_key_env": "ARENA_TEST_UNSET_KEY"},
+        "carol": {"backend": "scripted", "strategy": "free_rider"},
+    })
+    path = write(tmp_path / "s.yaml", raw)
+    environment = {k: v for k, v in env().items() if k != "ARENA_TEST_UNSET_KEY"}
+    result = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", environment=environment)
+    assert result.returncode == 2
+    assert "agent 'alice': set the environment variable ARENA_TEST_UNSET_KEY to its API key" in flat(result.stderr)
+    assert calls_table(tmp_path / "run") == [] and "matches finished" not in result.stdout
