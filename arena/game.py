@@ -78,6 +78,26 @@ class Game(ABC):
     def prompt(self, seat: str, round: int) -> str:
         """What the seat is asked to do this round."""
 
+    def prompt_data(self, seat: str, round: int) -> dict[str, Any] | None:
+        """The prompt's facts in structured form, for scripted and synthetic agents; models see only the text."""
+        return None
+
+    def history(self, seat: str, round: int, messages: tuple) -> tuple:
+        """What of its history a seat is shown with this round's prompt (default: all it may see).
+        A game whose turns must be independent (a judge's k samples) shows less."""
+        return messages
+
+    @classmethod
+    def seat_problem(cls, params: BaseModel, n_seats: int) -> str | None:
+        """Why ``n_seats`` seats cannot play with these params (beyond min/max seats), or None."""
+        return None
+
+    @classmethod
+    def cases(cls, params: BaseModel) -> list[str] | None:
+        """The cases (questions, problems, texts) the game is played on, one match each; the
+        tournament sets ``params.case`` for each. None: the game has no cases."""
+        return None
+
     # -- who acts and who hears whom ---------------------------------------------
     def speakers(self, round: int) -> list[str]:
         """Seats asked to act this round, all at once. Default: every seat."""

@@ -131,6 +131,9 @@ class Match:
             most = "" if game_cls.max_seats is None else f" and at most {game_cls.max_seats}"
             raise MatchSetupError(f"{spec.game} needs at least {game_cls.min_seats}{most} seats; {n} agents given")
         params = game_cls.Params.model_validate(spec.params)
+        problem = game_cls.seat_problem(params, n)
+        if problem:
+            raise MatchSetupError(f"{spec.game}: {problem}")
         order = list(spec.agents)
         if spec.shuffle_seats:
             seeding.rng(spec.seed, "seats").shuffle(order)
@@ -240,8 +243,9 @@ class Match:
     async def _take_turn(self, seat: str, round: int, outcomes: dict, scope: trio.CancelScope) -> None:
         settings = self.spec.settings
         agent = self.agents[seat]
-        history = self._history(seat)
+        history = self.game.history(seat, round, self._history(seat))
         prompt = self.game.prompt(seat, round)
+        prompt_data = self.game.prompt_data(seat, round)
         role = self.game.roles[seat]
         retries: list[Retry] = []
         last_reply: str | None = None
@@ -249,7 +253,7 @@ class Match:
             turn = Turn(
                 match=self.spec.key, seat=seat, role=role, round=round, history=history, prompt=prompt,
                 retries=tuple(retries), seed=seeding.derive(self.spec.seed, "turn", seat, round, attempt),
-                action_schema=self._action_schema,
+                action_schema=self._action_schema, prompt_data=prompt_data,
             )
             reply: str | None = None
             failure = reason = None

@@ -61,6 +61,7 @@ class Turn(BaseModel):
     retries: tuple[Retry, ...] = ()
     seed: int = Field(description="Derived from the match seed, seat, round and attempt; for agents that sample.")
     action_schema: dict[str, Any] | None = Field(None, description="JSON schema of a valid action, when the game declares one.")
+    prompt_data: dict[str, Any] | None = Field(None, description="The prompt's facts in structured form, for scripted agents.")
 
     @property
     def attempt(self) -> int:

@@ -48,7 +48,11 @@ class Tournament(BaseModel):
     seating: Literal["rotate", "random"] = Field(
         "rotate", description="rotate: repeat k shifts the seat order by k, balancing positions; random: drawn from the seed."
     )
-    role_swap: bool = Field(True, description="In games whose seats have different roles, play every rotation of roles.")
+    role_swap: bool = Field(
+        True,
+        description="In games whose seats have different roles, play every rotation of roles; false: agents keep the "
+        "seats (and roles) in the order they are listed.",
+    )
     repeats: int | Literal["until_stable"] | UntilStable = Field(1, description="A number, or until_stable.")
 
     @field_validator("repeats")
@@ -295,11 +299,19 @@ def _check_games(scenario: Scenario) -> list[Problem]:
         except plugins.UnknownPlugin as exc:
             problems.append(Problem(loc + ("game",), str(exc)))
             continue
+        problems += _check_table(scenario, entry, game, players, loc)
         try:
-            game.Params.model_validate(entry.params)
+            params = game.Params.model_validate(entry.params)
         except ValidationError as exc:
             problems += ConfigError.from_validation(exc, prefix=loc + ("params",), hint=spelling_hint(game.Params.model_fields)).problems
-        problems += _check_table(scenario, entry, game, players, loc)
+            continue
+        seat_problem = game.seat_problem(params, table_size(scenario, entry))
+        if seat_problem:
+            problems.append(Problem(loc + ("params",), seat_problem))
+        try:
+            game.cases(params)
+        except (OSError, ValueError) as exc:
+            problems.append(Problem(loc + ("params",), str(exc)))
     return problems
 
 

@@ -30,15 +30,18 @@ def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[str, ...]]:
 def seat_orders(table: tuple[str, ...], repeat: int, asymmetric: bool, tournament: Tournament) -> list[tuple[tuple[str, ...], bool]]:
     """The seat orders one table is played in for one repeat, each with whether the
     match itself should shuffle seats from its seed."""
-    if asymmetric and tournament.role_swap:
-        return [(rotate(table, k), False) for k in range(len(table))]  # every agent in every role
+    if asymmetric:
+        if tournament.role_swap:
+            return [(rotate(table, k), False) for k in range(len(table))]  # every agent in every role
+        return [(table, False)]  # agents keep the seats, and so the roles, in the order they are listed
     if tournament.seating == "rotate":
         return [(rotate(table, repeat - 1), False)]
     return [(table, True)]
 
 
 def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> list[MatchSpec]:
-    """Matches for repeats ``first..last`` of one game entry, repeat by repeat.
+    """Matches for repeats ``first..last`` of one game entry, repeat by repeat, and within a
+    repeat case by case (a game's questions or problems, when it has them).
 
     A match's key names the entry, the repeat and the seat order; its seed is
     derived from the scenario seed and the key alone, so neither the order of
@@ -46,21 +49,26 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
     """
     tournament = scenario.tournament_for(entry)
     asymmetric = is_asymmetric(scenario, entry)
+    game = plugins.load("game", entry.game)
+    cases = game.cases(game.Params.model_validate(entry.params)) or [None]
     scrub_terms = scenario.scrub_terms()
     replacement = scenario.anonymity.replacement if scenario.anonymity else "[name withheld]"
     specs = []
     for repeat in range(first, last + 1):
-        for table in tables(scenario, entry):
-            for order, shuffle in seat_orders(table, repeat, asymmetric, tournament):
-                key = f"{entry.name}#{repeat}:{'+'.join(order)}"
-                specs.append(
-                    MatchSpec(
-                        key=key, group=entry.name, repeat=repeat, game=entry.game, params=entry.params, agents=order,
-                        seed=seeding.derive(scenario.seed, key), shuffle_seats=shuffle,
-                        referee=entry.referee, settings=scenario.match, scrub=scrub_terms,
-                        scrub_replacement=replacement,
+        for case in cases:
+            for table in tables(scenario, entry):
+                for order, shuffle in seat_orders(table, repeat, asymmetric, tournament):
+                    where = entry.name if case is None else f"{entry.name}/{case}"
+                    key = f"{where}#{repeat}:{'+'.join(order)}"
+                    params = entry.params if case is None else {**entry.params, "case": case}
+                    specs.append(
+                        MatchSpec(
+                            key=key, group=entry.name, repeat=repeat, game=entry.game, params=params, agents=order,
+                            seed=seeding.derive(scenario.seed, key), shuffle_seats=shuffle,
+                            referee=entry.referee, settings=scenario.match, scrub=scrub_terms,
+                            scrub_replacement=replacement,
+                        )
                     )
-                )
     return specs
 
 

@@ -37,6 +37,8 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
             others = [s for s in message.recipients if s != message.sender]
             if message.sender != REFEREE:
                 seen = f"seen by {', '.join(others)}" if others else "seen by no other seat"
+            elif not others:
+                seen = "for the record, to no seat"
             else:
                 seen = "to everyone" if sorted(others) == sorted(seats) and len(seats) > 1 else f"to {', '.join(others)}"
             console.print(Text(f"  {who} [{message.kind}; {seen}]", style="bold"))

@@ -1,0 +1,225 @@
+"""Pairwise review with FairEval's calibration: judges compare contestants' answers to a question.
+
+One match is one question (the tournament plays every question of the set).
+Round 1: every contestant answers, privately. Then every judge compares every
+pair of answers, each comparison in its own round so that its samples are
+independent (a judge is shown only the rules and the comparison at hand):
+
+- templates: verdict first, or evidence first (FairEval's evidence calibration,
+  EC: explain, then score);
+- output: two scores from 1 to 10, or a choice (1, 2 or tie);
+- multiple evidence calibration (MEC): ``samples`` comparisons of each pair;
+- balanced position calibration (BPC): each pair shown in both orders
+  (``swap``), the verdict being the mean over the 2k results;
+- balanced position diversity entropy (BPDE): the entropy of those 2k results
+  (which side won, or a tie), per judge and pair, reported with the verdicts.
+
+The calibrated verdicts are the game's review tuples, so ``arena rank`` ranks
+the contestants with peer rank. A contestant's payoff is its share of
+comparisons won (ties half); a judge's payoff is 0 (judges are ranked by
+peer rank's weights, not here).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping
+from itertools import combinations
+from typing import Any, Literal
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.game import Game, InvalidReply, Notice
+
+from .questions import load_questions
+
+
+class PairwiseParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    questions: str = Field(description="A JSONL question set (id, question); a path relative to where arena runs.")
+    case: str | None = Field(None, description="The question of this match; the tournament sets it.")
+    contestants: int = Field(2, ge=2, description="The first seats answer; the others judge.")
+    peer: bool = Field(False, description="Contestants also judge (PRD's peer review).")
+    template: Literal["verdict_first", "evidence_first"] = Field("evidence_first", description="evidence_first: FairEval's EC.")
+    output: Literal["scores", "choice"] = Field("scores", description="Two scores from 1 to 10, or 1 / 2 / tie.")
+    samples: int = Field(1, ge=1, description="Comparisons of each pair in each order (MEC's k).")
+    swap: bool = Field(True, description="Show each pair in both orders (BPC).")
+
+
+_TWO_SCORES = re.compile(r"^\W*(\d+(?:\.\d+)?)\s*(?:,|\s|/|and)\s*(\d+(?:\.\d+)?)\W*$")
+_CHOICE = {"1": -1, "2": 1, "tie": 0}  # the verdict from the first-shown answer's side: -1 first better
+
+
+def entropy(verdicts: list[int]) -> float:
+    """BPDE: the entropy (natural log) of the results' distribution over first better / tie / second better."""
+    counts = Counter(verdicts)
+    total = len(verdicts)
+    return -sum(n / total * math.log(n / total) for n in counts.values()) + 0.0
+
+
+class PairwiseReview(Game):
+    description = "Judges compare answers pair by pair; FairEval's calibrations (EC, MEC, BPC, BPDE)."
+    Params = PairwiseParams
+    min_seats = 2
+
+    @classmethod
+    def seat_roles(cls, params: PairwiseParams, n_seats: int) -> list[str]:
+        return ["Contestant"] * min(params.contestants, n_seats) + ["Judge"] * max(0, n_seats - params.contestants)
+
+    @classmethod
+    def seat_problem(cls, params: PairwiseParams, n_seats: int) -> str | None:
+        if n_seats < params.contestants:
+            return f"{params.contestants} contestants need at least {params.contestants} seats; there are {n_seats}"
+        if n_seats == params.contestants and not params.peer:
+            return "no seat is left to judge: add judges, or set peer: true so contestants judge each other"
+        return None
+
+    @classmethod
+    def cases(cls, params: PairwiseParams) -> list[str]:
+        return list(load_questions(params.questions))
+
+    def __init__(self, params, seats, roles, rng):
+        super().__init__(params, seats, roles, rng)
+        questions = load_questions(params.questions)
+        self.question = questions[params.case] if params.case is not None else next(iter(questions.values()))
+        self.contestants = [s for s in self.seats if self.roles[s] == "Contestant"]
+        self.judges = [s for s in self.seats if self.roles[s] == "Judge"] + (self.contestants if params.peer else [])
+        orders = (0, 1) if params.swap else (0,)
+        # (pair, order, sample): order 0 shows the pair's first contestant first
+        self.tasks = [(pair, order, k) for pair in combinations(self.contestants, 2) for order in orders
+                      for k in range(params.samples)]
+        self.answers: dict[str, str] = {}
+        self.results: dict[tuple[str, tuple[str, str]], list[int | None]] = {}  # per judge and pair, canonical side
+
+    # -- what seats are told and asked ------------------------------------------------
+    def rules(self, seat: str) -> str:
+        if self.roles[seat] == "Contestant" and seat not in self.judges:
+            return f"You are {seat}. You will be asked a question; answer it as well as you can."
+        text = (f"You are {seat}, a careful and impartial reviewer. You will be shown a question and two answers to "
+                "it, from Assistant 1 and Assistant 2, and asked which is better: more helpful, relevant, accurate "
+                "and appropriately detailed. The order in which they are shown says nothing about their quality, "
+                "and neither does their length.")
+        if seat in self.contestants:
+            text = f"You are {seat}. First you answer a question; later you review pairs of answers to it.\n" + text
+        return text
+
+    def _task(self, round: int):
+        return self.tasks[round - 2]
+
+    def _shown(self, round: int) -> tuple[str, str]:
+        (a, b), order, _ = self._task(round)
+        return (a, b) if order == 0 else (b, a)
+
+    def speakers(self, round: int) -> list[str]:
+        return list(self.contestants) if round == 1 else list(self.judges)
+
+    def prompt(self, seat: str, round: int) -> str:
+        if round == 1:
+            return f"Question: {self.question.question}\n\nWrite your answer."
+        first, second = (self.answers[s] or "(no answer)" for s in self._shown(round))
+        p = self.params
+        verdict = ("two scores from 1 to 10, for Assistant 1 and then Assistant 2, separated by a space"
+                   if p.output == "scores" else "1 if Assistant 1's answer is better, 2 if Assistant 2's is, or tie")
+        if p.template == "verdict_first":
+            how = f"On the first line write only {verdict}. Then explain your judgement."
+        else:
+            how = (f"First explain, point by point, what each answer does well and badly. Then, on the last line, "
+                   f"write only {verdict}.")
+        return (f"[Question]\n{self.question.question}\n\n[Assistant 1]\n{first}\n[End of Assistant 1]\n\n"
+                f"[Assistant 2]\n{second}\n[End of Assistant 2]\n\n{how}")
+
+    def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        q = self.question
+        if round == 1:
+            return {"task": "answer", "question_id": q.id, "question": q.question, "category": q.category}
+        return {"task": "judge", "question_id": q.id, "question": q.question,
+                "answers": [self.answers[s] for s in self._shown(round)], "output": self.params.output,
+                "template": self.params.template}
+
+    def history(self, seat: str, round: int, messages: tuple) -> tuple:
+        return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
+
+    def hears(self, round: int) -> nx.DiGraph:
+        return nx.empty_graph(self.seats, create_using=nx.DiGraph)
+
+    # -- replies ----------------------------------------------------------------------
+    def parse(self, seat: str, reply: str) -> Any:
+        if not self.answers:  # round 1: the contestants' answers
+            if not reply.strip():
+                raise InvalidReply("Your answer is empty. Write an answer to the question.")
+            return reply.strip()
+        lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
+        if not lines:
+            raise InvalidReply("Your review is empty.")
+        line = lines[0] if self.params.template == "verdict_first" else lines[-1]
+        where = "first" if self.params.template == "verdict_first" else "last"
+        if self.params.output == "choice":
+            choice = line.strip(" .*").lower()
+            if choice not in _CHOICE:
+                raise InvalidReply(f"The {where} line must be only 1, 2 or tie; it was {line!r}.")
+            return {"choice": choice, "verdict": _CHOICE[choice]}
+        match = _TWO_SCORES.match(line)
+        scores = [float(match.group(1)), float(match.group(2))] if match else []
+        if not scores or not all(1 <= s <= 10 for s in scores):
+            raise InvalidReply(f"The {where} line must be only two scores from 1 to 10 separated by a space; it was {line!r}.")
+        return {"scores": scores, "verdict": int(math.copysign(1, scores[1] - scores[0])) if scores[0] != scores[1] else 0}
+
+    def default_action(self, seat: str, round: int) -> Any:
+        return "" if round == 1 else None  # no answer; or no verdict, left out of the calibration
+
+    def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
+        if round == 1:
+            self.answers = {seat: actions[seat] for seat in self.contestants}
+            return []
+        (a, b), order, _ = self._task(round)
+        for judge in self.judges:
+            action = actions.get(judge)
+            verdict = None if action is None else action["verdict"] * (1 if order == 0 else -1)  # back to (a, b)'s side
+            self.results.setdefault((judge, (a, b)), []).append(verdict)
+        if round < 1 + len(self.tasks):
+            return []
+        summary = [{"judge": j, "pair": list(pair), "results": r, "verdict": self._verdict(r), "bpde": self._bpde(r)}
+                   for (j, pair), r in self.results.items()]
+        return [Notice(to=(), text=f"{len(summary)} calibrated verdicts on question {self.question.id}.",
+                       data={"question": self.question.id, "verdicts": summary})]
+
+    @staticmethod
+    def _verdict(results: list[int | None]) -> int | None:
+        """BPC: the mean over the 2k results; its sign is the verdict (+1: the pair's second is better)."""
+        given = [r for r in results if r is not None]
+        if not given:
+            return None
+        mean = sum(given) / len(given)
+        return 0 if abs(mean) < 1e-12 else (1 if mean > 0 else -1)
+
+    @staticmethod
+    def _bpde(results: list[int | None]) -> float | None:
+        given = [r for r in results if r is not None]
+        return entropy(given) if given else None
+
+    def is_over(self, round: int) -> bool:
+        return round >= 1 + len(self.tasks)
+
+    def payoffs(self) -> dict[str, float]:
+        won, met = Counter(), Counter()
+        for (_, (a, b)), results in self.results.items():
+            verdict = self._verdict(results)
+            if verdict is None:
+                continue
+            won[a] += (1 - verdict) / 2
+            won[b] += (1 + verdict) / 2
+            met[a] += 1
+            met[b] += 1
+        return {s: (won[s] / met[s] if met[s] else 0.0) if self.roles[s] == "Contestant" else 0.0 for s in self.seats}
+
+    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+        out = []
+        for (judge, (a, b)), results in self.results.items():
+            verdict = self._verdict(results)
+            if verdict is not None:
+                out.append((self.question.id, a, b, judge, verdict))
+        return out

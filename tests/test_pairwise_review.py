@@ -1,0 +1,160 @@
+"""Pairwise review: one match per question, FairEval's calibrations, and review tuples for peer rank."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+from scipy import stats
+
+from arena.match import MatchSettings, MatchSpec, play_match
+from arena.runner import run_tournament
+from arena.scenario import parse_scenario
+from arena.errors import ConfigError
+from arena.store import RunStore
+from arena.tournament import plan
+
+from helpers import Recording, scripted
+
+
+@pytest.fixture
+def questions(tmp_path):
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"id": "q1", "question": "How do I boil an egg?"}\n'
+                    '{"id": 2, "question": "Why is the sky blue?", "category": "science"}\n')
+    return str(path)
+
+
+def fixed(name, *replies):
+    return scripted(name, "fixed", params={"replies": list(replies)})
+
+
+def spec(questions, agents, **params):
+    return MatchSpec(key="m", game="pairwise_review", agents=tuple(agents), seed=1, shuffle_seats=False,
+                     params={"questions": questions, "case": "q1", **params}, settings=MatchSettings(max_retries=1))
+
+
+async def test_bpc_shows_each_pair_in_both_orders_and_averages_the_2k_results(questions):
+    # `fixed` replies by round: rounds 2-5 are the four comparisons and get replies 1, 2, 3, 0
+    judge = Recording(fixed("judge", "First.\n8 3", "First.\n8 3", "Hm.\n5 5", "Second.\n2 9"))
+    agents = {"x": fixed("x", "Answer X."), "y": fixed("y", "Answer Y."), "judge": judge}
+    record = await play_match(spec(questions, agents, samples=2), agents)
+    assert record.status == "finished" and record.rounds == 1 + 4
+    shown = [tuple(t.prompt_data["answers"]) for t in judge.turns]
+    assert shown == [("Answer X.", "Answer Y."), ("Answer X.", "Answer Y."), ("Answer Y.", "Answer X."), ("Answer Y.", "Answer X.")]
+    assert all("Assistant 1]\n" + a in t.prompt for t, (a, _) in zip(judge.turns, shown))
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    (verdict,) = notice.data["verdicts"]
+    # from the pair's side (-1: X better): X first "8 3" -> -1; X first "5 5" -> 0;
+    # Y first "2 9" -> X better, -1; Y first "8 3" -> Y better, +1
+    assert verdict["results"] == [-1, 0, -1, 1]
+    assert verdict["verdict"] == -1  # mean -0.25: X is better
+    assert record.reviews == [("q1", "x", "y", "judge", -1)]
+    assert record.payoffs == {"Contestant 1": 1.0, "Contestant 2": 0.0, "Judge": 0.0}
+
+
+async def test_a_pure_position_bias_cancels_out(questions):
+    agents = {"x": fixed("x", "Answer X."), "y": fixed("y", "Answer Y."), "judge": fixed("judge", "First!\n9 2")}
+    record = await play_match(spec(questions, agents, samples=3), agents)
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    (verdict,) = notice.data["verdicts"]
+    assert verdict["results"] == [-1, -1, -1, 1, 1, 1] and verdict["verdict"] == 0
+    assert verdict["bpde"] == pytest.approx(stats.entropy([3, 3]))  # the most uncertain a 2-way split can be
+    assert record.reviews == [("q1", "x", "y", "judge", 0)]
+    unswapped = await play_match(spec(questions, agents, samples=3, swap=False), agents)
+    assert unswapped.reviews == [("q1", "x", "y", "judge", -1)] and unswapped.rounds == 1 + 3
+
+
+@pytest.mark.parametrize("replies", [("1 too", "tie", "2", "2"), ("2", "1", "tie", "1")])
+async def test_bpde_is_the_entropy_of_the_2k_results(questions, replies):
+    agents = {"x": fixed("x", "X."), "y": fixed("y", "Y."), "judge": fixed("judge", *(f"why\n{r}" for r in replies))}
+    record = await play_match(spec(questions, agents, samples=2, output="choice"), agents)
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    (verdict,) = notice.data["verdicts"]
+    results = [r for r in verdict["results"] if r is not None]
+    assert verdict["bpde"] == pytest.approx(stats.entropy(list(Counter(results).values())))
+
+
+async def test_templates_put_the_verdict_on_the_first_or_last_line(questions):
+    agents = {"x": fixed("x", "X."), "y": fixed("y", "Y."), "judge": fixed("judge", "7 4\nbecause X says more")}
+    first = await play_match(spec(questions, agents, template="verdict_first", swap=False), agents)
+    assert first.reviews == [("q1", "x", "y", "judge", -1)]
+    last = await play_match(spec(questions, agents, template="evidence_first", swap=False), agents)
+    failures = [e for e in last.events if e.type == "turn_failed"]
+    assert failures and "last line must be only two scores" in failures[0].reason
+    assert last.reviews == []  # no valid verdict: the comparison is left out, not guessed
+
+
+async def test_judges_see_each_comparison_alone_and_contestants_never_see_each_other(questions):
+    judge = Recording(fixed("judge", "ok\n6 6"))
+    x = Recording(fixed("x", "X."))
+    agents = {"x": x, "y": fixed("y", "Y."), "z": fixed("z", "Z."), "judge": judge}
+    record = await play_match(spec(questions, agents, contestants=3), agents)
+    assert len(judge.turns) == 3 * 2  # three pairs, both orders
+    assert all({m.kind for m in t.history} == {"rules"} for t in judge.turns)
+    assert all(m.sender in (t.seat, "Referee") for t in x.turns for m in t.history)
+    assert len(record.reviews) == 3
+
+
+def test_one_match_per_question_and_clear_errors(questions, tmp_path):
+    agents = {"x": {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["X"]}},
+              "y": {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["Y"]}},
+              "j": {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["a\n5 6"]}}}
+    scenario = parse_scenario({"name": "pr", "agents": agents, "tournament": {"role_swap": False, "repeats": 2},
+                               "games": [{"game": "pairwise_review", "params": {"questions": questions}}]})
+    keys = [s.key for s in plan(scenario)]
+    assert keys == ["pairwise_review/q1#1:x+y+j", "pairwise_review/2#1:x+y+j", "pairwise_review/q1#2:x+y+j",
+                    "pairwise_review/2#2:x+y+j"]
+    with pytest.raises(ConfigError, match="no seat is left to judge"):
+        parse_scenario({"name": "pr", "agents": {k: agents[k] for k in "xy"},
+                        "games": [{"game": "pairwise_review", "params": {"questions": questions}}]})
+    with pytest.raises(ConfigError, match=r"games\[0\].params: no question set at .*nope.jsonl"):
+        parse_scenario({"name": "pr", "agents": agents,
+                        "games": [{"game": "pairwise_review", "params": {"questions": str(tmp_path / "nope.jsonl")}}]})
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1, "question": "fine"}\n{"question": "no id"}\n')
+    with pytest.raises(ConfigError, match="bad.jsonl, line 2: not a question"):
+        parse_scenario({"name": "pr", "agents": agents, "games": [{"game": "pairwise_review", "params": {"questions": str(bad)}}]})
+
+
+async def test_peer_review_feeds_peer_rank(questions, tmp_path):
+    import subprocess
+    import sys
+
+    # three peers answer and judge each other; everyone rates "long" above "mid" above "short" by length
+    def peer(name, answer):
+        return {"backend": "scripted", "strategy": "fixed", "params": {"replies": [answer]}}
+
+    scenario = parse_scenario({
+        "name": "peers", "tournament": {"role_swap": False},
+        "agents": {"short": peer("short", "S"), "mid": peer("mid", "M"), "long": peer("long", "L")},
+        "games": [{"game": "pairwise_review", "params": {"questions": questions, "contestants": 3, "peer": True,
+                                                         "output": "choice"}}],
+    })
+    from arena import plugins
+    from arena.agents.strategies import Strategy
+
+    class ByLength(Strategy):
+        def reply(self, turn, rng):
+            data = turn.prompt_data
+            if data["task"] == "answer":
+                return {"Contestant 1": "short", "Contestant 2": "a middling answer", "Contestant 3": "a long, full answer"}[turn.seat]
+            first, second = data["answers"]
+            return "why\n" + ("1" if len(first) > len(second) else "2")
+
+    plugins.register("strategy", "by_length", ByLength)
+    try:
+        for name in scenario.agents:
+            scenario.agents[name] = {"backend": "scripted", "strategy": "by_length"}
+        store = RunStore.create_or_resume(tmp_path / "run", "peers", "t", scenario.fingerprint())
+        result = await run_tournament(scenario, store)
+        store.close()
+    finally:
+        plugins.unregister("strategy", "by_length")
+    assert all(r.status == "finished" for r in result.records)
+    assert len(result.records[0].reviews) == 3 * 3  # three judges x three pairs
+    out = subprocess.run([sys.executable, "-m", "arena.cli", "rank", str(tmp_path / "run"), "--json"], capture_output=True, text=True)
+    board = json.loads(out.stdout)["peer_rank"]
+    winrate = next(m for m in board["methods"] if m["method"] == "winrate")
+    assert sorted(winrate["scores"], key=lambda c: -winrate["scores"][c]) == ["long", "mid", "short"]
