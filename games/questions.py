@@ -1,4 +1,5 @@
-"""Question sets: a JSONL file, one question a line: {"id", "question", optional "category", "reference"}."""
+"""Question sets: a JSONL file, one question a line: {"id", "question", optional "category", "reference"}
+(or Vicuna80's {"question_id", "text", "category"})."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import BaseModel, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator
 
 
 class Question(BaseModel):
-    id: str
-    question: str
+    # Vicuna80's own file names them question_id and text: it can be used as it is.
+    id: str = Field(validation_alias=AliasChoices("id", "question_id"))
+    question: str = Field(validation_alias=AliasChoices("question", "text"))
     category: str | None = None
     reference: str | None = None
 
