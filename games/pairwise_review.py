@@ -14,8 +14,10 @@ independent (a judge is shown only the rules and the comparison at hand):
 - balanced position diversity entropy (BPDE): the entropy of those 2k results
   (which side won, or a tie), per judge and pair, reported with the verdicts.
 
-The calibrated verdicts are the game's review tuples, so ``arena rank`` ranks
-the contestants with peer rank. A contestant's payoff is its share of
+Every comparison, as shown, is one of the game's review tuples, so ``arena
+rank`` ranks the contestants with peer rank (whose win rate averages both
+orders, as BPC does); the calibrated verdicts and BPDE are recorded in the
+match's last, seat-less notice. A contestant's payoff is its share of
 comparisons won (ties half); a judge's payoff is 0 (judges are ranked by
 peer rank's weights, not here).
 """
@@ -55,10 +57,14 @@ _CHOICE = {"1": -1, "2": 1, "tie": 0}  # the verdict from the first-shown answer
 
 
 def entropy(verdicts: list[int]) -> float:
-    """BPDE: the entropy (natural log) of the results' distribution over first better / tie / second better."""
+    """BPDE: the entropy (natural log) of the results over first better / tie / second better (-1, 0, 1)."""
     counts = Counter(verdicts)
     total = len(verdicts)
     return -sum(n / total * math.log(n / total) for n in counts.values()) + 0.0
+
+
+def _sign(value: float) -> int:
+    return 0 if abs(value) < 1e-12 else (1 if value > 0 else -1)
 
 
 class PairwiseReview(Game):
@@ -93,7 +99,8 @@ class PairwiseReview(Game):
         self.tasks = [(pair, order, k) for pair in combinations(self.contestants, 2) for order in orders
                       for k in range(params.samples)]
         self.answers: dict[str, str] = {}
-        self.results: dict[tuple[str, tuple[str, str]], list[int | None]] = {}  # per judge and pair, canonical side
+        self.results: dict[tuple[str, tuple[str, str]], list[int | None]] = {}  # per judge and pair, from the pair's side
+        self.shown: dict[tuple[str, tuple[str, str]], list[int]] = {}  # the order each of those results was given in
 
     # -- what seats are told and asked ------------------------------------------------
     def rules(self, seat: str) -> str:
@@ -161,12 +168,12 @@ class PairwiseReview(Game):
             choice = line.strip(" .*").lower()
             if choice not in _CHOICE:
                 raise InvalidReply(f"The {where} line must be only 1, 2 or tie; it was {line!r}.")
-            return {"choice": choice, "verdict": _CHOICE[choice]}
+            return {"choice": choice, "difference": _CHOICE[choice]}
         match = _TWO_SCORES.match(line)
         scores = [float(match.group(1)), float(match.group(2))] if match else []
         if not scores or not all(1 <= s <= 10 for s in scores):
             raise InvalidReply(f"The {where} line must be only two scores from 1 to 10 separated by a space; it was {line!r}.")
-        return {"scores": scores, "verdict": int(math.copysign(1, scores[1] - scores[0])) if scores[0] != scores[1] else 0}
+        return {"scores": scores, "difference": scores[1] - scores[0]}  # > 0: the second shown is better
 
     def default_action(self, seat: str, round: int) -> Any:
         return "" if round == 1 else None  # no answer; or no verdict, left out of the calibration
@@ -178,8 +185,9 @@ class PairwiseReview(Game):
         (a, b), order, _ = self._task(round)
         for judge in self.judges:
             action = actions.get(judge)
-            verdict = None if action is None else action["verdict"] * (1 if order == 0 else -1)  # back to (a, b)'s side
-            self.results.setdefault((judge, (a, b)), []).append(verdict)
+            value = None if action is None else action["difference"] * (1 if order == 0 else -1)  # back to (a, b)'s side
+            self.results.setdefault((judge, (a, b)), []).append(value)
+            self.shown.setdefault((judge, (a, b)), []).append(order)
         if round < 1 + len(self.tasks):
             return []
         summary = [{"judge": j, "pair": list(pair), "results": r, "verdict": self._verdict(r), "bpde": self._bpde(r)}
@@ -188,17 +196,17 @@ class PairwiseReview(Game):
                        data={"question": self.question.id, "verdicts": summary})]
 
     @staticmethod
-    def _verdict(results: list[int | None]) -> int | None:
-        """BPC: the mean over the 2k results; its sign is the verdict (+1: the pair's second is better)."""
+    def _verdict(results: list[float | None]) -> int | None:
+        """BPC: the mean of the 2k score differences (or choices); its sign is the verdict
+        (+1: the pair's second is better). A judge's lean towards one position cancels out."""
         given = [r for r in results if r is not None]
         if not given:
             return None
-        mean = sum(given) / len(given)
-        return 0 if abs(mean) < 1e-12 else (1 if mean > 0 else -1)
+        return _sign(sum(given) / len(given))
 
     @staticmethod
-    def _bpde(results: list[int | None]) -> float | None:
-        given = [r for r in results if r is not None]
+    def _bpde(results: list[float | None]) -> float | None:
+        given = [_sign(r) for r in results if r is not None]
         return entropy(given) if given else None
 
     def is_over(self, round: int) -> bool:
@@ -217,9 +225,16 @@ class PairwiseReview(Game):
         return {s: (won[s] / met[s] if met[s] else 0.0) if self.roles[s] == "Contestant" else 0.0 for s in self.seats}
 
     def reviews(self) -> list[tuple[str, str, str, str, int]]:
+        """Every comparison as it was shown (A: the answer shown first), as PRD's battles are:
+        peer rank's win rate then averages both orders (BPC), and its bias diagnostics can see
+        the judge's position bias. With MEC's k > 1, peer rank folds a judge's k samples of a
+        pair into one verdict, the sign of their mean over both orders (BPC's verdict)."""
         out = []
-        for (judge, (a, b)), results in self.results.items():
-            verdict = self._verdict(results)
-            if verdict is not None:
-                out.append((self.question.id, a, b, judge, verdict))
+        for key, results in self.results.items():
+            judge, (a, b) = key
+            for verdict, order in zip(results, self.shown[key]):
+                if verdict is None:
+                    continue
+                first, second, score = (a, b, _sign(verdict)) if order == 0 else (b, a, -_sign(verdict))
+                out.append((self.question.id, first, second, judge, score))
         return out

@@ -46,11 +46,14 @@ async def test_bpc_shows_each_pair_in_both_orders_and_averages_the_2k_results(qu
     assert all("Assistant 1]\n" + a in t.prompt for t, (a, _) in zip(judge.turns, shown))
     (notice,) = [m for m in record.messages if m.kind == "notice"]
     (verdict,) = notice.data["verdicts"]
-    # from the pair's side (-1: X better): X first "8 3" -> -1; X first "5 5" -> 0;
-    # Y first "2 9" -> X better, -1; Y first "8 3" -> Y better, +1
-    assert verdict["results"] == [-1, 0, -1, 1]
-    assert verdict["verdict"] == -1  # mean -0.25: X is better
-    assert record.reviews == [("q1", "x", "y", "judge", -1)]
+    # score differences from the pair's side (< 0: X better): X first "8 3" -> -5; X first "5 5" -> 0;
+    # Y first "2 9" -> X better by 7, -7; Y first "8 3" -> Y better by 5, +5
+    assert verdict["results"] == [-5, 0, -7, 5]
+    assert verdict["verdict"] == -1  # mean -1.75: X is better
+    assert verdict["bpde"] == pytest.approx(stats.entropy([2, 1, 1]))  # two X, one tie, one Y
+    # the review tuples are the comparisons as shown (A: shown first)
+    assert record.reviews == [("q1", "x", "y", "judge", -1), ("q1", "x", "y", "judge", 0),
+                              ("q1", "y", "x", "judge", 1), ("q1", "y", "x", "judge", -1)]
     assert record.payoffs == {"Contestant 1": 1.0, "Contestant 2": 0.0, "Judge": 0.0}
 
 
@@ -59,11 +62,11 @@ async def test_a_pure_position_bias_cancels_out(questions):
     record = await play_match(spec(questions, agents, samples=3), agents)
     (notice,) = [m for m in record.messages if m.kind == "notice"]
     (verdict,) = notice.data["verdicts"]
-    assert verdict["results"] == [-1, -1, -1, 1, 1, 1] and verdict["verdict"] == 0
+    assert verdict["results"] == [-7, -7, -7, 7, 7, 7] and verdict["verdict"] == 0
     assert verdict["bpde"] == pytest.approx(stats.entropy([3, 3]))  # the most uncertain a 2-way split can be
-    assert record.reviews == [("q1", "x", "y", "judge", 0)]
+    assert record.reviews == [("q1", "x", "y", "judge", -1)] * 3 + [("q1", "y", "x", "judge", -1)] * 3
     unswapped = await play_match(spec(questions, agents, samples=3, swap=False), agents)
-    assert unswapped.reviews == [("q1", "x", "y", "judge", -1)] and unswapped.rounds == 1 + 3
+    assert unswapped.reviews == [("q1", "x", "y", "judge", -1)] * 3 and unswapped.rounds == 1 + 3
 
 
 @pytest.mark.parametrize("replies", [("1 too", "tie", "2", "2"), ("2", "1", "tie", "1")])
@@ -72,14 +75,15 @@ async def test_bpde_is_the_entropy_of_the_2k_results(questions, replies):
     record = await play_match(spec(questions, agents, samples=2, output="choice"), agents)
     (notice,) = [m for m in record.messages if m.kind == "notice"]
     (verdict,) = notice.data["verdicts"]
-    results = [r for r in verdict["results"] if r is not None]
+    results = [r for r in verdict["results"] if r is not None]  # choices: -1, 0, 1
+    assert len(verdict["results"]) == 4 and set(results) <= {-1, 0, 1}
     assert verdict["bpde"] == pytest.approx(stats.entropy(list(Counter(results).values())))
 
 
 async def test_templates_put_the_verdict_on_the_first_or_last_line(questions):
     agents = {"x": fixed("x", "X."), "y": fixed("y", "Y."), "judge": fixed("judge", "7 4\nbecause X says more")}
     first = await play_match(spec(questions, agents, template="verdict_first", swap=False), agents)
-    assert first.reviews == [("q1", "x", "y", "judge", -1)]
+    assert first.reviews == [("q1", "x", "y", "judge", -1)]  # "7 4": the first shown, X, is better
     last = await play_match(spec(questions, agents, template="evidence_first", swap=False), agents)
     failures = [e for e in last.events if e.type == "turn_failed"]
     assert failures and "last line must be only two scores" in failures[0].reason
@@ -94,7 +98,7 @@ async def test_judges_see_each_comparison_alone_and_contestants_never_see_each_o
     assert len(judge.turns) == 3 * 2  # three pairs, both orders
     assert all({m.kind for m in t.history} == {"rules"} for t in judge.turns)
     assert all(m.sender in (t.seat, "Referee") for t in x.turns for m in t.history)
-    assert len(record.reviews) == 3
+    assert len(record.reviews) == 3 * 2
 
 
 def test_one_match_per_question_and_clear_errors(questions, tmp_path):
@@ -153,8 +157,25 @@ async def test_peer_review_feeds_peer_rank(questions, tmp_path):
     finally:
         plugins.unregister("strategy", "by_length")
     assert all(r.status == "finished" for r in result.records)
-    assert len(result.records[0].reviews) == 3 * 3  # three judges x three pairs
+    assert len(result.records[0].reviews) == 3 * 3 * 2  # three judges x three pairs x two orders
     out = subprocess.run([sys.executable, "-m", "arena.cli", "rank", str(tmp_path / "run"), "--json"], capture_output=True, text=True)
     board = json.loads(out.stdout)["peer_rank"]
     winrate = next(m for m in board["methods"] if m["method"] == "winrate")
     assert sorted(winrate["scores"], key=lambda c: -winrate["scores"][c]) == ["long", "mid", "short"]
+
+
+def test_peer_rank_and_bpc_undo_a_biased_judge():
+    """Synthetic peers whose true quality is known; one judge favours the first-shown answer and its own."""
+    import importlib.util
+
+    from helpers import ROOT
+
+    loader = importlib.util.spec_from_file_location("judging_bias", ROOT / "bench" / "judging_bias.py")
+    bench = importlib.util.module_from_spec(loader)
+    loader.loader.exec_module(bench)
+    figures = bench.measure()
+    assert figures["tau_all_weighted"] == pytest.approx(1.0)  # the true order
+    assert figures["tau_braggart_alone"] < 1.0  # it ranks itself too high
+    assert figures["braggart_weight"] < figures["sage_weight"]
+    assert figures["braggart_first_shown_wins"] > 0.55  # its position bias shows in single-order verdicts
+    assert figures["braggart_accuracy_bpc"] > figures["braggart_accuracy_uncalibrated"] + 0.05
