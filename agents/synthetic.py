@@ -144,6 +144,9 @@ class SyntheticJudgeParams(SyntheticContestantParams):
         0.0,
         description="Added to the perceived quality of an answer that carries this persona's own signature line.",
     )
+    openness: float = Field(
+        0.3, ge=0, le=1, description="Peer discussion: the chance of adopting the other reviewer's preference at a turn."
+    )
     tie_margin: float = Field(
         0.05, ge=0,
         description="When asked to choose, a perceived difference smaller than this is called a tie.",
@@ -265,7 +268,23 @@ class SyntheticJudge(Strategy):
             return _answer_turn(self.params, data, rng)
         if data.get("task") == "judge":
             return self.judge(data, rng)
+        if data.get("task") in ("review", "discuss"):
+            return self.discuss(data, rng)
         return "I have nothing to say to that."
+
+    def discuss(self, data: dict[str, Any], rng: random.Random) -> str:
+        """Peer discussion: a review ending in 'Preference: 1|2|tie'. In the discussion it comes
+        round to the other reviewer's view with probability ``openness``."""
+        answers = data.get("answers")
+        if not isinstance(answers, (list, tuple)) or len(answers) != 2:
+            return "I need exactly two answers to compare."
+        first, second = self.perceive([a if isinstance(a, str) else "" for a in answers], rng)
+        own = "tie" if abs(first - second) < self.params.tie_margin else ("1" if first > second else "2")
+        others = list((data.get("others") or {}).values())
+        if data.get("task") == "discuss" and others and rng.random() < self.params.openness:
+            own = {-1: "1", 0: "tie", 1: "2"}.get(others[0], own)
+            return f"Your arguments convince me.\nPreference: {own}"
+        return f"Answer 1 makes {count_points(answers[0])} points, answer 2 makes {count_points(answers[1])}.\nPreference: {own}"
 
     def perceive(self, answers: list[str], rng: random.Random) -> list[float]:
         """Perceived quality of each answer, in display order, biases and noise included."""

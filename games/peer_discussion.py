@@ -1,0 +1,195 @@
+"""Peer discussion (PRD, section 3.2): two reviewers discuss which of two answers is better.
+
+One match is one case of a pairs file: a question and two fixed answers (JSONL lines
+``{"id", "question", "answer_a", "answer_b"}``, optional ``source_a``/``source_b`` naming who wrote
+them and ``label``: -1 when answer A is better, 1 when B is, 0 for a tie; PRD's released LFQA
+file, ``{"question", "answer_a", "answer_b", "answer_a_type", "answer_b_type",
+"overall_preference"}``, is read as it is, its repeated judgments folded to their majority).
+
+Round 1: both reviewers review the answers on their own and state a preference. Then they take
+turns, the leader first, each seeing everything said so far, until both state the same
+preference or ``max_turns`` turns have been taken. A reviewer's payoff is 1 when its final
+preference matches the case's label (0 otherwise, and when there is no label); the match's last
+notice records both reviewers' initial and final preferences, who altered or held its opinion,
+and the discussion's outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.game import Game, InvalidReply, Notice
+
+
+class Case(BaseModel):
+    id: str
+    question: str
+    answer_a: str
+    answer_b: str
+    source_a: str = "answer_a"
+    source_b: str = "answer_b"
+    label: int | None = None
+
+
+@lru_cache(maxsize=16)
+def load_cases(path: str) -> dict[str, Case]:
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"no pairs file at {file} (JSONL: id, question, answer_a, answer_b, optional label)")
+    cases: dict[str, Case] = {}
+    votes: dict[str, list[int]] = {}  # LFQA: case id -> the experts' preferences
+    ids: dict[str, str] = {}  # LFQA: (question, answers) -> case id
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if "overall_preference" in raw:  # PRD's LFQA expert file
+                case_id = ids.setdefault(json.dumps([raw["question"], raw["answer_a"], raw["answer_b"]]), str(number))
+                votes.setdefault(case_id, []).append(int(raw["overall_preference"]))
+                cases[case_id] = Case(id=case_id, question=raw["question"], answer_a=raw["answer_a"], answer_b=raw["answer_b"],
+                                      source_a=raw.get("answer_a_type", "answer_a"), source_b=raw.get("answer_b_type", "answer_b"))
+                continue
+            case = Case.model_validate({**raw, "id": str(raw.get("id", ""))})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{file}, line {number}: not a pair to discuss ({str(exc).splitlines()[0]})") from None
+        if not case.id:
+            raise ValueError(f"{file}, line {number}: the pair has no id")
+        cases[case.id] = case
+    for case_id, prefs in votes.items():  # PRD's human majority: the sign of the mean
+        mean = sum(prefs) / len(prefs)
+        cases[case_id] = cases[case_id].model_copy(update={"label": (mean > 0) - (mean < 0)})
+    if not cases:
+        raise ValueError(f"{file}: no pairs in the file")
+    return cases
+
+
+class DiscussionParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pairs: str = Field(description="A JSONL file of pairs of answers to discuss (or PRD's LFQA file).")
+    case: str | None = Field(None, description="The pair of this match; the tournament sets it.")
+    max_turns: int = Field(4, ge=0, description="Discussion turns after the initial reviews.")
+    leader: Literal["first", "drawn"] = Field("first", description="Who speaks first: the first seat, or drawn per match.")
+    role_reminder: bool = Field(True, description="Remind each reviewer of its role at every turn (PRD's role prompt).")
+    criteria: bool = Field(True, description="Spell out what to judge: unsupported information, core information, coherence.")
+    on_disagreement: Literal["tie", "leader", "follower"] = Field(
+        "tie", description="The outcome when they still disagree after max_turns.")
+
+
+_PREFERENCE = re.compile(r"preference\W*(1|2|tie)\b", re.IGNORECASE)
+_WORD = {"1": -1, "2": 1, "tie": 0}  # -1: answer 1 (A) better
+
+
+class PeerDiscussion(Game):
+    description = "Two reviewers discuss which of two answers is better until they agree (PRD's peer discussion)."
+    Params = DiscussionParams
+    min_seats = max_seats = 2
+
+    @classmethod
+    def seat_roles(cls, params, n_seats):
+        return ["Reviewer"] * n_seats
+
+    @classmethod
+    def cases(cls, params: DiscussionParams) -> list[str]:
+        return list(load_cases(params.pairs))
+
+    def __init__(self, params, seats, roles, rng):
+        super().__init__(params, seats, roles, rng)
+        cases = load_cases(params.pairs)
+        self.case = cases[params.case] if params.case is not None else next(iter(cases.values()))
+        first, second = self.seats
+        self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]
+        self.preferences: dict[str, list[int]] = {s: [] for s in self.seats}
+
+    def rules(self, seat: str) -> str:
+        other = next(s for s in self.seats if s != seat)
+        return (f"You are {seat}, one of two reviewers (the other is {other}). You will compare two answers to a "
+                "question and then discuss your reviews with the other reviewer, aiming at a verdict you both "
+                "accept; change your mind only when the other's arguments convince you. End every message with a "
+                "line 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")
+
+    def _material(self) -> str:
+        c = self.case
+        text = f"[Question]\n{c.question}\n\n[Answer 1]\n{c.answer_a}\n[End of Answer 1]\n\n[Answer 2]\n{c.answer_b}\n[End of Answer 2]"
+        if self.params.criteria:
+            text += ("\n\nJudge, in this order of importance: unsupported information (anything without support "
+                     "counts as false), core information (does it actually answer the question?), and coherence.")
+        return text
+
+    def speakers(self, round: int) -> list[str]:
+        if round == 1:
+            return list(self.seats)
+        return [self.order[(round - 2) % 2]]
+
+    def prompt(self, seat: str, round: int) -> str:
+        if round == 1:
+            return self._material() + "\n\nWrite your review: compare the answers point by point, then state your preference."
+        text = ("Continue the discussion: answer the other reviewer's points, say whether they change your view, "
+                "and state your current preference.")
+        if self.params.role_reminder:
+            text = f"Remember: you are {seat}, and you answer {next(s for s in self.seats if s != seat)}. " + text
+        return text
+
+    def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        return {"task": "review" if round == 1 else "discuss", "question": self.case.question,
+                "answers": [self.case.answer_a, self.case.answer_b],
+                "others": {s: p[-1] for s, p in self.preferences.items() if s != seat and p}}
+
+    def hears(self, round: int):
+        import networkx as nx
+
+        return nx.complete_graph(self.seats, create_using=nx.DiGraph)  # initial reviews are shown once round 1 closes
+
+    def parse(self, seat: str, reply: str) -> int:
+        found = _PREFERENCE.findall(reply)
+        if not found:
+            raise InvalidReply("End your message with a line 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")
+        return _WORD[found[-1].lower()]
+
+    def default_action(self, seat: str, round: int) -> int | None:
+        return None  # no stated preference: the previous one stands
+
+    def apply(self, round: int, actions: Mapping[str, int | None]) -> list[Notice]:
+        for seat, preference in actions.items():
+            if preference is None:
+                preference = self.preferences[seat][-1] if self.preferences[seat] else 0
+            self.preferences[seat].append(preference)
+        if not self.is_over(round):
+            return []
+        return [Notice(to=(), text=f"Outcome: {self.outcome()}.", data=self.summary())]
+
+    def _agree(self) -> bool:
+        return all(self.preferences[s] for s in self.seats) and len({self.preferences[s][-1] for s in self.seats}) == 1
+
+    def is_over(self, round: int) -> bool:
+        return self._agree() or round >= 1 + self.params.max_turns
+
+    def outcome(self) -> int:
+        if self._agree():
+            return self.preferences[self.seats[0]][-1]
+        rule = self.params.on_disagreement
+        return 0 if rule == "tie" else self.preferences[self.order[0] if rule == "leader" else self.order[1]][-1]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "case": self.case.id, "label": self.case.label, "outcome": self.outcome(), "agreed": self._agree(),
+            "leader": self.order[0], "turns": sum(len(p) for p in self.preferences.values()) - len(self.seats),
+            "reviewers": {s: {"initial": p[0], "final": p[-1], "altered": p[0] != p[-1], "held": p[0] == p[-1]}
+                          for s, p in self.preferences.items()},
+        }
+
+    def payoffs(self) -> dict[str, float]:
+        label = self.case.label
+        return {s: float(label is not None and p[-1] == label) for s, p in self.preferences.items()}
+
+    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+        c = self.case
+        return [(c.id, c.source_a, c.source_b, seat, p[-1]) for seat, p in self.preferences.items()]
