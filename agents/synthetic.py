@@ -270,6 +270,14 @@ class SyntheticJudge(Strategy):
             return self.judge(data, rng)
         if data.get("task") in ("review", "discuss"):
             return self.discuss(data, rng)
+        if data.get("task") == "debate":
+            verdict = self.discuss(data, rng).rsplit("Preference: ", 1)[-1]
+            if data.get("output") == "scores":
+                first, second = self.perceive(list(data["answers"]), rng)
+                return f"My reading of the two answers.\nScores: {_round_score(first)} {_round_score(second)}"
+            return f"My reading of the two answers.\nVerdict: {verdict}"
+        if data.get("task") == "summarize":
+            return "The reviewers weighed how many distinct points each answer makes."
         return "I have nothing to say to that."
 
     def discuss(self, data: dict[str, Any], rng: random.Random) -> str:

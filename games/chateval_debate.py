@@ -1,0 +1,193 @@
+"""ChatEval's debate: N debaters with personas argue which of two answers is better.
+
+One match is one case of a pairs file (the format of ``peer_discussion``). Each debater has a
+persona (a built-in set, or the scenario's own) and, every turn, says what it thinks and ends
+with its verdict. Three ways to talk:
+
+- ``one_by_one``: debaters speak in turn, each seeing everything said before it, this turn too;
+- ``simultaneous_talk``: all speak at once each turn, seeing only earlier turns;
+- ``simultaneous_talk_with_summarizer``: all speak at once, privately; a summarizer (the last
+  seat) condenses the turn, and the debaters see that summary, not each other's words.
+
+Each debater's last verdict counts: the majority for choices, the mean for scores. A debater's
+payoff is 1 when its final verdict matches the case's label (0 otherwise, or without a label).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.game import Game, InvalidReply, Notice
+
+from .peer_discussion import load_cases
+
+PERSONAS = {
+    "Everyday reader": "You read answers the way most people do: you want them clear, useful and to the point.",
+    "Critic": "You look for what is wrong: errors, gaps, claims without support, padding.",
+    "Domain expert": "You know the subject well and weigh accuracy and depth above style.",
+    "Editor": "You care about structure, coherence and whether the answer says what it means plainly.",
+    "Teacher": "You ask whether someone who did not know the answer would learn it from this text.",
+}
+
+_CHOICE = re.compile(r"verdict\W*(1|2|tie)\b", re.IGNORECASE)
+_SCORES = re.compile(r"scores\W*(\d+(?:\.\d+)?)\s*[, ]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+
+
+class DebateParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    pairs: str = Field(description="A JSONL file of pairs of answers (peer_discussion's format, or PRD's LFQA file).")
+    case: str | None = Field(None, description="The pair of this match; the tournament sets it.")
+    strategy: Literal["one_by_one", "simultaneous_talk", "simultaneous_talk_with_summarizer"] = "one_by_one"
+    turns: int = Field(2, ge=1, description="Turns of debate.")
+    output: Literal["choice", "scores"] = Field("choice", description="'Verdict: 1|2|tie', or 'Scores: X Y' (1 to 10).")
+    personas: dict[str, str] | None = Field(None, description="Name -> description; default: a built-in set of five.")
+
+
+class ChatEvalDebate(Game):
+    description = "Debaters with personas argue which of two answers is better (ChatEval)."
+    Params = DebateParams
+    min_seats = 2
+
+    @classmethod
+    def seat_roles(cls, params: DebateParams, n_seats: int) -> list[str]:
+        if params.strategy == "simultaneous_talk_with_summarizer":
+            return ["Debater"] * (n_seats - 1) + ["Summarizer"]
+        return ["Debater"] * n_seats
+
+    @classmethod
+    def seat_problem(cls, params: DebateParams, n_seats: int) -> str | None:
+        debaters = n_seats - (params.strategy == "simultaneous_talk_with_summarizer")
+        if debaters < 2:
+            return "a debate needs at least two debaters (and, with a summarizer, one seat more)"
+        if debaters > len(params.personas or PERSONAS):
+            return f"{debaters} debaters but only {len(params.personas or PERSONAS)} personas: add personas"
+        return None
+
+    @classmethod
+    def cases(cls, params: DebateParams) -> list[str]:
+        return list(load_cases(params.pairs))
+
+    def __init__(self, params, seats, roles, rng):
+        super().__init__(params, seats, roles, rng)
+        cases = load_cases(params.pairs)
+        self.case = cases[params.case] if params.case is not None else next(iter(cases.values()))
+        self.debaters = [s for s in self.seats if self.roles[s] == "Debater"]
+        self.summarizer = next((s for s in self.seats if self.roles[s] == "Summarizer"), None)
+        personas = list((params.personas or PERSONAS).items())
+        self.persona = {seat: personas[i] for i, seat in enumerate(self.debaters)}
+        self.verdicts: dict[str, list[float]] = {s: [] for s in self.debaters}
+        self.schedule = self._schedule()  # speakers of each engine round
+
+    def _schedule(self) -> list[list[str]]:
+        rounds: list[list[str]] = []
+        for _ in range(self.params.turns):
+            if self.params.strategy == "one_by_one":
+                rounds += [[d] for d in self.debaters]
+            elif self.params.strategy == "simultaneous_talk":
+                rounds.append(list(self.debaters))
+            else:
+                rounds += [list(self.debaters), [self.summarizer]]
+        return rounds
+
+    def rules(self, seat: str) -> str:
+        c = self.case
+        material = f"[Question]\n{c.question}\n\n[Answer 1]\n{c.answer_a}\n[End of Answer 1]\n\n[Answer 2]\n{c.answer_b}\n[End of Answer 2]"
+        if seat == self.summarizer:
+            return ("You follow a debate between reviewers about which of two answers is better. After each turn, "
+                    "write a short, neutral summary of the arguments and of where each reviewer stands.\n\n" + material)
+        name, description = self.persona[seat]
+        verdict = "'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'" if self.params.output == "choice" else \
+            "'Scores: X Y' (Answer 1's and Answer 2's score, from 1 to 10)"
+        return (f"You are {seat}, a reviewer in a debate, speaking as: {name}. {description} Decide with the others "
+                f"which answer is better; weigh their arguments, but judge for yourself. End each message with a line "
+                f"{verdict}.\n\n" + material)
+
+    def speakers(self, round: int) -> list[str]:
+        return list(self.schedule[round - 1])
+
+    def prompt(self, seat: str, round: int) -> str:
+        if seat == self.summarizer:
+            return "Summarize this turn of the debate."
+        return "Your turn in the debate: give your arguments, then your verdict."
+
+    def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        task = "summarize" if seat == self.summarizer else "debate"
+        return {"task": task, "question": self.case.question, "answers": [self.case.answer_a, self.case.answer_b],
+                "output": self.params.output}
+
+    def hears(self, round: int) -> nx.DiGraph:
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.seats)
+        if self.params.strategy == "simultaneous_talk_with_summarizer":
+            if self.summarizer in self.schedule[round - 1]:
+                graph.add_edges_from((self.summarizer, d) for d in self.debaters)  # the summary reaches everyone
+            else:
+                graph.add_edges_from((d, self.summarizer) for d in self.debaters)  # raw words reach the summarizer only
+        else:
+            graph.add_edges_from((a, b) for a in self.debaters for b in self.debaters if a != b)
+        return graph
+
+    def parse(self, seat: str, reply: str) -> Any:
+        if seat == self.summarizer:
+            if not reply.strip():
+                raise InvalidReply("The summary is empty.")
+            return reply.strip()
+        if self.params.output == "choice":
+            found = _CHOICE.findall(reply)
+            if not found:
+                raise InvalidReply("End your message with a line 'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'.")
+            return {"1": -1, "2": 1, "tie": 0}[found[-1].lower()]
+        found = _SCORES.findall(reply)
+        scores = [float(x) for x in found[-1]] if found else []
+        if not scores or not all(1 <= x <= 10 for x in scores):
+            raise InvalidReply("End your message with a line 'Scores: X Y', two scores from 1 to 10.")
+        return scores[1] - scores[0]  # > 0: answer 2 better
+
+    def default_action(self, seat: str, round: int) -> Any:
+        return None
+
+    def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
+        for seat, value in actions.items():
+            if seat in self.verdicts and value is not None:
+                self.verdicts[seat].append(value)
+        if not self.is_over(round):
+            return []
+        return [Notice(to=(), text=f"Debate verdict: {self.verdict()}.", data=self.summary())]
+
+    def finals(self) -> dict[str, float]:
+        return {s: v[-1] for s, v in self.verdicts.items() if v}
+
+    def verdict(self) -> float | None:
+        """Majority vote for choices (a tie when no side has most votes), the mean score difference for scores."""
+        finals = list(self.finals().values())
+        if not finals:
+            return None
+        if self.params.output == "scores":
+            return sum(finals) / len(finals)
+        (top, n), *rest = Counter(finals).most_common() + [(None, 0)]
+        return top if n > rest[0][1] else 0
+
+    def summary(self) -> dict[str, Any]:
+        return {"case": self.case.id, "label": self.case.label, "strategy": self.params.strategy,
+                "finals": self.finals(), "verdict": self.verdict(),
+                "personas": {s: p[0] for s, p in self.persona.items()}}
+
+    def is_over(self, round: int) -> bool:
+        return round >= len(self.schedule)
+
+    def payoffs(self) -> dict[str, float]:
+        label, finals = self.case.label, self.finals()
+        sign = lambda x: (x > 0) - (x < 0)
+        return {s: float(label is not None and s in finals and sign(finals[s]) == label) if s in self.verdicts else 0.0
+                for s in self.seats}
+
+    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+        c = self.case
+        return [(c.id, c.source_a, c.source_b, seat, (v > 0) - (v < 0)) for seat, v in self.finals().items()]
