@@ -103,6 +103,18 @@ def _parser() -> argparse.ArgumentParser:
     rank.add_argument("--json", action="store_true", help="machine-readable output")
     rank.set_defaults(handler=_rank)
 
+    annotate = sub.add_parser("annotate", help="human in the loop: export the least certain verdicts, import people's")
+    annotate_sub = annotate.add_subparsers(title="annotate commands")
+    out = annotate_sub.add_parser("export", help="the top-beta verdicts by BPDE, as a CSV to fill in")
+    out.add_argument("run_dir", type=Path)
+    out.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to send to people (0 to 1)")
+    out.add_argument("-o", "--output", type=Path, required=True)
+    out.set_defaults(handler=_annotate_export)
+    back = annotate_sub.add_parser("import", help="bring filled-in human verdicts back; they replace the judge's")
+    back.add_argument("run_dir", type=Path)
+    back.add_argument("file", type=Path)
+    back.set_defaults(handler=_annotate_import)
+
     importer = sub.add_parser("import", help="turn released review data into a reviews JSONL file")
     importer.add_argument("format", choices=["prd"], help="prd: PRD's vicuna80 ratings-<reviewer> folders")
     importer.add_argument("folder", type=Path)
@@ -410,6 +422,22 @@ def _rank_reviews(args: argparse.Namespace) -> int:
         print(board.model_dump_json(indent=2))
     else:
         print_leaderboard(Console(highlight=False, soft_wrap=True), board)
+    return 0
+
+
+def _annotate_export(args: argparse.Namespace) -> int:
+    from .annotate import export
+
+    n = export(args.run_dir, args.beta, args.output)
+    print(f"{args.output}: {n} verdicts to annotate (fill in human_verdict: 1, 2 or tie)")
+    return 0
+
+
+def _annotate_import(args: argparse.Namespace) -> int:
+    from .annotate import import_
+
+    n = import_(args.run_dir, args.file)
+    print(f"{n} human verdicts now replace the judges' in {args.run_dir}")
     return 0
 
 

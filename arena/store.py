@@ -296,6 +296,22 @@ class RunStore:
         rows = self.db.execute(query + " ORDER BY position", args).fetchall()
         return [self._record(*row) for row in rows]
 
+    def override_review(self, match_key: str, reviewer: str, a: str, b: str, question: str, score: int) -> bool:
+        """Replace a reviewer's verdicts on a pair (either order) in one match by one verdict, from
+        ``a``'s side (score -1: a better). False when there was nothing to replace."""
+        with_rows = self.db.execute(
+            "SELECT COUNT(*) FROM reviews WHERE match_key = ? AND reviewer = ? AND ((a = ? AND b = ?) OR (a = ? AND b = ?))",
+            (match_key, reviewer, a, b, b, a)).fetchone()[0]
+        if not with_rows:
+            return False
+        self._begin()
+        self.db.execute("DELETE FROM reviews WHERE match_key = ? AND reviewer = ? AND ((a = ? AND b = ?) OR (a = ? AND b = ?))",
+                        (match_key, reviewer, a, b, b, a))
+        last = self.db.execute("SELECT COALESCE(MAX(seq), -1) FROM reviews WHERE match_key = ?", (match_key,)).fetchone()[0]
+        self.db.execute("INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)", (match_key, last + 1, question, a, b, reviewer, score))
+        self._commit()
+        return True
+
     def review_rows(self) -> list[tuple[str, str, str, str, int]]:
         """Every review tuple of the run's finished matches, for peer rank."""
         return self.db.execute(

@@ -193,7 +193,7 @@ class PairwiseReview(Game):
         summary = [{"judge": j, "pair": list(pair), "results": r, "verdict": self._verdict(r), "bpde": self._bpde(r)}
                    for (j, pair), r in self.results.items()]
         return [Notice(to=(), text=f"{len(summary)} calibrated verdicts on question {self.question.id}.",
-                       data={"question": self.question.id, "verdicts": summary})]
+                       data={"question": self.question.id, "question_text": self.question.question, "verdicts": summary})]
 
     @staticmethod
     def _verdict(results: list[float | None]) -> int | None:
