@@ -1,4 +1,5 @@
-"""Human in the loop (FairEval's HITLC): the judge's least certain verdicts go to people.
+"""Human in the loop (FairEval's HITLC): the judge's least certain verdicts go to people,
+at the terminal (`arena annotate ask RUN_DIR --beta 0.2`) or through a file:
 
 `arena annotate export RUN_DIR --beta 0.2 -o todo.csv` writes the top-β of a run's calibrated
 pairwise verdicts by BPDE (the entropy of a judge's 2k results for a pair: high when its verdicts
@@ -55,6 +56,33 @@ def export(run_dir: str | Path, beta: float, output: str | Path) -> int:
         writer.writeheader()
         writer.writerows(items)
     return len(items)
+
+
+def ask(run_dir: str | Path, beta: float, read=input, write=print) -> int:
+    """The same top-β, asked of a person at the terminal, one at a time; each answer is kept at once."""
+    store = RunStore.open(run_dir)
+    items = uncertain(store, beta)
+    done = 0
+    for n, item in enumerate(items, start=1):
+        write(f"\n── {n} of {len(items)} · {item['match']} · judge {item['judge']} (verdict {item['model_verdict']}, "
+              f"BPDE {item['bpde']:.3f})")
+        write(f"[Question]\n{item['question']}\n\n[Answer 1: {item['a']}]\n{item['answer_a']}\n\n"
+              f"[Answer 2: {item['b']}]\n{item['answer_b']}")
+        while True:
+            try:
+                answer = read("Which is better? 1, 2, tie; s to skip, q to stop: ").strip().lower()
+            except EOFError:
+                answer = "q"
+            if answer in _VERDICT or answer in ("s", "q"):
+                break
+            write("Please type 1, 2, tie, s or q.")
+        if answer == "q":
+            break
+        if answer != "s":
+            store.override_review(item["match"], item["judge"], item["a"], item["b"], item["question_id"], _VERDICT[answer])
+            done += 1
+    store.close()
+    return done
 
 
 def import_(run_dir: str | Path, path: str | Path) -> int:

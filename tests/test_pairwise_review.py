@@ -227,3 +227,19 @@ def test_hitlc_routes_exactly_the_top_beta_and_human_verdicts_override(tmp_path)
         writer.writerows(rows)
     bad = cli("annotate", "import", run, todo)
     assert bad.returncode == 2 and "line 2: human_verdict must be 1, 2 or tie" in bad.stderr
+
+
+def test_hitlc_at_the_terminal(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    run = tmp_path / "run"
+    cli = lambda *a, stdin=None: subprocess.run([sys.executable, "-m", "arena.cli", *map(str, a)], cwd=ROOT, input=stdin,
+                                                capture_output=True, text=True)
+    assert cli("run", "scenarios/pairwise-review-synthetic.yaml", "--quiet", "--run-dir", run).returncode == 0
+    asked = cli("annotate", "ask", run, "--beta", "0.05", stdin="maybe\n2\ns\ntie\nq\n")
+    assert asked.returncode == 0, asked.stderr
+    assert "── 1 of 20" in asked.stdout and "Please type 1, 2, tie, s or q." in asked.stdout
+    assert "[Answer 1:" in asked.stdout and "2 human verdicts now replace the judges'" in asked.stdout
