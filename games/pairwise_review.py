@@ -24,11 +24,14 @@ peer rank's weights, not here).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter
 from collections.abc import Mapping
+from functools import lru_cache
 from itertools import combinations
+from pathlib import Path
 from typing import Any, Literal
 
 import networkx as nx
@@ -44,7 +47,12 @@ class PairwiseParams(BaseModel):
 
     questions: str = Field(description="A JSONL question set (id, question); a path relative to where arena runs.")
     case: str | None = Field(None, description="The question of this match; the tournament sets it.")
-    contestants: int = Field(2, ge=2, description="The first seats answer; the others judge.")
+    contestants: int = Field(2, ge=0, description="The first seats answer; the others judge (0 with fixed answers).")
+    answers: list[str] | None = Field(
+        None,
+        description="Fixed answers instead of contestants: JSONL files of {question_id, text} lines, one file per "
+        "source, named by its model_id field or the file name (Vicuna80's generations work as they are).",
+    )
     peer: bool = Field(False, description="Contestants also judge (PRD's peer review).")
     template: Literal["verdict_first", "evidence_first"] = Field("evidence_first", description="evidence_first: FairEval's EC.")
     output: Literal["scores", "choice"] = Field("scores", description="Two scores from 1 to 10, or 1 / 2 / tie.")
@@ -78,6 +86,15 @@ class PairwiseReview(Game):
 
     @classmethod
     def seat_problem(cls, params: PairwiseParams, n_seats: int) -> str | None:
+        if params.answers is not None:
+            if params.contestants:
+                return "with fixed answers every seat judges: set contestants: 0"
+            if len(params.answers) < 2:
+                return "fixed answers need at least two sources (files) to compare"
+            fixed_answers(tuple(params.answers))  # read now, so a bad file is reported before play
+            return None
+        if params.contestants < 2:
+            return "set contestants to 2 or more, or give fixed answers"
         if n_seats < params.contestants:
             return f"{params.contestants} contestants need at least {params.contestants} seats; there are {n_seats}"
         if n_seats == params.contestants and not params.peer:
@@ -94,11 +111,15 @@ class PairwiseReview(Game):
         self.question = questions[params.case] if params.case is not None else next(iter(questions.values()))
         self.contestants = [s for s in self.seats if self.roles[s] == "Contestant"]
         self.judges = [s for s in self.seats if self.roles[s] == "Judge"] + (self.contestants if params.peer else [])
+        self.answers: dict[str, str] = {}  # by seat, or by source name for fixed answers
+        self.fixed = None
+        if params.answers is not None:
+            self.fixed = {source: texts.get(self.question.id, "") for source, texts in fixed_answers(tuple(params.answers)).items()}
+        sources = list(self.fixed) if self.fixed is not None else self.contestants
         orders = (0, 1) if params.swap else (0,)
         # (pair, order, sample): order 0 shows the pair's first contestant first
-        self.tasks = [(pair, order, k) for pair in combinations(self.contestants, 2) for order in orders
+        self.tasks = [(pair, order, k) for pair in combinations(sources, 2) for order in orders
                       for k in range(params.samples)]
-        self.answers: dict[str, str] = {}
         self.results: dict[tuple[str, tuple[str, str]], list[int | None]] = {}  # per judge and pair, from the pair's side
         self.shown: dict[tuple[str, tuple[str, str]], list[int]] = {}  # the order each of those results was given in
 
@@ -180,7 +201,7 @@ class PairwiseReview(Game):
 
     def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
         if round == 1:
-            self.answers = {seat: actions[seat] for seat in self.contestants}
+            self.answers = dict(self.fixed) if self.fixed is not None else {seat: actions[seat] for seat in self.contestants}
             return []
         (a, b), order, _ = self._task(round)
         for judge in self.judges:
@@ -213,6 +234,7 @@ class PairwiseReview(Game):
         return round >= 1 + len(self.tasks)
 
     def payoffs(self) -> dict[str, float]:
+        """Contestant seats: their share of comparisons won; judges (and fixed-answer runs): 0."""
         won, met = Counter(), Counter()
         for (_, (a, b)), results in self.results.items():
             verdict = self._verdict(results)
@@ -223,6 +245,7 @@ class PairwiseReview(Game):
             met[a] += 1
             met[b] += 1
         return {s: (won[s] / met[s] if met[s] else 0.0) if self.roles[s] == "Contestant" else 0.0 for s in self.seats}
+
 
     def reviews(self) -> list[tuple[str, str, str, str, int]]:
         """Every comparison as it was shown (A: the answer shown first), as PRD's battles are:
@@ -238,3 +261,28 @@ class PairwiseReview(Game):
                 first, second, score = (a, b, _sign(verdict)) if order == 0 else (b, a, -_sign(verdict))
                 out.append((self.question.id, first, second, judge, score))
         return out
+
+
+@lru_cache(maxsize=16)
+def fixed_answers(paths: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """Source name -> question id -> answer text, from one JSONL file per source."""
+    sources: dict[str, dict[str, str]] = {}
+    for path in paths:
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ValueError(f"no answers file at {file}")
+        texts, name = {}, None
+        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+                texts[str(raw["question_id"])] = str(raw["text"])
+            except (ValueError, KeyError, TypeError):
+                raise ValueError(f"{file}, line {number}: expected an object with question_id and text") from None
+            name = name or raw.get("model_id")
+        name = name or file.stem.removeprefix("answer_")
+        if name in sources:
+            raise ValueError(f"{file}: a second file of answers by {name!r}")
+        sources[name] = texts
+    return sources

@@ -243,3 +243,31 @@ def test_hitlc_at_the_terminal(tmp_path):
     assert asked.returncode == 0, asked.stderr
     assert "── 1 of 20" in asked.stdout and "Please type 1, 2, tie, s or q." in asked.stdout
     assert "[Answer 1:" in asked.stdout and "2 human verdicts now replace the judges'" in asked.stdout
+
+
+async def test_fixed_answers_from_files_are_judged_by_every_seat(questions, tmp_path):
+    (tmp_path / "answer_alpha.jsonl").write_text('{"question_id": "q1", "text": "Boil it for eight minutes."}\n')
+    (tmp_path / "beta.jsonl").write_text('{"question_id": "q1", "text": "Eggs?", "model_id": "beta-model"}\n')
+    files = [str(tmp_path / "answer_alpha.jsonl"), str(tmp_path / "beta.jsonl")]
+    judge = Recording(fixed("judge", "fine\n7 2"))
+    agents = {"judge": judge, "other": fixed("other", "fine\n6 6")}
+    record = await play_match(spec(questions, agents, contestants=0, answers=files, swap=True), agents)
+    assert record.status == "finished", record.error
+    assert tuple(judge.turns[0].prompt_data["answers"]) == ("Boil it for eight minutes.", "Eggs?")
+    assert sorted(set(r[1:3] for r in record.reviews)) == [("alpha", "beta-model"), ("beta-model", "alpha")]
+    assert {r[3] for r in record.reviews} == {"judge", "other"}
+    with pytest.raises(ConfigError, match="set contestants: 0"):
+        parse_scenario({"name": "f", "agents": {"j": {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["x"]}},
+                                                "k": {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["x"]}}},
+                        "games": [{"game": "pairwise_review", "params": {"questions": questions, "answers": files}}]})
+
+
+@pytest.mark.skipif(not (pytest.importorskip("helpers").ROOT.parent / "shared" / "data" / "prd").is_dir(),
+                    reason="PRD's data is not at ../shared/data beside the project")
+def test_vicuna80_generations_are_read_as_they_are():
+    from arena.games.pairwise_review import fixed_answers
+    from helpers import ROOT
+
+    folder = ROOT.parent / "shared" / "data" / "prd" / "vicuna80" / "generations"
+    sources = fixed_answers(tuple(str(p) for p in sorted(folder.glob("answer_*.jsonl"))))
+    assert len(sources) == 5 and all(len(texts) == 80 for texts in sources.values())
