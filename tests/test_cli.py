@@ -309,3 +309,12 @@ def test_invalid_replies_are_flagged_in_the_log_and_counted(run_cli, tmp_path):
     assert "INVALID attempt 1" in result.stdout and "DEFAULT" in result.stdout
     # the invalid and defaulted counts land in the table: 2 matches x 2 rounds x 2 attempts, 4 defaults
     assert re.search(r"b\s*│\s*2\s*│.*│\s*8\s*│\s*4\s*│", result.stdout)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
+def test_every_example_scenario_is_valid(run_cli, path):
+    if "../shared/data" in path.read_text() and not (ROOT.parent / "shared" / "data").is_dir():
+        pytest.skip("this scenario reads ../shared/data, which is not beside this checkout")
+    result = run_cli("validate", path)
+    assert result.returncode == 0, result.stderr
+    assert f"{path.name}: ok" in result.stdout.replace(str(path.parent) + "/", "")
