@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.game import Game, InvalidReply, Notice
 
-from .peer_discussion import load_cases
+from .questions import load_pairs
 
 PERSONAS = {
     "Everyday reader": "You read answers the way most people do: you want them clear, useful and to the point.",
@@ -72,11 +72,11 @@ class ChatEvalDebate(Game):
 
     @classmethod
     def cases(cls, params: DebateParams) -> list[str]:
-        return list(load_cases(params.pairs))
+        return list(load_pairs(params.pairs))
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
-        cases = load_cases(params.pairs)
+        cases = load_pairs(params.pairs)
         self.case = cases[params.case] if params.case is not None else next(iter(cases.values()))
         self.debaters = [s for s in self.seats if self.roles[s] == "Debater"]
         self.summarizer = next((s for s in self.seats if self.roles[s] == "Summarizer"), None)

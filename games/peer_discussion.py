@@ -16,59 +16,15 @@ and the discussion's outcome.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
-from functools import lru_cache
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.game import Game, InvalidReply, Notice
 
-
-class Case(BaseModel):
-    id: str
-    question: str
-    answer_a: str
-    answer_b: str
-    source_a: str = "answer_a"
-    source_b: str = "answer_b"
-    label: int | None = None
-
-
-@lru_cache(maxsize=16)
-def load_cases(path: str) -> dict[str, Case]:
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise ValueError(f"no pairs file at {file} (JSONL: id, question, answer_a, answer_b, optional label)")
-    cases: dict[str, Case] = {}
-    votes: dict[str, list[int]] = {}  # LFQA: case id -> the experts' preferences
-    ids: dict[str, str] = {}  # LFQA: (question, answers) -> case id
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-            if "overall_preference" in raw:  # PRD's LFQA expert file
-                case_id = ids.setdefault(json.dumps([raw["question"], raw["answer_a"], raw["answer_b"]]), str(number))
-                votes.setdefault(case_id, []).append(int(raw["overall_preference"]))
-                cases[case_id] = Case(id=case_id, question=raw["question"], answer_a=raw["answer_a"], answer_b=raw["answer_b"],
-                                      source_a=raw.get("answer_a_type", "answer_a"), source_b=raw.get("answer_b_type", "answer_b"))
-                continue
-            case = Case.model_validate({**raw, "id": str(raw.get("id", ""))})
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(f"{file}, line {number}: not a pair to discuss ({str(exc).splitlines()[0]})") from None
-        if not case.id:
-            raise ValueError(f"{file}, line {number}: the pair has no id")
-        cases[case.id] = case
-    for case_id, prefs in votes.items():  # PRD's human majority: the sign of the mean
-        mean = sum(prefs) / len(prefs)
-        cases[case_id] = cases[case_id].model_copy(update={"label": (mean > 0) - (mean < 0)})
-    if not cases:
-        raise ValueError(f"{file}: no pairs in the file")
-    return cases
+from .questions import load_pairs
 
 
 class DiscussionParams(BaseModel):
@@ -99,11 +55,11 @@ class PeerDiscussion(Game):
 
     @classmethod
     def cases(cls, params: DiscussionParams) -> list[str]:
-        return list(load_cases(params.pairs))
+        return list(load_pairs(params.pairs))
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
-        cases = load_cases(params.pairs)
+        cases = load_pairs(params.pairs)
         self.case = cases[params.case] if params.case is not None else next(iter(cases.values()))
         first, second = self.seats
         self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]

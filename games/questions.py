@@ -1,5 +1,5 @@
-"""Question sets: a JSONL file, one question a line: {"id", "question", optional "category", "reference"}
-(or Vicuna80's {"question_id", "text", "category"})."""
+"""Cases for the judging games: question sets (JSONL, one {"id", "question"} a line, or Vicuna80's
+{"question_id", "text"}) and pairs of fixed answers to judge (see ``load_pairs``)."""
 
 from __future__ import annotations
 
@@ -43,3 +43,50 @@ def load_questions(path: str) -> dict[str, Question]:
     if not questions:
         raise ValueError(f"{file}: no questions in the file")
     return questions
+
+
+class Case(BaseModel):
+    id: str
+    question: str
+    answer_a: str
+    answer_b: str
+    source_a: str = "answer_a"
+    source_b: str = "answer_b"
+    label: int | None = None
+
+
+@lru_cache(maxsize=16)
+def load_pairs(path: str) -> dict[str, Case]:
+    """Pairs of fixed answers to one question each, by id: JSONL lines {"id", "question",
+    "answer_a", "answer_b"} with optional "source_a"/"source_b" and "label" (-1: A better, 1: B,
+    0: tie); PRD's LFQA expert file is read as it is, its repeated judgments folded to their
+    majority. Read once per process; errors name the line."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"no pairs file at {file} (JSONL: id, question, answer_a, answer_b, optional label)")
+    cases: dict[str, Case] = {}
+    votes: dict[str, list[int]] = {}  # LFQA: case id -> the experts' preferences
+    ids: dict[str, str] = {}  # LFQA: (question, answers) -> case id
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+            if "overall_preference" in raw:  # PRD's LFQA expert file
+                case_id = ids.setdefault(json.dumps([raw["question"], raw["answer_a"], raw["answer_b"]]), str(number))
+                votes.setdefault(case_id, []).append(int(raw["overall_preference"]))
+                cases[case_id] = Case(id=case_id, question=raw["question"], answer_a=raw["answer_a"], answer_b=raw["answer_b"],
+                                      source_a=raw.get("answer_a_type", "answer_a"), source_b=raw.get("answer_b_type", "answer_b"))
+                continue
+            case = Case.model_validate({**raw, "id": str(raw.get("id", ""))})
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{file}, line {number}: not a pair to discuss ({str(exc).splitlines()[0]})") from None
+        if not case.id:
+            raise ValueError(f"{file}, line {number}: the pair has no id")
+        cases[case.id] = case
+    for case_id, prefs in votes.items():  # PRD's human majority: the sign of the mean
+        mean = sum(prefs) / len(prefs)
+        cases[case_id] = cases[case_id].model_copy(update={"label": (mean > 0) - (mean < 0)})
+    if not cases:
+        raise ValueError(f"{file}: no pairs in the file")
+    return cases

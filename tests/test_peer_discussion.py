@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arena.games.peer_discussion import load_cases
+from arena.games.questions import load_pairs
 from arena.match import MatchSpec, play_match
 
 from helpers import ROOT, Recording, scripted
@@ -90,7 +90,7 @@ async def test_a_reply_without_a_preference_is_asked_again_then_the_last_view_st
 
 @pytest.mark.skipif(not LFQA.is_file(), reason=f"PRD's LFQA data is not at {LFQA} (../shared/data beside the project)")
 def test_prds_lfqa_file_is_read_as_it_is():
-    cases = load_cases(str(LFQA))
+    cases = load_pairs(str(LFQA))
     assert len(cases) == 140  # 260 expert judgments of 140 pairs
     assert {c.label for c in cases.values()} == {-1, 0, 1}
     assert {(c.source_a, c.source_b) for c in cases.values()} == {("human", "human"), ("human", "machine"), ("machine", "human")}
