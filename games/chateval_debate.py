@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.game import Game, InvalidReply, Notice
 
-from .questions import load_pairs
+from .questions import case_of, load_pairs
 
 PERSONAS = {
     "Everyday reader": "You read answers the way most people do: you want them clear, useful and to the point.",
@@ -76,8 +76,7 @@ class ChatEvalDebate(Game):
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
-        cases = load_pairs(params.pairs)
-        self.case = cases[params.case] if params.case is not None else next(iter(cases.values()))
+        self.case = case_of(load_pairs(params.pairs), params.case)
         self.debaters = [s for s in self.seats if self.roles[s] == "Debater"]
         self.summarizer = next((s for s in self.seats if self.roles[s] == "Summarizer"), None)
         personas = list((params.personas or PERSONAS).items())

@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.game import Game, InvalidReply, Notice
 
-from .questions import load_questions
+from .questions import case_of, load_questions
 
 
 class PairwiseParams(BaseModel):
@@ -107,8 +107,7 @@ class PairwiseReview(Game):
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
-        questions = load_questions(params.questions)
-        self.question = questions[params.case] if params.case is not None else next(iter(questions.values()))
+        self.question = case_of(load_questions(params.questions), params.case)
         self.contestants = [s for s in self.seats if self.roles[s] == "Contestant"]
         self.judges = [s for s in self.seats if self.roles[s] == "Judge"] + (self.contestants if params.peer else [])
         self.answers: dict[str, str] = {}  # by seat, or by source name for fixed answers

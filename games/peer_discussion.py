@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.game import Game, InvalidReply, Notice
 
-from .questions import load_pairs
+from .questions import case_of, load_pairs
 
 
 class DiscussionParams(BaseModel):
@@ -59,8 +59,7 @@ class PeerDiscussion(Game):
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
-        cases = load_pairs(params.pairs)
-        self.case = cases[params.case] if params.case is not None else next(iter(cases.values()))
+        self.case = case_of(load_pairs(params.pairs), params.case)
         first, second = self.seats
         self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]
         self.preferences: dict[str, list[int]] = {s: [] for s in self.seats}

@@ -23,6 +23,15 @@ class Question(BaseModel):
         return str(value) if isinstance(value, int) else value
 
 
+def case_of(cases: dict, case: str | None):
+    """The match's case; without one (a match played outside a tournament), the first."""
+    if case is None:
+        return next(iter(cases.values()))
+    if case not in cases:
+        raise ValueError(f"no case {case!r} in the file")
+    return cases[case]
+
+
 @lru_cache(maxsize=32)
 def load_questions(path: str) -> dict[str, Question]:
     """The file's questions by id, in file order; read once per process. Errors name the line."""
