@@ -21,7 +21,8 @@ from .agent import FatalAgentError
 from .errors import ConfigError
 from .rank.reviews import ReviewError
 from .calls import usage_by_agent
-from .rank.payoffs import role_tables, summarize
+from .rank.payoffs import metric_names, role_tables, summarize
+from .report.cli import add_commands as add_report_commands
 from .store import RunStore, StoreError, run_dirs
 from .tables import print_results
 from .tournament import plan
@@ -131,6 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     watch.add_argument("--interval", type=float, default=0.5, help="seconds between looks at the store")
     watch.add_argument("--plain", action="store_true", help="one line per new message instead of the dashboard")
     watch.set_defaults(handler=_watch)
+
+    add_report_commands(sub)
     return parser
 
 
@@ -359,27 +362,39 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _peer_rank(store: RunStore):
+def _peer_rank(store: RunStore, weighted: bool = False):
     """The run's review tuples as a leaderboard, when its games produced any."""
     from .rank import leaderboard
     from .rank.reviews import Reviews
 
     rows = store.review_rows()
-    return leaderboard(Reviews.from_rows(rows)) if rows else None
+    return leaderboard(Reviews.from_rows(rows), weighted=weighted) if rows else None
 
 
-def rank_json(store: RunStore) -> dict:
-    records = store.records()
+def rank_json(store: RunStore, weighted: bool = False, records=None) -> dict:
+    records = store.records() if records is None else records  # the run's finished matches
     info = store.run_info()
-    board = _peer_rank(store)
+    board = _peer_rank(store, weighted)
     return {
         "peer_rank": None if board is None else board.model_dump(),
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
         "payoffs": [r.model_dump() for r in summarize(records)],
         "role_tables": [t.model_dump() for t in role_tables(records)],
+        "metrics": _metrics_json(records),
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
     }
+
+
+def _metrics_json(records) -> dict:
+    """Every metric the referees reported, by entry: its summary and role tables (the first is the payoff)."""
+    out: dict = {}
+    for group, names in metric_names(records).items():
+        members = [r for r in records if r.group == group]
+        out[group] = {name: {"summary": [r.model_dump() for r in summarize(members, metric=name)],
+                             "role_tables": [t.model_dump() for t in role_tables(members, metric=name)]}
+                      for name in names}
+    return out
 
 
 def _rank(args: argparse.Namespace) -> int:
@@ -389,7 +404,7 @@ def _rank(args: argparse.Namespace) -> int:
         raise StoreError("give a run directory, or --reviews FILE")
     store = RunStore.open(args.run_dir)
     if args.json:
-        print(json.dumps(rank_json(store), indent=2))
+        print(json.dumps(rank_json(store, args.weighted), indent=2))
         return 0
     console = Console(highlight=False, soft_wrap=True)
     records = store.records()
@@ -397,7 +412,7 @@ def _rank(args: argparse.Namespace) -> int:
         console.print(f"No finished matches in {args.run_dir} yet.")
         return 0
     print_results(console, records, store)
-    board = _peer_rank(store)
+    board = _peer_rank(store, args.weighted)
     if board is not None:
         from .tables import print_leaderboard
 

@@ -156,7 +156,8 @@ class Dashboard(Observer):
                 self._feed.append(line)
 
     def finished(self, record: MatchRecord, resumed: bool) -> None:
-        outcomes = [(s.agent, s.role, record.payoffs[s.label]) for s in record.seats] if record.status == "finished" else []
+        outcomes = ([(s.agent, s.role, record.payoffs[s.label]) for s in record.seats if s.label in record.payoffs]
+                    if record.status == "finished" else [])
         self.tally(record.group, outcomes, failed=record.status != "finished", resumed=resumed)
         self._seats.pop(record.key, None)
 

@@ -33,6 +33,34 @@ class Notice(BaseModel):
     data: dict[str, Any] | None = None
 
 
+class JudgeRequest(BaseModel):
+    """What a judging referee (an LLM judge) is shown once a match is over.
+
+    ``text`` holds the task, what the seats said and the criteria, in the game's words;
+    the referee adds how to answer. ``seats`` are the seats to be scored. ``data`` holds
+    the same material in structured form, for scripted and synthetic judges."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    seats: tuple[str, ...]
+    data: dict[str, Any] | None = None
+
+
+class Program(BaseModel):
+    """Code a match produced, to be run against tests by an executing referee.
+
+    ``tests`` is HumanEval-style: it defines ``check(candidate)``, which is called with the
+    function named ``entry_point``. The outcome is credited to ``seats``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    tests: str
+    entry_point: str
+    seats: tuple[str, ...]
+
+
 class Game(ABC):
     """Rules of one game. One instance plays one match.
 
@@ -51,7 +79,7 @@ class Game(ABC):
     Action: ClassVar[type[BaseModel] | None] = None  # the shape of a reply, for backends with structured output
     min_seats: ClassVar[int] = 2
     max_seats: ClassVar[int | None] = None
-    default_referee: ClassVar[str] = "rules"
+    default_referee: ClassVar[str | tuple[str, ...]] = "rules"  # one referee, or several (the first gives the payoff)
 
     def __init__(self, params: BaseModel, seats: Sequence[str], roles: Mapping[str, str], rng: random.Random):
         self.params = params
@@ -137,4 +165,18 @@ class Game(ABC):
         score -1 when A (shown first) is better, 0 for a tie, +1 when B is. A, B and the
         reviewer are seat labels (the engine puts agent names in their place); a reviewer that
         is not a seat (an outside judge) keeps its own name."""
+        return []
+
+    # -- material for other referees -------------------------------------------------
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Further per-seat figures the rules produce besides the payoff (metric -> seat -> value),
+        reported beside it: an idiom game's hits, a translation's chrF."""
+        return {}
+
+    def judge_request(self) -> JudgeRequest | None:
+        """What an LLM judge scores at the end, or None when the game has nothing to judge."""
+        return None
+
+    def programs(self) -> list[Program]:
+        """Code to execute against tests at the end; empty when the game writes none."""
         return []

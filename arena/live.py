@@ -67,6 +67,8 @@ class RoundLog(Observer):
         elif isinstance(event, MessagePosted) and event.message.kind == "notice":
             to = ",".join(event.message.recipients)
             line = f"{head} r{event.message.round} Referee -> {to}: {' '.join(event.message.content.split())}"
+        elif isinstance(event, MessagePosted) and event.message.kind == "verdict":
+            line = f"{head} verdict: {' '.join(event.message.content.split())}"
         elif isinstance(event, RoundClosed):
             line = f"{head} round {event.round} closed"
         elif isinstance(event, MatchEnded):

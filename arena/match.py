@@ -35,6 +35,9 @@ from .anonymity import scrub
 from .game import Game, InvalidReply
 from .messages import REFEREE, Message, Retry, Turn
 from .pool import MessagePool
+from .referee import Referee, RefereeSpec, Scores
+
+JUDGE = "Judge"  # the label an outside agent asked by a referee goes by in events and calls
 
 EventSink = Callable[[Event], None]
 
@@ -60,7 +63,7 @@ class MatchSpec(BaseModel):
     agents: tuple[str, ...]
     seed: int
     shuffle_seats: bool = True
-    referee: str | None = None
+    referees: tuple[RefereeSpec, ...] = Field((), description="Empty: the game's default referee(s).")
     settings: MatchSettings = Field(default_factory=MatchSettings)
     scrub: tuple[str, ...] = Field((), description="Strings removed from a seat's words before other seats see them.")
     scrub_replacement: str = "[name withheld]"
@@ -76,11 +79,12 @@ class MatchRecord(BaseModel):
     seats: tuple[SeatInfo, ...]
     status: Literal["finished", "failed"]
     rounds: int
-    payoffs: dict[str, float]
+    payoffs: dict[str, float]  # the first referee's first metric; a seat it could not score is missing
     messages: tuple[Message, ...]
     events: list[Event]
     error: str | None = None
     reviews: list[tuple[str, str, str, str, int]] = Field(default_factory=list)  # agent names, not seats
+    metrics: dict[str, dict[str, float]] = Field(default_factory=dict)  # every referee's figures: metric -> seat -> value
 
     def agent_of(self, seat: str) -> str:
         return next(s.agent for s in self.seats if s.label == seat)
@@ -142,9 +146,13 @@ class Match:
         self.seats = tuple(SeatInfo(label=l, role=r, agent=a) for l, r, a in zip(labels, roles, order))
         self.agents = {s.label: self._agents[s.agent] for s in self.seats}
         self.game = game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
-        self.referee = plugins.load("referee", spec.referee or game_cls.default_referee)()
+        self.referees = [self._referee(r) for r in spec.referees or default_referees(game_cls)]
         self.pool = MessagePool(labels)
         self._action_schema = game_cls.Action.model_json_schema() if game_cls.Action is not None else None
+
+    def _referee(self, spec: RefereeSpec) -> Referee:
+        cls: type[Referee] = plugins.load("referee", spec.use)
+        return cls(cls.Params.model_validate(spec.params), _Desk(self))
 
     def _emit(self, event: Event) -> None:
         self.events.append(event)
@@ -169,9 +177,12 @@ class Match:
                 await self._play_round(round)
                 if self._fatal is not None:
                     raise self._fatal
-                if round >= self.spec.settings.max_rounds or await self.referee.is_over(self.game, self.pool, round):
+                if round >= self.spec.settings.max_rounds or await self._is_over(round):
                     break
-            payoffs = await self.referee.score(self.game, self.pool)
+            metrics = await self._score()
+            if self._fatal is not None:
+                raise self._fatal
+            payoffs = next(iter(metrics.values()), {})
             agent = {seat.label: seat.agent for seat in self.seats}
             reviews = [(q, agent.get(a, a), agent.get(b, b), agent.get(r, r), int(s)) for q, a, b, r, s in self.game.reviews()]
         except Exception as exc:
@@ -179,9 +190,27 @@ class Match:
             self._emit(MatchFailed(match=key, error=error))
             return self._record("failed", round, {}, error)
         self._emit(MatchEnded(match=key, rounds=round, payoffs=payoffs))
-        return self._record("finished", round, payoffs, reviews=reviews)
+        return self._record("finished", round, payoffs, reviews=reviews, metrics=metrics)
 
-    def _record(self, status, rounds, payoffs, error=None, reviews=()) -> MatchRecord:
+    async def _is_over(self, round: int) -> bool:
+        for referee in self.referees:
+            if await referee.is_over(self.game, self.pool, round):
+                return True
+        return False
+
+    async def _score(self) -> Scores:
+        """Every referee's figures, in referee order; the verdicts they post close one last round."""
+        metrics: Scores = {}
+        for referee in self.referees:
+            for metric, values in (await referee.score(self.game, self.pool)).items():
+                if metric in metrics:
+                    raise MatchSetupError(f"two referees report the metric {metric!r}; give one another `metric` name")
+                metrics[metric] = {seat: float(v) for seat, v in values.items()}
+        if self.pool.log and self.pool.log[-1].kind == "verdict":
+            self.pool.close_round()
+        return metrics
+
+    def _record(self, status, rounds, payoffs, error=None, reviews=(), metrics=None) -> MatchRecord:
         return MatchRecord(
             key=self.spec.key,
             group=self.spec.group,
@@ -197,6 +226,7 @@ class Match:
             events=self.events,
             error=error,
             reviews=list(reviews),
+            metrics=metrics or {},
         )
 
     async def _play_round(self, round: int) -> None:
@@ -241,29 +271,35 @@ class Match:
         )
 
     async def _take_turn(self, seat: str, round: int, outcomes: dict, scope: trio.CancelScope) -> None:
+        game = self.game
+        base = Turn(
+            match=self.spec.key, seat=seat, role=game.roles[seat], round=round,
+            history=game.history(seat, round, self._history(seat)), prompt=game.prompt(seat, round), seed=0,
+            action_schema=self._action_schema, prompt_data=game.prompt_data(seat, round),
+        )
+        try:
+            outcomes[seat] = await self._ask(self.agents[seat], base, lambda reply: game.parse(seat, reply),
+                                             lambda: game.default_action(seat, round))
+        except FatalAgentError as exc:
+            self._fatal = exc
+            scope.cancel()
+
+    async def _ask(self, agent: Agent, base: Turn, parse, default) -> tuple[Any, str | None, int, bool]:
+        """One turn under the timeout and invalid-reply rules: (action, reply, attempts, defaulted).
+        Every failed attempt is recorded and shown to the agent when it is asked again."""
         settings = self.spec.settings
-        agent = self.agents[seat]
-        history = self.game.history(seat, round, self._history(seat))
-        prompt = self.game.prompt(seat, round)
-        prompt_data = self.game.prompt_data(seat, round)
-        role = self.game.roles[seat]
         retries: list[Retry] = []
         last_reply: str | None = None
         for attempt in range(settings.max_retries + 1):
-            turn = Turn(
-                match=self.spec.key, seat=seat, role=role, round=round, history=history, prompt=prompt,
-                retries=tuple(retries), seed=seeding.derive(self.spec.seed, "turn", seat, round, attempt),
-                action_schema=self._action_schema, prompt_data=prompt_data,
-            )
+            turn = base.model_copy(update={
+                "retries": tuple(retries), "seed": seeding.derive(self.spec.seed, "turn", base.seat, base.round, attempt)})
             reply: str | None = None
             failure = reason = None
             with trio.move_on_after(settings.turn_timeout) as timer:
                 try:
                     reply = await agent.reply(turn)
-                except FatalAgentError as exc:
-                    self._fatal = exc
-                    scope.cancel()
-                    return
+                except FatalAgentError:
+                    raise
                 except Exception as exc:  # a backend hiccup costs this attempt, not the match
                     failure, reason = "error", f"Your reply could not be obtained ({type(exc).__name__}: {exc})."
             if timer.cancelled_caught:
@@ -275,20 +311,48 @@ class Match:
                 else:
                     last_reply = reply
                     try:
-                        action = self.game.parse(seat, reply)
+                        return parse(reply), reply, attempt + 1, False
                     except InvalidReply as exc:
                         failure, reason = "invalid", exc.reason
-                    else:
-                        outcomes[seat] = (action, reply, attempt + 1, False)
-                        return
             self._emit(
                 TurnFailed(
-                    match=self.spec.key, round=round, seat=seat, attempt=attempt + 1,
+                    match=self.spec.key, round=base.round, seat=base.seat, attempt=attempt + 1,
                     failure=failure, reply=reply, reason=reason,
                 )
             )
             retries.append(Retry(reply=reply, reason=reason))
-        outcomes[seat] = (self.game.default_action(seat, round), last_reply, settings.max_retries + 1, True)
+        return default(), last_reply, settings.max_retries + 1, True
+
+
+class _Desk:
+    """A match's services to its referees: asking an outside agent, posting a verdict."""
+
+    def __init__(self, match: Match):
+        self._match = match
+
+    async def ask(self, agent: str, prompt: str, parse, data=None):
+        match = self._match
+        if agent not in match._agents:
+            raise MatchSetupError(f"the referee asks agent {agent!r}, which the scenario does not define")
+        round = match.pool.round
+        base = Turn(match=match.spec.key, seat=JUDGE, role="judge", round=round, history=(), prompt=prompt, seed=0,
+                    prompt_data=data)
+        try:
+            action, reply, attempts, defaulted = await match._ask(match._agents[agent], base, parse, lambda: None)
+        except FatalAgentError as exc:
+            match._fatal = exc
+            return None
+        match._emit(ActionTaken(match=match.spec.key, round=round, seat=JUDGE, action=_jsonable(action), reply=reply,
+                                attempts=attempts, defaulted=defaulted))
+        return action
+
+    def post_verdict(self, text: str, data: dict[str, Any]) -> None:
+        self._match._post(REFEREE, text, [], "verdict", data)
+
+
+def default_referees(game_cls: type[Game]) -> tuple[RefereeSpec, ...]:
+    names = game_cls.default_referee
+    return tuple(RefereeSpec(use=name) for name in ((names,) if isinstance(names, str) else names))
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 REFEREE = "Referee"
 
-MessageKind = Literal["rules", "reply", "notice"]
+MessageKind = Literal["rules", "reply", "notice", "verdict"]  # verdict: a referee's judgment at the end
 
 
 class Message(BaseModel):

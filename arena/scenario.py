@@ -17,6 +17,7 @@ from .agent import Agent, AgentConfig
 from .errors import ConfigError, Problem, spelling_hint
 from .calls import Budget, LimitSettings
 from .match import MatchSettings
+from .referee import RefereeSpec
 
 
 class UntilStable(BaseModel):
@@ -73,12 +74,33 @@ class GameEntry(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict, description="The game's parameters.")
     agents: list[str] | None = Field(None, min_length=1, description="Agents taking part; default: all of them.")
     seats: int | None = Field(None, ge=1, description="Players per table; default: all listed agents (fixed), 2 (all_pairs).")
-    referee: str | None = Field(None, description="Override the game's default referee.")
+    referee: list[RefereeSpec] | None = Field(
+        None,
+        description="Override the game's default referee: a name, {use: name, ...its params}, or a list of them "
+        "(the first gives the payoff, the others add metrics).",
+    )
     tournament: Tournament | None = Field(None, description="Replaces the scenario's tournament block for this game.")
 
     @property
     def name(self) -> str:
         return self.label or self.game
+
+    @field_validator("referee", mode="before")
+    @classmethod
+    def _referees(cls, value):
+        """``rules`` or ``{use: llm_judge, agent: judge}`` or a list of either, as RefereeSpecs."""
+        if value is None:
+            return None
+        items = value if isinstance(value, list) else [value]
+        specs = []
+        for item in items:
+            if isinstance(item, str):
+                specs.append({"use": item})
+            elif isinstance(item, dict) and "use" in item and "params" not in item:
+                specs.append({"use": item["use"], "params": {k: v for k, v in item.items() if k != "use"}})
+            else:
+                specs.append(item)  # let the model say what is wrong with it
+        return specs
 
 
 class Concurrency(BaseModel):
@@ -289,11 +311,7 @@ def _check_games(scenario: Scenario) -> list[Problem]:
                 problems.append(Problem(loc + ("agents", j), f"no agent named {agent!r} under `agents`{hint}"))
         if len(set(players)) != len(players):
             problems.append(Problem(loc + ("agents",), "an agent is listed twice; list each once"))
-        if entry.referee is not None:
-            try:
-                plugins.load("referee", entry.referee)
-            except plugins.UnknownPlugin as exc:
-                problems.append(Problem(loc + ("referee",), str(exc)))
+        problems += _check_referees(scenario, entry, loc)
         try:
             game = plugins.load("game", entry.game)
         except plugins.UnknownPlugin as exc:
@@ -312,6 +330,28 @@ def _check_games(scenario: Scenario) -> list[Problem]:
             game.cases(params)
         except (OSError, ValueError) as exc:
             problems.append(Problem(loc + ("params",), str(exc)))
+    return problems
+
+
+def _check_referees(scenario: Scenario, entry: GameEntry, loc) -> list[Problem]:
+    problems: list[Problem] = []
+    for i, spec in enumerate(entry.referee or []):
+        where = loc + ("referee", i)
+        try:
+            referee = plugins.load("referee", spec.use)
+        except plugins.UnknownPlugin as exc:
+            problems.append(Problem(where + ("use",), str(exc)))
+            continue
+        try:
+            params = referee.Params.model_validate(spec.params)
+        except ValidationError as exc:
+            problems += ConfigError.from_validation(exc, prefix=where, hint=spelling_hint(referee.Params.model_fields)).problems
+            continue
+        for agent in referee.agents_needed(params):
+            if agent not in scenario.agents:
+                close = difflib.get_close_matches(agent, list(scenario.agents), n=3, cutoff=0.5)
+                hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; define it under `agents`"
+                problems.append(Problem(where + ("agent",), f"no agent named {agent!r}{hint}"))
     return problems
 
 

@@ -26,7 +26,8 @@ from .match import MatchRecord, MatchSpec
 from .messages import Message
 
 STORE_FILE = "run.sqlite"
-SCHEMA_VERSION = 2  # bump when the tables change; older stores are then refused with a clear message
+SCHEMA_VERSION = 3  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2}  # versions whose tables are a subset of these: opening one adds what is missing
 SCENARIO_FILE = "scenario.yaml"
 
 _events = TypeAdapter(Event)
@@ -56,6 +57,10 @@ CREATE TABLE IF NOT EXISTS outcomes (
     match_key TEXT NOT NULL, seat TEXT NOT NULL, agent TEXT NOT NULL, role TEXT NOT NULL, payoff REAL NOT NULL,
     PRIMARY KEY (match_key, seat)
 );
+CREATE TABLE IF NOT EXISTS metrics (
+    match_key TEXT NOT NULL, metric TEXT NOT NULL, seat TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (match_key, metric, seat)
+);
 CREATE TABLE IF NOT EXISTS reviews (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, question TEXT NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL,
     reviewer TEXT NOT NULL, score INTEGER NOT NULL, PRIMARY KEY (match_key, seq)
@@ -84,6 +89,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     db.execute("PRAGMA busy_timeout=30000")
     version = db.execute("PRAGMA user_version").fetchone()[0]
     has_tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    if has_tables and version in UPGRADABLE:
+        db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        version = SCHEMA_VERSION
     if has_tables and version != SCHEMA_VERSION:
         db.close()
         raise StoreError(
@@ -200,7 +208,7 @@ class RunStore:
         ``position`` is the match's place in the tournament's plan, the order in
         which records are read back whatever the order they finished in."""
         self._begin()  # committed with whatever is written next; a crash before that leaves nothing to undo
-        for table in ("messages", "events", "outcomes", "reviews"):  # calls stay: they were paid for
+        for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
             self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self.db.execute(
             "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
@@ -237,11 +245,14 @@ class RunStore:
         """The outcome, in one transaction with the match's last events."""
         self._begin()
         for seat in record.seats:
-            if record.status == "finished":
+            if record.status == "finished" and seat.label in record.payoffs:
                 self.db.execute(
                     "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
                     (record.key, seat.label, seat.agent, seat.role, record.payoffs[seat.label]),
                 )
+        for metric, values in record.metrics.items():
+            self.db.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
+                                [(record.key, metric, seat, value) for seat, value in values.items()])
         for seq, (question, a, b, reviewer, score) in enumerate(record.reviews):
             self.db.execute("INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)", (record.key, seq, question, a, b, reviewer, score))
         self.db.execute(
@@ -337,8 +348,12 @@ class RunStore:
             events[seq] = MessagePosted(match=key, message=message)
         reviews = [tuple(row) for row in self.db.execute(
             "SELECT question, a, b, reviewer, score FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
+        metrics: dict[str, dict[str, float]] = {}
+        for metric, seat, value in self.db.execute(
+                "SELECT metric, seat, value FROM metrics WHERE match_key = ? ORDER BY rowid", (key,)):
+            metrics.setdefault(metric, {})[seat] = value
         return MatchRecord(
-            key=key, group=group, repeat=repeat, game=game, reviews=reviews,
+            key=key, group=group, repeat=repeat, game=game, reviews=reviews, metrics=metrics,
             params=json.loads(params) if params else dict(spec.params), seed=spec.seed,
             seats=tuple(SeatInfo(**s) for s in json.loads(seats or "[]")),
             status=status if status in ("finished", "failed") else "failed",

@@ -5,15 +5,20 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .rank.payoffs import PayoffSummary, RoleTable, role_tables, summarize
+from .rank.payoffs import PayoffSummary, RoleTable, metric_names, role_tables, summarize
 from .calls import Usage, usage_by_agent
 from .store import RunStore
 
 
 def print_results(console: Console, records, store: RunStore | None = None) -> None:
-    print_payoffs(console, summarize(records))
+    names = metric_names(records)
+    print_payoffs(console, summarize(records), names)
     for table in role_tables(records):
-        print_role_table(console, table)
+        print_role_table(console, table, names)
+    for metric in dict.fromkeys(m for found in names.values() for m in found[1:]):  # the payoff's came first
+        print_payoffs(console, summarize(records, metric=metric), names)
+        for table in role_tables(records, metric=metric):
+            print_role_table(console, table, names)
     if store is not None:
         usage = usage_by_agent(store.calls())
         if usage:
@@ -27,12 +32,21 @@ def print_results(console: Console, records, store: RunStore | None = None) -> N
             console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
 
 
-def print_payoffs(console: Console, rows: list[PayoffSummary]) -> None:
+def _metric_title(group: str, metric: str, names: dict[str, list[str]] | None) -> str:
+    """'payoff', or the name of what the payoff is ('payoff: judge'), or another metric's name."""
+    found = (names or {}).get(group, ["payoff"])
+    if metric == "payoff" and found and found[0] != "payoff":
+        return f"payoff ({found[0]})"
+    return metric
+
+
+def print_payoffs(console: Console, rows: list[PayoffSummary], names: dict[str, list[str]] | None = None) -> None:
     groups = list(dict.fromkeys(r.group for r in rows))
     for group in groups:
         members = [r for r in rows if r.group == group]
         by_role = len({r.role for r in members}) > 1
-        table = Table(title=f"{group}: mean payoff per agent (95% bootstrap interval)", title_justify="left")
+        what = _metric_title(group, members[0].metric, names)
+        table = Table(title=f"{group}: mean {what} per agent (95% bootstrap interval)", title_justify="left")
         table.add_column("Agent")
         if by_role:
             table.add_column("Role")
@@ -46,10 +60,11 @@ def print_payoffs(console: Console, rows: list[PayoffSummary]) -> None:
         console.print(table)
 
 
-def print_role_table(console: Console, t: RoleTable) -> None:
+def print_role_table(console: Console, t: RoleTable, names: dict[str, list[str]] | None = None) -> None:
     first, second = t.roles
-    table = Table(title=f"{t.group}: rows play {first}, columns play {second}; each cell: {first} score / {second} score",
-                  title_justify="left")
+    what = _metric_title(t.group, t.metric, names)
+    table = Table(title=f"{t.group}, {what}: rows play {first}, columns play {second}; each cell: {first} / {second} "
+                  "(means; intervals are 95% bootstrap)", title_justify="left")
     table.add_column(f"{first} \\ {second}")
     for b in t.agents:
         table.add_column(b, justify="center")
@@ -59,10 +74,15 @@ def print_role_table(console: Console, t: RoleTable) -> None:
         for b in t.agents:
             cell = t.cells.get(a, {}).get(b)
             cells.append("—" if cell is None else f"{cell.scores[0]:.2f} / {cell.scores[1]:.2f}")
-        mean = t.row_means.get(a)
-        table.add_row(a, *cells, "—" if mean is None else f"{mean:.2f}")
-    table.add_row(f"mean as {second}", *["—" if t.column_means.get(b) is None else f"{t.column_means[b]:.2f}" for b in t.agents], "")
+        table.add_row(a, *cells, _mean(t.row_means.get(a), t.row_intervals.get(a)))
+    table.add_row(f"mean as {second}", *[_mean(t.column_means.get(b), t.column_intervals.get(b)) for b in t.agents], "")
     console.print(table)
+
+
+def _mean(mean: float | None, interval: tuple[float, float] | None) -> str:
+    if mean is None:
+        return "—"
+    return f"{mean:.2f}" if interval is None else f"{mean:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
 
 
 def print_usage(console: Console, rows: list[Usage]) -> None:

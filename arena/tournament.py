@@ -65,7 +65,7 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
                         MatchSpec(
                             key=key, group=entry.name, repeat=repeat, game=entry.game, params=params, agents=order,
                             seed=seeding.derive(scenario.seed, key), shuffle_seats=shuffle,
-                            referee=entry.referee, settings=scenario.match, scrub=scrub_terms,
+                            referees=tuple(entry.referee or ()), settings=scenario.match, scrub=scrub_terms,
                             scrub_replacement=replacement,
                         )
                     )

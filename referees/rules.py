@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from arena.game import Game
 from arena.pool import MessagePool
-from arena.referee import Referee
+from arena.referee import Referee, Scores
 
 
 class RuleReferee(Referee):
-    async def is_over(self, game: Game, pool: MessagePool, round: int) -> bool:
-        return game.is_over(round)
+    description = "The game's own rules decide when it ends and what each seat scored."
 
-    async def score(self, game: Game, pool: MessagePool) -> dict[str, float]:
-        return {seat: float(value) for seat, value in game.payoffs().items()}
+    async def score(self, game: Game, pool: MessagePool) -> Scores:
+        scores = {"payoff": {seat: float(value) for seat, value in game.payoffs().items()}}
+        for metric, values in game.metrics().items():
+            scores[metric] = {seat: float(value) for seat, value in values.items()}
+        return scores
