@@ -7,8 +7,8 @@ loses the game at once; a reply that is not a four-character word at all is aske
 The starting idiom is drawn from the dictionary with the match seed. Seats are "Early" (moves
 first) and "Late": with the tournament's role swap every pair plays both orders, and the role
 table gives win rates by position. Payoff: 1 for the winner, 0 for the loser, 0.5 each when
-``max_moves`` pass without a mistake. Successful moves ("hits") per seat are recorded in the
-match's last notice.
+``max_moves`` pass without a mistake. Successful moves ("hits") per seat are reported as the
+metric ``hits`` (and in the match's last notice).
 """
 
 from __future__ import annotations
@@ -158,6 +158,10 @@ class IdiomSolitaire(Game):
 
     def is_over(self, round: int) -> bool:
         return self.loser is not None or round >= self.params.max_moves
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Successful moves per seat: with the Early/Late roles, the paper's hits by position."""
+        return {"hits": {seat: float(n) for seat, n in self.hits.items()}}
 
     def payoffs(self) -> dict[str, float]:
         if self.loser is None:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from pydantic import BaseModel, ConfigDict, Field
+
 from arena.game import Game
 from arena.pool import MessagePool
 from arena.referee import Referee, Scores
 
 
+class RuleParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str = Field("payoff", description="Name the rules' payoff is reported under (chrf, say).")
+
+
 class RuleReferee(Referee):
+    Params = RuleParams
     description = "The game's own rules decide when it ends and what each seat scored."
 
     async def score(self, game: Game, pool: MessagePool) -> Scores:
-        scores = {"payoff": {seat: float(value) for seat, value in game.payoffs().items()}}
+        scores = {self.params.metric: {seat: float(value) for seat, value in game.payoffs().items()}}
         for metric, values in game.metrics().items():
             scores[metric] = {seat: float(value) for seat, value in values.items()}
         return scores

@@ -84,3 +84,14 @@ async def test_two_full_vocabularies_play_to_a_draw_and_both_orders_are_played()
     assert table.row_means["a"] >= table.row_means["b"]  # the bigger vocabulary does better, whichever side
     starts = {next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in m.data) for r in result.records}
     assert len(starts) > 1  # the start is drawn per match from its seed
+    # hits by position: the role table of the `hits` metric, against the chains' own counts
+    (hits,) = role_tables(result.records, metric="hits")
+    by_hand: dict[tuple[str, str], list[float]] = {}
+    for r in result.records:
+        final = next(m.data for m in r.messages if m.kind == "notice" and "hits" in (m.data or {}))
+        for seat in r.seats:
+            by_hand.setdefault((seat.agent, seat.role), []).append(final["hits"][seat.label])
+    assert hits.roles == ("Early", "Late")
+    for agent in ("a", "b"):
+        assert hits.row_means[agent] == pytest.approx(sum(by_hand[(agent, "Early")]) / 2)
+        assert hits.column_means[agent] == pytest.approx(sum(by_hand[(agent, "Late")]) / 2)

@@ -1,0 +1,177 @@
+"""Machine translation (DeepEval 3.7.4): a translator translates a source text, a proofreader
+polishes the translation. Writer/editor: with the tournament's role swap every ordered pair
+plays both roles.
+
+Texts come from a JSONL file, one a line: ``{"id", "source", "source_lang", "target_lang"}``
+and optionally ``"reference"``. ``language_pair`` (``de-en``) keeps one pair, so a scenario
+gives each pair its own entry and its own tables, as the paper does. When a text has a
+reference, the rules score each seat's text by chrF against it (sacrebleu): the translator's
+draft and the proofreader's polished version. ``llm_judge`` rates both 1-10 with reasons.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from arena.game import Game, InvalidReply, JudgeRequest, Notice
+
+from .questions import case_of
+
+TRANSLATOR, PROOFREADER = "Translator", "Proofreader"
+LANGUAGES = {"en": "English", "de": "German", "fr": "French", "zh": "Chinese", "es": "Spanish", "it": "Italian",
+             "ja": "Japanese", "pt": "Portuguese", "ru": "Russian", "nl": "Dutch", "ko": "Korean", "ar": "Arabic"}
+
+
+def language(code: str) -> str:
+    return LANGUAGES.get(code.lower(), code)
+
+
+class Text(BaseModel):
+    id: str
+    source: str
+    source_lang: str
+    target_lang: str
+    reference: str | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value):
+        return str(value) if isinstance(value, int) else value
+
+    @property
+    def pair(self) -> str:
+        return f"{self.source_lang}-{self.target_lang}"
+
+
+@lru_cache(maxsize=8)
+def load_texts(path: str) -> dict[str, Text]:
+    """Texts by id, in file order; errors name the line."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ValueError(f"no texts at {file} (a JSONL file: id, source, source_lang, target_lang, optional reference)")
+    texts: dict[str, Text] = {}
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            text = Text.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise ValueError(f"{file}, line {number}: not a text to translate ({str(exc).splitlines()[0]})") from None
+        if text.id in texts:
+            raise ValueError(f"{file}, line {number}: text id {text.id!r} appears twice")
+        texts[text.id] = text
+    if not texts:
+        raise ValueError(f"{file}: no texts in the file")
+    return texts
+
+
+def chrf(hypothesis: str, reference: str) -> float:
+    from sacrebleu.metrics import CHRF
+
+    return float(CHRF().sentence_score(hypothesis, [reference]).score)
+
+
+class TranslationParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    texts: str = Field(description="A JSONL file of texts to translate.")
+    language_pair: str | None = Field(None, description="Keep only texts of this pair, e.g. de-en (default: all).")
+    limit: int | None = Field(None, ge=1, description="Play the first N texts.")
+    case: str | None = Field(None, description="Set by the tournament: the text this match plays.")
+
+
+class Translation(Game):
+    description = "A translator translates, a proofreader polishes; chrF against a reference, and an LLM judge."
+    Params = TranslationParams
+    min_seats = max_seats = 2
+
+    @classmethod
+    def seat_roles(cls, params, n_seats):
+        return [TRANSLATOR, PROOFREADER]
+
+    @classmethod
+    def cases(cls, params: TranslationParams) -> list[str]:
+        texts = load_texts(params.texts)
+        ids = [t.id for t in texts.values() if params.language_pair in (None, t.pair)]
+        if not ids:
+            pairs = ", ".join(sorted({t.pair for t in texts.values()}))
+            raise ValueError(f"no text of language pair {params.language_pair!r} in {params.texts} (it has: {pairs})")
+        return ids[: params.limit]
+
+    def __init__(self, params, seats, roles, rng):
+        super().__init__(params, seats, roles, rng)
+        self.text: Text = case_of(load_texts(params.texts), params.case)
+        self.draft: str | None = None
+        self.polished: str | None = None
+
+    def _languages(self) -> tuple[str, str]:
+        return language(self.text.source_lang), language(self.text.target_lang)
+
+    def rules(self, seat: str) -> str:
+        src, tgt = self._languages()
+        if seat == TRANSLATOR:
+            return (f"You are a professional translator. Translate the {src} text below into {tgt}. A proofreader will "
+                    f"then polish your translation. Reply with the {tgt} translation only.\n\n{src} text:\n{self.text.source}")
+        return (f"You are a professional translation editor. A translator will translate the {src} text below into "
+                f"{tgt}; polish that translation so that it is accurate and reads naturally. Reply with the polished "
+                f"{tgt} text only, nothing else.\n\n{src} text:\n{self.text.source}")
+
+    def speakers(self, round: int) -> list[str]:
+        return [TRANSLATOR if round == 1 else PROOFREADER]
+
+    def prompt(self, seat: str, round: int) -> str:
+        _, tgt = self._languages()
+        if seat == TRANSLATOR:
+            return f"Give your {tgt} translation."
+        return f"Give the polished {tgt} translation."
+
+    def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        return {"task": "translation", "stage": "write" if seat == TRANSLATOR else "edit", "source": self.text.source,
+                "source_lang": self.text.source_lang, "target_lang": self.text.target_lang,
+                "reference": self.text.reference, "current": self.draft}
+
+    def parse(self, seat: str, reply: str) -> str:
+        text = reply.strip()
+        if not text:
+            raise InvalidReply(f"Your reply was empty. Reply with the {self._languages()[1]} text only.")
+        return text
+
+    def default_action(self, seat: str, round: int) -> str:
+        return "" if seat == TRANSLATOR else (self.draft or "")  # a silent proofreader leaves the draft as it was
+
+    def apply(self, round: int, actions: Mapping[str, str]) -> list[Notice]:
+        if round == 1:
+            self.draft = actions[TRANSLATOR]
+            return []
+        self.polished = actions[PROOFREADER]
+        return [Notice(to=(), text="Translation finished.", data={"draft": self.draft, "polished": self.polished})]
+
+    def is_over(self, round: int) -> bool:
+        return round >= 2
+
+    def _chrf(self) -> dict[str, float]:
+        if self.text.reference is None:
+            return {}
+        return {TRANSLATOR: chrf(self.draft or "", self.text.reference),
+                PROOFREADER: chrf(self.polished or "", self.text.reference)}
+
+    def payoffs(self) -> dict[str, float]:
+        """chrF (0-100) against the reference: the translator's draft, the proofreader's polished text;
+        nothing when the text has no reference."""
+        return self._chrf()
+
+    def judge_request(self) -> JudgeRequest:
+        src, tgt = self._languages()
+        text = ("You are a translation expert rating a translator and a proofreader from their work. Criteria: (1) is "
+                "the translator's translation faithful in meaning to the source text; (2) did the proofreader's "
+                f"polishing make the translation more accurate and natural.\n\n{src} source text:\n{self.text.source}\n\n"
+                f"[{TRANSLATOR}] {tgt} translation:\n{self.draft}\n\n[{PROOFREADER}] polished {tgt} translation:\n{self.polished}")
+        data = {"source": self.text.source, "reference": self.text.reference, "first": self.draft or "",
+                "final": self.polished or "", "writer": TRANSLATOR, "editor": PROOFREADER, "pair": self.text.pair}
+        return JudgeRequest(text=text, seats=(TRANSLATOR, PROOFREADER), data=data)

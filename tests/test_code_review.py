@@ -1,0 +1,132 @@
+"""Code review: the writer/editor loop, the execution referee (sandboxed tests) and the LLM judge
+(its JSON parsed, or the invalid-reply rules applied), played by scripted agents."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from arena.game import InvalidReply
+from arena.games.code_review import CodeReview, CodeReviewParams, extract_code, load_problems
+from arena.match import MatchSpec, play_match
+from arena.referee import RefereeSpec
+from arena.referees.llm_judge import parse_verdict
+
+from helpers import ROOT, scripted
+
+PROBLEMS = str(ROOT / "scenarios" / "data" / "sample-problems.jsonl")
+EXECUTION = RefereeSpec(use="execution", params={"limits": {"wall_seconds": 10, "cpu_seconds": 5}})
+
+
+def judged_by(agent: str) -> RefereeSpec:
+    return RefereeSpec(use="llm_judge", params={"agent": agent})
+
+
+def spec(agents, problem="running-max", referees=(EXECUTION,), **params) -> MatchSpec:
+    return MatchSpec(key=f"cr/{problem}", game="code_review", agents=tuple(agents), seed=1, shuffle_seats=False,
+                     params={"problems": PROBLEMS, "case": problem, **params}, referees=referees)
+
+
+def fixed(name: str, *replies: str):
+    """Says reply i in round i + 1 (cycling); a seat speaks only in its own rounds."""
+    return scripted(name, "fixed", params={"replies": list(replies)})
+
+
+def test_problems_load_from_humaneval_and_from_a_user_file():
+    humaneval = load_problems("humaneval")
+    assert len(humaneval) == 164 and humaneval["HumanEval/0"].entry_point == "has_close_elements"
+    ours = load_problems(PROBLEMS)
+    assert list(ours) == ["running-max", "word-lengths", "is-leap"]
+    assert CodeReview.cases(CodeReviewParams(problems="humaneval", limit=3)) == ["HumanEval/0", "HumanEval/1", "HumanEval/2"]
+
+
+def test_a_bad_problem_file_names_the_line(tmp_path):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"id": "a", "prompt": "def f():\\n", "entry_point": "f", "test": "def check(c): pass"}\n{"id": "b"}\n')
+    with pytest.raises(ValueError, match=r"p.jsonl, line 2: not a problem"):
+        load_problems(str(bad))
+
+
+def test_replies_are_parsed_into_code_or_review():
+    g = CodeReview(CodeReviewParams(problems=PROBLEMS), ["Programmer", "Reviewer"],
+                   {"Programmer": "Programmer", "Reviewer": "Reviewer"}, random.Random(0))
+    assert g.parse("Programmer", "Here:\n```python\ndef f():\n    return 1\n```\nDone.") == "def f():\n    return 1\n"
+    assert extract_code("def f(): pass") == "def f(): pass\n"
+    with pytest.raises(InvalidReply):
+        g.parse("Programmer", "   ")
+    assert g.parse("Reviewer", " Over. ") is None  # the done word, alone: accepted
+    assert g.parse("Reviewer", "Handle the empty list.") == "Handle the empty list."
+
+
+async def test_correct_code_passes_the_tests_and_the_reviewer_accepts():
+    problem = load_problems(PROBLEMS)["running-max"]
+    agents = {"p": fixed("p", f"```python\n{problem.reference}```"), "r": fixed("r", "over")}
+    record = await play_match(spec(["p", "r"]), agents)
+    assert record.status == "finished", record.error
+    assert record.rounds == 2 and record.payoffs == {"Programmer": 1.0, "Reviewer": 1.0}
+    (verdict,) = [m for m in record.messages if m.kind == "verdict"]
+    assert verdict.data["passed"] is True and verdict.recipients == () and "all tests passed" in verdict.content
+
+
+async def test_broken_code_fails_the_tests_and_the_verdict_says_why():
+    broken = "def running_max(values):\n    return values\n"
+    agents = {"p": fixed("p", broken), "r": fixed("r", "Use a running maximum.")}
+    accepted = RefereeSpec(use="rules", params={"metric": "accepted"})
+    record = await play_match(spec(["p", "r"], max_reviews=2, referees=(EXECUTION, accepted)), agents)
+    assert record.status == "finished"
+    assert record.payoffs == {"Programmer": 0.0, "Reviewer": 0.0}
+    assert record.metrics["accepted"] == {"Programmer": 0.0, "Reviewer": 0.0}  # the rules: never accepted
+    assert record.rounds == 5  # write, review, revise, review, revise: the review limit ends it
+    (verdict,) = [m for m in record.messages if m.kind == "verdict"]
+    assert verdict.data["status"] == "failed" and "AssertionError" in verdict.content
+    assert record.metrics["revisions"] == {"Programmer": 2.0}
+
+
+async def test_a_revision_after_review_fixes_the_code():
+    problem = load_problems(PROBLEMS)["is-leap"]
+    agents = {"p": fixed("p", "def is_leap(year):\n    return year % 4 == 0\n", "-", problem.reference, "-"),
+              "r": fixed("r", "-", "1900 is not a leap year: centuries need % 400.", "-", "over")}
+    record = await play_match(spec(["p", "r"], problem="is-leap"), agents)
+    assert record.rounds == 4 and record.payoffs == {"Programmer": 1.0, "Reviewer": 1.0}
+    replies = [m.content for m in record.messages if m.kind == "reply"]
+    assert replies[1].startswith("1900") and replies[3] == "over"
+
+
+async def test_the_judges_json_is_parsed_into_a_metric_beside_the_tests():
+    problem = load_problems(PROBLEMS)["word-lengths"]
+    verdict = {"Programmer": {"evaluation": "correct and short", "score": 9}, "reviewer": {"evaluation": "fine", "score": "7"}}
+    agents = {"p": fixed("p", problem.reference), "r": fixed("r", "over"),
+              "j": fixed("j", "Sure! ```json\n" + json.dumps(verdict) + "\n```")}
+    record = await play_match(spec(["p", "r"], problem="word-lengths", referees=(EXECUTION, judged_by("j"))), agents)
+    assert record.status == "finished", record.error
+    assert record.payoffs == {"Programmer": 1.0, "Reviewer": 1.0}  # the first referee gives the payoff
+    assert record.metrics["judge"] == {"Programmer": 9.0, "Reviewer": 7.0}
+    judged = next(m for m in record.messages if m.kind == "verdict" and m.data["referee"] == "llm_judge")
+    assert judged.data["evaluations"]["Programmer"] == "correct and short" and judged.data["agent"] == "j"
+
+
+async def test_a_garbage_verdict_is_asked_again_then_left_unscored():
+    problem = load_problems(PROBLEMS)["word-lengths"]
+    agents = {"p": fixed("p", problem.reference), "r": fixed("r", "over"),
+              "j": scripted("j", "garbage")}
+    record = await play_match(spec(["p", "r"], problem="word-lengths", referees=(judged_by("j"), EXECUTION)), agents)
+    assert record.status == "finished", record.error
+    failures = [e for e in record.events if e.type == "turn_failed" and e.seat == "Judge"]
+    assert len(failures) == 3 and all(f.failure == "invalid" for f in failures)  # asked, then twice again
+    assert record.payoffs == {} and record.metrics["judge"] == {}  # the judge's payoff is missing, not made up
+    assert record.metrics["tests"] == {"Programmer": 1.0, "Reviewer": 1.0}
+    assert any(m.kind == "verdict" and "no valid verdict" in m.content for m in record.messages)
+
+
+def test_verdicts_are_checked_seat_by_seat():
+    seats = ("Programmer", "Reviewer")
+    ok = parse_verdict('{"Programmer": {"score": 3}, "Reviewer": {"score": 10, "evaluation": "x"}}', seats, 1, 10)
+    assert ok == {"Programmer": (3, ""), "Reviewer": (10, "x")}
+    for bad, reason in [("no json here", "no JSON object"), ('{"Programmer": {"score": 3}}', "did not score Reviewer"),
+                        ('{"Programmer": {"score": 11}, "Reviewer": {"score": 2}}', "whole number from 1 to 10"),
+                        ('{"Programmer": {"score": 2.5}, "Reviewer": {"score": 2}}', "whole number"),
+                        ('{"Programmer": 3,, }', "not valid JSON")]:
+        with pytest.raises(InvalidReply, match=reason):
+            parse_verdict(bad, seats, 1, 10)
