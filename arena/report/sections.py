@@ -1,0 +1,196 @@
+"""The report's static sections, as HTML: leaderboards, figures, reviewers, roles, cost.
+
+Every text that comes from the run (agent names, groups, model names) goes through
+``escape``; the figures come from svg.py, which escapes its own labels.
+"""
+
+from __future__ import annotations
+
+from html import escape
+
+from . import svg
+from .figures import METHOD_NAMES
+from .svg import fmt
+
+
+def _cell(value, cls: str = "") -> str:
+    attr = f' class="{cls}"' if cls else ""
+    return f"<td{attr}>{escape(str(value))}</td>"
+
+
+def table(headers: list[str], rows: list[list], numeric_from: int = 1, row_classes: list[str] | None = None,
+          attrs: str = "") -> str:
+    head = "".join(f'<th{" class=num" if i >= numeric_from else ""}>{escape(h)}</th>' for i, h in enumerate(headers))
+    body = []
+    for r, row in enumerate(rows):
+        cls = f' class="{row_classes[r]}"' if row_classes and row_classes[r] else ""
+        cells = "".join(_cell(v, "num" if i >= numeric_from else ("name" if i == numeric_from - 1 else ""))
+                        for i, v in enumerate(row))
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table{attrs}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def section(anchor: str, title: str, content: str) -> str:
+    return f'<section id="{anchor}"><h2>{escape(title)}</h2>{content}</section>'
+
+
+def note(text: str) -> str:
+    return f'<p class="note">{escape(text)}</p>'
+
+
+def _board(board: dict, heading: str, key: str) -> str:
+    """One table (a column pair per method, rows in the first method's order) and a figure per method."""
+    methods = board["methods"]
+    order = sorted(methods[0]["scores"], key=lambda c: -methods[0]["scores"][c])
+    headers, figures = ["Rank", "Contestant"], []
+    for result in methods:
+        title = ("weighted " if result["weighted"] else "") + METHOD_NAMES[result["method"]]
+        headers += [title, "95% interval"] + (["spread over orders"] if result.get("spread") else [])
+        digits = 3 if result["method"] == "winrate" else 0
+        ranked = sorted(result["scores"], key=lambda c: -result["scores"][c])
+        figures.append(f'<div class="figure-box" data-figure="intervals"><h4>{escape(title)}</h4>'
+                       + svg.intervals([(n, result["scores"][n], result["low"][n], result["high"][n]) for n in ranked],
+                                       digits, f"{title} with 95% intervals", compact=True) + "</div>")
+    rows = []
+    for place, name in enumerate(order, start=1):
+        row = [place, name]
+        for result in methods:
+            digits = 3 if result["method"] == "winrate" else 0
+            row += [fmt(result["scores"][name], digits),
+                    f"[{fmt(result['low'][name], digits)}, {fmt(result['high'][name], digits)}]"]
+            if result.get("spread"):
+                row.append(f"±{result['spread'][name]:.0f}")
+        rows.append(row)
+    what = note(f"{board['reviews']} reviews of {len(board['contestants'])} contestants by "
+                f"{', '.join(board['reviewers'])}; 95% bootstrap intervals, questions resampled; ranked by "
+                f"{METHOD_NAMES[methods[0]['method']]}.")
+    return (f"<h3>{escape(heading)}</h3>" + what
+            + table(headers, rows, numeric_from=2, row_classes=["top"] + [""] * (len(rows) - 1),
+                    attrs=f' class="board" data-board="{key}" data-method="{methods[0]["method"]}"')
+            + '<div class="pair">' + "".join(figures) + "</div>")
+
+
+def _payoffs(rows: list[dict]) -> str:
+    parts = [note("Mean payoff per agent over its matches (DeepEval Eq. 1; per role for games whose seats differ, "
+                  "Eq. 2), with a 95% bootstrap interval.")]
+    groups = list(dict.fromkeys(r["group"] for r in rows))
+    for group in groups:
+        members = [r for r in rows if r["group"] == group]
+        roles = list(dict.fromkeys(r["role"] for r in members))
+        for role in roles:
+            mine = [r for r in members if r["role"] == role]
+            title = group + (f" — as {role}" if len(roles) > 1 else "")
+            table_rows = [[i, r["agent"], r["matches"], fmt(r["mean"], 2), f"[{fmt(r['low'], 2)}, {fmt(r['high'], 2)}]",
+                           fmt(r["std"], 2), r["invalid_replies"], r["defaulted_turns"]] for i, r in enumerate(mine, 1)]
+            figure = svg.intervals([(r["agent"], r["mean"], r["low"], r["high"]) for r in mine], 2, f"{title}: mean payoff",
+                                   compact=True)
+            classes = ["top"] + [""] * (len(mine) - 1)
+            parts.append(f'<div class="method"><h4>{escape(title)}</h4><div class="pair">'
+                         + table(["Rank", "Agent", "Matches", "Mean", "95% interval", "Std", "Invalid", "Defaulted"],
+                                 table_rows, numeric_from=2, row_classes=classes,
+                                 attrs=f' class="board" data-board="payoffs" data-group="{escape(group)}" '
+                                       f'data-role="{escape(role)}"')
+                         + figure + "</div></div>")
+    return "".join(parts)
+
+
+def leaderboard(summary: dict) -> str:
+    rank = summary["rank"]
+    parts = []
+    if rank["peer_rank"]:
+        parts.append(_board(rank["peer_rank"], "Peer rank (every reviewer counts the same)", "peer"))
+    if summary["weighted"]:
+        parts.append(_board(summary["weighted"], "Weighted peer rank (PRD: reviewers weighed by their own score)",
+                            "weighted"))
+    if rank["payoffs"]:
+        parts.append("<h3>Payoffs</h3>" + _payoffs(rank["payoffs"]))
+    if not parts:
+        parts.append(note("No finished matches yet."))
+    for board_key, board in (("peer", rank["peer_rank"]), ("weighted", summary["weighted"])):
+        if board and board["agreement"]:
+            rows = [[a["method"], a["examples"]["examples"], fmt(a["examples"]["accuracy"], 3),
+                     fmt(a["examples"]["cohen_kappa"], 3), fmt(a["examples"]["fleiss_kappa"], 3),
+                     fmt(a["ranking"]["spearman"], 3), fmt(a["ranking"]["kendall"], 3)] for a in board["agreement"]]
+            parts.append(f"<h4>Agreement with {escape(board['reference'])} ({board_key})</h4>"
+                         + table(["Method", "Examples", "Accuracy", "Cohen's κ", "Fleiss' κ", "Spearman", "Kendall"], rows))
+    if rank["stability"]:
+        rows = [[c["group"], c["repeats"], fmt(c["tau"], 2), fmt(c["max_width"], 2), "yes" if c["stable"] else "no"]
+                for c in rank["stability"]]
+        parts.append("<h4>Stability checks (repeats until stable)</h4>"
+                     + table(["Entry", "Repeats", "Kendall τ", "Widest interval", "Stable"], rows))
+    return section("leaderboard", "Leaderboard", "".join(parts))
+
+
+def figures(summary: dict) -> str:
+    figs = summary["figures"]
+    heat = "".join(f'<div class="figure-box" data-figure="heatmap"><h4>{escape(p["title"])}</h4>{svg.heatmap(p)}</div>'
+                   for p in figs["heatmap"]) or note("No pairwise results: this run has no reviews and no two-role game.")
+    trend = "".join(f'<div class="figure-box" data-figure="trend"><h4>{escape(p["title"])}</h4>{svg.trend(p)}</div>'
+                    for p in figs["trend"]) or note("No finished matches yet.")
+    return (section("pairwise", "Pairwise", heat)
+            + section("trend", "Rating over battles", note("PRD figure 4: how ratings settle as results come in; the "
+                                                             "last point of each line is the leaderboard's value.") + trend))
+
+
+def reviewers(summary: dict) -> str:
+    board = summary["rank"]["peer_rank"]
+    if not board:
+        return section("reviewers", "Reviewers", note("No reviews in this run."))
+    parts = []
+    for p in summary["figures"]["weights"]:
+        parts.append(f'<div class="figure-box" data-figure="weights"><h4>{escape(p["title"])}</h4>'
+                     + svg.bars(p["names"], p["values"], p["title"], low=0.0) + "</div>")
+    bias = board["bias"]
+    rows = [[b["reviewer"], b["reviews"], fmt(b["first_shown_wins"], 3), b["swapped_pairs"], fmt(b["flip_rate"], 3),
+             "—" if b["self_preference"] is None else f"{b['self_preference']:+.3f}"] for b in bias]
+    parts.append("<h4>Bias diagnostics</h4>" + note(
+        "First shown wins: share of a reviewer's reviews won by the answer shown first (0.5 is unbiased). Flip rate: "
+        "share of pairs reviewed in both orders whose verdict changes with the order. Self-preference: the reviewer's "
+        "own win rate by its own reviews minus by the others' (— when it is not a contestant).")
+        + table(["Reviewer", "Reviews", "First shown wins", "Swapped pairs", "Flip rate", "Self-preference"], rows))
+    names = [b["reviewer"] for b in bias]
+    parts.append('<div class="pair">'
+                 + '<div class="figure-box"><h4>Position bias: first shown wins</h4>'
+                 + svg.bars(names, [b["first_shown_wins"] for b in bias], "first shown wins", center=0.5, low=0.0, high=1.0)
+                 + '</div><div class="figure-box"><h4>Self-preference</h4>'
+                 + svg.bars(names, [b["self_preference"] for b in bias], "self-preference", low=-1.0, high=1.0)
+                 + "</div></div>")
+    return section("reviewers", "Reviewers", "".join(parts))
+
+
+def role_tables(summary: dict) -> str:
+    tables = summary["rank"]["role_tables"]
+    if not tables:
+        return section("roles", "Role tables", note("No game with two roles in this run."))
+    parts = []
+    for t in tables:
+        first, second = t["roles"]
+        rows = []
+        for a in t["agents"]:
+            cells = []
+            for b in t["agents"]:
+                cell = t["cells"].get(a, {}).get(b)
+                cells.append("—" if cell is None else f"{cell['scores'][0]:.2f} / {cell['scores'][1]:.2f} ({cell['matches']})")
+            mean = t["row_means"].get(a)
+            rows.append([a] + cells + [fmt(mean, 2)])
+        rows.append([f"mean as {second}"] + [fmt(t["column_means"].get(b), 2) for b in t["agents"]] + [""])
+        parts.append(f"<h4>{escape(t['group'])}: rows play {escape(first)}, columns play {escape(second)}</h4>"
+                     + note(f"Each cell: {first} score / {second} score (matches).")
+                     + table([f"{first} \\ {second}"] + t["agents"] + [f"mean as {first}"], rows))
+    return section("roles", "Role tables", "".join(parts))
+
+
+def usage(summary: dict) -> str:
+    rows_in = summary["rank"]["usage"]
+    if not rows_in:
+        return section("cost", "Cost and tokens", note("No model calls in this run (scripted agents cost nothing)."))
+    rows = [[u["agent"], u["calls"], u["cached"], u["retries"], u["failed"], u["prompt_tokens"], u["completion_tokens"],
+             "unknown" if u["cost"] is None else f"${u['cost']:.4f}", f"{u['latency']:.2f} s"] for u in rows_in]
+    costs = [u["cost"] for u in rows_in]
+    total_cost = "unknown" if any(c is None for c in costs) else f"${sum(costs):.4f}"
+    rows.append(["total", sum(u["calls"] for u in rows_in), sum(u["cached"] for u in rows_in),
+                 sum(u["retries"] for u in rows_in), sum(u["failed"] for u in rows_in),
+                 sum(u["prompt_tokens"] for u in rows_in), sum(u["completion_tokens"] for u in rows_in), total_cost, ""])
+    return section("cost", "Cost and tokens", note("Cached replies cost nothing.") + table(
+        ["Agent", "Calls", "Cached", "Retries", "Failed", "Prompt tokens", "Reply tokens", "Cost", "Mean latency"], rows,
+        row_classes=[""] * len(rows_in) + ["total"]))
