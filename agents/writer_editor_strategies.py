@@ -76,6 +76,7 @@ def similarity(a: str, b: str | None, given: str = "") -> float:
     """How close ``a`` is to ``b``, leaving out what both were given (a function's signature)."""
     if not b:
         return 0.5  # nothing to compare with: a middling score
+    a, b, given = a.strip(), b.strip(), given.strip()
     if given and a.startswith(given) and b.startswith(given):
         a, b = a[len(given):], b[len(given):]
     return difflib.SequenceMatcher(None, a.strip(), b.strip(), autojunk=False).ratio()

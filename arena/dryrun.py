@@ -18,7 +18,7 @@ import trio
 from pydantic import BaseModel
 
 from .agent import Agent
-from .match import MatchSettings, play_match
+from .match import JUDGE, MatchSettings, play_match
 from .messages import Turn
 from .runner import build_agents
 from .scenario import Scenario
@@ -74,7 +74,12 @@ def estimate(scenario: Scenario) -> Estimate:
         settings = MatchSettings(turn_timeout=60, max_retries=0, max_rounds=scenario.match.max_rounds)
         stand_ins = {name: _StandIn(agent) if agent.makes_calls else agent for name, agent in real.items()}
         trio.run(play_match, members[0].model_copy(update={"settings": settings}), stand_ins)
-        asked = [(agent, turn) for agent in stand_ins.values() if isinstance(agent, _StandIn) for turn in agent.turns]
+        every = [(agent, turn) for agent in stand_ins.values() if isinstance(agent, _StandIn) for turn in agent.turns]
+        asked = [(a, t) for a, t in every if t.seat != JUDGE]
+        for agent, turn in every:  # a referee's judge is asked in every match, whoever is seated
+            if turn.seat == JUDGE:
+                calls[agent.name] += len(members)
+                prompt_chars[agent.name] += len(members) * _prompt_chars(agent, turn)
         model_seats = sum(1 for name in members[0].agents if real[name].makes_calls)
         per_seat = len(asked) / model_seats if model_seats else 0.0
         per_call = sum(_prompt_chars(a, t) for a, t in asked) / len(asked) if asked else 0.0
@@ -85,7 +90,7 @@ def estimate(scenario: Scenario) -> Estimate:
                     prompt_chars[name] += per_seat * per_call
         rule = scenario.tournament_for(entry).repeats
         cap = None if isinstance(rule, int) else len(plan_entry(scenario, entry, 1, rule.max))
-        entries.append(EntryEstimate(group=entry.name, matches=len(members), calls_per_match=len(asked), until_stable_cap=cap))
+        entries.append(EntryEstimate(group=entry.name, matches=len(members), calls_per_match=len(every), until_stable_cap=cap))
     agents = []
     for name, agent in real.items():
         if not agent.makes_calls:

@@ -115,3 +115,48 @@ async def test_the_openai_backend_plays_against_the_real_llama_cpp_server(tmp_pa
     grammar = next(s.label for s in record.seats if s.agent == "grammar")
     replies = [e.reply for e in record.events if e.type in ("action", "turn_failed") and e.seat == grammar and e.reply]
     assert replies and all(r.lstrip().startswith("{") for r in replies)  # the grammar shaped every reply
+
+
+async def test_the_embedded_model_plays_both_writer_editor_games_and_judges_them(tmp_path, monkeypatch):
+    """A real (poor) model in every seat and as the judge: each match finishes, whatever it
+    says is recorded, its code really runs in the sandbox, and a verdict it could not give
+    in JSON leaves the judge's score missing rather than invented."""
+    from helpers import ROOT
+
+    monkeypatch.chdir(ROOT)
+    gemma = {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 96, "temperature": 0.7}
+    judge = [{"use": "llm_judge", "agent": "judge"}]
+    scenario = parse_scenario({
+        "name": "writer-editor-real", "seed": 5,
+        "agents": {"a": gemma, "b": {**gemma, "temperature": 1.0}, "judge": {**gemma, "max_tokens": 160}},
+        "games": [
+            {"game": "code_review", "agents": ["a", "b"], "params": {"problems": "scenarios/data/sample-problems.jsonl",
+                                                                    "ids": ["is-leap"], "max_reviews": 1},
+             "referee": [{"use": "execution", "limits": {"wall_seconds": 10}}] + judge},
+            {"game": "translation", "agents": ["a", "b"],
+             "params": {"texts": "scenarios/data/translation-samples.jsonl", "language_pair": "en-fr", "limit": 1},
+             "referee": judge + [{"use": "rules", "metric": "chrf"}]},
+        ],
+        "tournament": {"format": "all_pairs"},
+        "match": {"turn_timeout": 300, "max_retries": 1},
+    })
+    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
+    result = await run_tournament(scenario, store=store)
+    assert len(result.records) == 4 and all(r.status == "finished" for r in result.records), [r.error for r in result.records]
+    for record in result.records:
+        verdicts = [m for m in record.messages if m.kind == "verdict"]
+        judged = next(m for m in verdicts if m.data["referee"] == "llm_judge")
+        scores = record.metrics["judge"]
+        if judged.data["scores"] is None:  # garbage after every attempt: asked again, then left unscored
+            assert scores == {} and sum(e.type == "turn_failed" and e.seat == "Judge" for e in record.events) == 2
+        else:
+            assert set(scores) == set(judged.data["scores"]) and all(1 <= v <= 10 for v in scores.values())
+        if record.game == "code_review":
+            run = next(m for m in verdicts if m.data["referee"] == "execution")
+            assert run.data["status"] in ("ok", "failed", "timeout", "cpu", "memory") and run.data["reason"]
+            assert record.metrics["tests"]["Programmer"] == float(run.data["passed"])
+        else:
+            assert 0 <= record.metrics["chrf"]["Translator"] <= 100
+    calls = store.calls()
+    assert any(c.seat == "Judge" and c.agent == "judge" for c in calls)  # the judge's calls are counted, by name
+    store.close()
