@@ -130,3 +130,49 @@ def test_verdicts_are_checked_seat_by_seat():
                         ('{"Programmer": 3,, }', "not valid JSON")]:
         with pytest.raises(InvalidReply, match=reason):
             parse_verdict(bad, seats, 1, 10)
+
+
+HOSTILE = {
+    "reads an API key": ("import os\ndef running_max(values):\n    return [os.environ['OPENAI_API_KEY']]\n", "failed", "KeyError"),
+    "loops forever": ("def running_max(values):\n    while True:\n        pass\n", ("cpu", "timeout"), "limit"),
+    "forks without end": ("import os\ndef running_max(values):\n    while True:\n        try:\n            os.fork()\n"
+                          "        except OSError:\n            pass\n", ("processes", "timeout", "cpu"), "limit"),
+    "eats memory": ("def running_max(values):\n    hog = []\n    while True:\n        hog.append(bytearray(10**7))\n",
+                    "memory", "memory"),
+    "writes outside": ("def running_max(values):\n    open('/tmp/arena-escaped.txt', 'w').write('x')\n    return values\n",
+                       "failed", "OSError"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+async def test_hostile_code_is_stopped_reported_and_the_match_goes_on(name, monkeypatch):
+    code, statuses, said = HOSTILE[name]
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-must-not-leak")
+    limits = RefereeSpec(use="execution", params={"limits": {"wall_seconds": 4, "cpu_seconds": 2, "memory_mb": 256,
+                                                             "processes": 16}})
+    agents = {"p": fixed("p", code), "r": fixed("r", "over")}
+    record = await play_match(spec(["p", "r"], referees=(limits,)), agents)
+    assert record.status == "finished", record.error
+    assert record.payoffs == {"Programmer": 0.0, "Reviewer": 0.0}
+    (verdict,) = [m for m in record.messages if m.kind == "verdict"]
+    assert verdict.data["status"] in ((statuses,) if isinstance(statuses, str) else statuses), verdict.data
+    assert said in verdict.content or said in verdict.data["reason"] or said in verdict.data["stderr"]
+    assert "sk-test-must-not-leak" not in verdict.content + verdict.data["stderr"]
+    import os
+    assert not os.path.exists("/tmp/arena-escaped.txt")
+
+
+def test_arena_rank_prints_the_role_tables_of_every_metric(run_cli, tmp_path):
+    result = run_cli("run", ROOT / "scenarios" / "code-review.yaml", "--quiet", "--run-dir", tmp_path / "run", cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    import os
+    ranked = run_cli("rank", tmp_path / "run", env={**os.environ, "COLUMNS": "200"})
+    assert ranked.returncode == 0, ranked.stderr
+    assert "code_review, payoff (tests): rows play Programmer, columns play Reviewer" in ranked.stdout
+    assert "code_review, judge: rows play Programmer, columns play Reviewer" in ranked.stdout
+    import json
+    data = json.loads(run_cli("rank", tmp_path / "run", "--json").stdout)
+    metrics = data["metrics"]["code_review"]
+    assert list(metrics) == ["tests", "judge"]  # the payoff's metric first
+    (table,) = metrics["judge"]["role_tables"]
+    assert sorted(table["agents"]) == ["coder", "expert", "novice"] and table["roles"] == ["Programmer", "Reviewer"]
