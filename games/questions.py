@@ -7,7 +7,11 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
+from typing import TypeVar
+
 from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator
+
+M = TypeVar("M", bound=BaseModel)
 
 
 class Question(BaseModel):
@@ -32,26 +36,32 @@ def case_of(cases: dict, case: str | None):
     return cases[case]
 
 
-@lru_cache(maxsize=32)
-def load_questions(path: str) -> dict[str, Question]:
-    """The file's questions by id, in file order; read once per process. Errors name the line."""
+def load_jsonl(path: str, model: type[M], what: str, shape: str) -> dict[str, M]:
+    """One ``model`` per line of a JSONL file, by id, in file order. Errors name the file and line;
+    ``what`` names an item ("question"), ``shape`` says what a line holds."""
     file = Path(path).expanduser()
     if not file.is_file():
-        raise ValueError(f"no question set at {file} (a JSONL file: one {{\"id\", \"question\"}} object a line)")
-    questions: dict[str, Question] = {}
+        raise ValueError(f"no {what} set at {file} (a JSONL file: {shape})")
+    items: dict[str, M] = {}
     for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            question = Question.model_validate(json.loads(line))
+            item = model.model_validate(json.loads(line))
         except (json.JSONDecodeError, ValidationError) as exc:
-            raise ValueError(f"{file}, line {number}: not a question ({str(exc).splitlines()[0]})") from None
-        if question.id in questions:
-            raise ValueError(f"{file}, line {number}: question id {question.id!r} appears twice")
-        questions[question.id] = question
-    if not questions:
-        raise ValueError(f"{file}: no questions in the file")
-    return questions
+            raise ValueError(f"{file}, line {number}: not a {what} ({str(exc).splitlines()[0]})") from None
+        if item.id in items:
+            raise ValueError(f"{file}, line {number}: {what} id {item.id!r} appears twice")
+        items[item.id] = item
+    if not items:
+        raise ValueError(f"{file}: no {what}s in the file")
+    return items
+
+
+@lru_cache(maxsize=32)
+def load_questions(path: str) -> dict[str, Question]:
+    """The file's questions by id, in file order; read once per process."""
+    return load_jsonl(path, Question, "question", 'one {"id", "question"} object a line')
 
 
 class Case(BaseModel):

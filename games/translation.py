@@ -11,17 +11,15 @@ draft and the proofreader's polished version. ``llm_judge`` rates both 1-10 with
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arena.game import Game, InvalidReply, JudgeRequest, Notice
 
-from .questions import case_of
+from .questions import case_of, load_jsonl
 
 TRANSLATOR, PROOFREADER = "Translator", "Proofreader"
 LANGUAGES = {"en": "English", "de": "German", "fr": "French", "zh": "Chinese", "es": "Spanish", "it": "Italian",
@@ -52,23 +50,7 @@ class Text(BaseModel):
 @lru_cache(maxsize=8)
 def load_texts(path: str) -> dict[str, Text]:
     """Texts by id, in file order; errors name the line."""
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise ValueError(f"no texts at {file} (a JSONL file: id, source, source_lang, target_lang, optional reference)")
-    texts: dict[str, Text] = {}
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            text = Text.model_validate(json.loads(line))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            raise ValueError(f"{file}, line {number}: not a text to translate ({str(exc).splitlines()[0]})") from None
-        if text.id in texts:
-            raise ValueError(f"{file}, line {number}: text id {text.id!r} appears twice")
-        texts[text.id] = text
-    if not texts:
-        raise ValueError(f"{file}: no texts in the file")
-    return texts
+    return load_jsonl(path, Text, "text", "id, source, source_lang, target_lang, optional reference")
 
 
 def chrf(hypothesis: str, reference: str) -> float:
