@@ -1,0 +1,81 @@
+"""The sandbox's cost: how long one HumanEval check takes inside it, against the same check in a
+plain child interpreter, and how many run side by side.
+
+For the first N HumanEval problems the canonical solution is run against the problem's tests
+(a) in a bare ``python -I`` subprocess, (b) in the sandbox with its namespaces, own uid and
+limits, (c) in the sandbox without namespaces (what a machine that refuses them gets). It
+prints the median seconds per check for each and the ratios, then the wall time of N sandboxed
+checks at 4 at once.
+
+    python bench/sandbox.py            # 40 problems
+    python bench/sandbox.py --quick    # 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from arena.games.code_review import load_problems
+from arena.sandbox import Limits, run_python, run_tests
+
+HARNESS = "{program}\n\n{tests}\n\ncheck({entry_point})\n"
+
+
+def bare(program: str, tests: str, entry_point: str) -> float:
+    with tempfile.TemporaryDirectory() as where:
+        path = Path(where) / "run.py"
+        path.write_text(HARNESS.format(program=program, tests=tests, entry_point=entry_point))
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-I", str(path)], check=True, capture_output=True, env={})
+        return time.perf_counter() - start
+
+
+async def sandboxed(program: str, tests: str, entry_point: str, namespaces: bool) -> float:
+    start = time.perf_counter()
+    if namespaces:
+        outcome = await run_tests(program, tests, entry_point, Limits())
+    else:
+        outcome = await run_python(HARNESS.format(program=program, tests=tests, entry_point=entry_point), Limits(),
+                                   namespaces=False)
+    assert outcome.status == "ok", outcome.reason
+    return time.perf_counter() - start
+
+
+async def main(n: int) -> None:
+    problems = list(load_problems("humaneval").values())[:n]
+    cases = [(p.reference, p.test, p.entry_point) for p in problems]
+    plain = [bare(*c) for c in cases]
+    inside = [await sandboxed(*c, namespaces=True) for c in cases]
+    loose = [await sandboxed(*c, namespaces=False) for c in cases]
+    a, b, c = (statistics.median(x) for x in (plain, inside, loose))
+    print(f"{n} HumanEval checks, median seconds per check:")
+    print(f"  plain child interpreter      {a:.3f} s")
+    print(f"  sandbox, full protections    {b:.3f} s   (x{b / a:.2f} the plain child)")
+    print(f"  sandbox, without namespaces  {c:.3f} s   (x{c / a:.2f})")
+    limiter = trio.CapacityLimiter(4)
+    start = time.perf_counter()
+
+    async def one(case):
+        async with limiter:
+            await sandboxed(*case, namespaces=True)
+
+    async with trio.open_nursery() as nursery:
+        for case in cases:
+            nursery.start_soon(one, case)
+    wall = time.perf_counter() - start
+    print(f"  {n} sandboxed checks, 4 at once: {wall:.2f} s wall ({n / wall:.1f} checks/s)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    trio.run(main, 10 if args.quick else 40)
