@@ -117,10 +117,11 @@ async def test_the_openai_backend_plays_against_the_real_llama_cpp_server(tmp_pa
     assert replies and all(r.lstrip().startswith("{") for r in replies)  # the grammar shaped every reply
 
 
-async def test_the_embedded_model_plays_both_writer_editor_games_and_judges_them(tmp_path, monkeypatch):
+async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_path, monkeypatch):
     """A real (poor) model in every seat and as the judge: each match finishes, whatever it
-    says is recorded, its code really runs in the sandbox, and a verdict it could not give
-    in JSON leaves the judge's score missing rather than invented."""
+    says is recorded, its code really runs in the sandbox, a verdict it could not give in
+    JSON leaves the judge's score missing rather than invented, and its idioms are judged
+    by the dictionary."""
     from helpers import ROOT
 
     monkeypatch.chdir(ROOT)
@@ -136,14 +137,19 @@ async def test_the_embedded_model_plays_both_writer_editor_games_and_judges_them
             {"game": "translation", "agents": ["a", "b"],
              "params": {"texts": "scenarios/data/translation-samples.jsonl", "language_pair": "en-fr", "limit": 1},
              "referee": judge + [{"use": "rules", "metric": "chrf"}]},
+            {"game": "idiom_solitaire", "agents": ["a", "b"], "params": {"max_moves": 4}},
         ],
         "tournament": {"format": "all_pairs"},
         "match": {"turn_timeout": 300, "max_retries": 1},
     })
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
     result = await run_tournament(scenario, store=store)
-    assert len(result.records) == 4 and all(r.status == "finished" for r in result.records), [r.error for r in result.records]
+    assert len(result.records) == 6 and all(r.status == "finished" for r in result.records), [r.error for r in result.records]
     for record in result.records:
+        if record.game == "idiom_solitaire":  # a poor model soon breaks a rule: the other seat wins
+            assert sorted(record.payoffs.values()) in ([0.0, 1.0], [0.5, 0.5])
+            assert set(record.metrics["hits"]) == {"Early", "Late"}
+            continue
         verdicts = [m for m in record.messages if m.kind == "verdict"]
         judged = next(m for m in verdicts if m.data["referee"] == "llm_judge")
         scores = record.metrics["judge"]
