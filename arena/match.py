@@ -335,6 +335,8 @@ class _Desk:
         if agent not in match._agents:
             raise MatchSetupError(f"the referee asks agent {agent!r}, which the scenario does not define")
         round = match.pool.round
+        if match.spec.scrub:  # the judge reads the seats' words: it must not learn who wrote them either
+            prompt = scrub(prompt, match.spec.scrub, match.spec.scrub_replacement)[0]
         base = Turn(match=match.spec.key, seat=JUDGE, role="judge", round=round, history=(), prompt=prompt, seed=0,
                     prompt_data=data)
         try:

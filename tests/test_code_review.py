@@ -176,3 +176,18 @@ def test_arena_rank_prints_the_role_tables_of_every_metric(run_cli, tmp_path):
     assert list(metrics) == ["tests", "judge"]  # the payoff's metric first
     (table,) = metrics["judge"]["role_tables"]
     assert sorted(table["agents"]) == ["coder", "expert", "novice"] and table["roles"] == ["Programmer", "Reviewer"]
+
+
+async def test_the_judge_does_not_learn_who_wrote_the_code():
+    from helpers import Recording
+
+    problem = load_problems(PROBLEMS)["word-lengths"]
+    judge = Recording(fixed("j", '{"Programmer": {"score": 5}, "Reviewer": {"score": 5}}'))
+    agents = {"alice": fixed("alice", problem.reference + "# written by alice, a Claude model\n"),
+              "bob": fixed("bob", "over"), "j": judge}
+    base = spec(["alice", "bob"], problem="word-lengths", referees=(judged_by("j"),))
+    record = await play_match(base.model_copy(update={"scrub": ("alice", "Claude")}), agents)
+    assert record.metrics["judge"] == {"Programmer": 5.0, "Reviewer": 5.0}
+    (turn,) = judge.turns
+    assert "alice" not in turn.prompt and "Claude" not in turn.prompt and "[name withheld]" in turn.prompt
+    assert turn.seat == "Judge" and turn.history == ()
