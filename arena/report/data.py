@@ -20,7 +20,7 @@ from ..rank.reviews import Reviews
 from ..store import RunStore
 from .figures import build_figures
 
-KINDS = {"rules": 0, "reply": 1, "notice": 2}
+KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3}
 FAILURES = {"invalid": 0, "timeout": 1, "error": 2}
 
 
@@ -95,7 +95,8 @@ def pack_transcripts(records: list[MatchRecord]) -> dict[str, Any]:
         for m in record.messages:
             audience = audiences.setdefault(tuple(m.recipients), len(audiences))
             # the structured data behind a verdict kept for the record is worth showing; elsewhere it repeats the text
-            data = text(json.dumps(m.data, ensure_ascii=False)) if m.sender == REFEREE and not m.recipients and m.data else -1
+            verdict = m.kind == "verdict" or (m.sender == REFEREE and not m.recipients)
+            data = text(json.dumps(m.data, ensure_ascii=False)) if verdict and m.data else -1
             messages.append([m.round, text(m.sender), KINDS.get(m.kind, 2), text(m.content), audience, data])
         failures, actions, scrubbed, invalid = [], [], [], 0
         for e in record.events:

@@ -29,7 +29,10 @@ def _heatmap(ax, panel: dict) -> None:
     ax.set_yticks(range(len(panel["rows"])), panel["rows"])
     for i, row in enumerate(panel["values"]):
         for j, v in enumerate(row):
-            ax.text(j, i, "—" if v is None else f"{v:.{panel['digits']}f}", ha="center", va="center", fontsize=8)
+            level = 0.5 if v is None else float(image.norm(v))
+            dark = level > 0.6 if panel["center"] is None else abs(level - 0.5) > 0.3  # white text on dark cells
+            ax.text(j, i, "—" if v is None else f"{v:.{panel['digits']}f}", ha="center", va="center", fontsize=8,
+                    color="white" if dark else "black")
 
 
 def _trend(ax, panel: dict) -> None:

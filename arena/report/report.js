@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   var PAGE = 50;
-  var KINDS = ["rules", "reply", "notice"];
+  var KINDS = ["rules", "reply", "notice", "verdict"];
   var FAILURES = ["invalid reply", "timeout", "error"];
   var REFEREE = "Referee";
   var data = JSON.parse(document.getElementById("arena-transcripts").textContent);
@@ -107,7 +107,8 @@
     return everyone ? "to everyone (" + others.join(", ") + ")" : "to " + others.join(", ");
   }
   function renderMessage(m, msg) {
-    var sender = S[msg[1]], referee = sender === REFEREE, verdict = referee && AUD[msg[4]].length === 0;
+    var sender = S[msg[1]], referee = sender === REFEREE;
+    var verdict = KINDS[msg[2]] === "verdict" || (referee && AUD[msg[4]].length === 0);  // kept for the record
     var box = el("div", "msg " + KINDS[msg[2]] + (referee ? " referee" : " seat") + (verdict ? " verdict" : ""));
     var head = el("div");
     head.appendChild(who(m, sender));
@@ -139,7 +140,7 @@
     box.appendChild(el("span", null, "→ "));
     box.appendChild(who(m, S[a[1]]));
     box.appendChild(el("span", null, " action: "));
-    box.appendChild(highlighted("span", null, S[a[2]]));
+    box.appendChild(highlighted("span", "value", S[a[2]]));
     if (a[3]) box.appendChild(el("span", "badge default", "default after " + a[4] + " attempts"));
     return box;
   }

@@ -70,28 +70,40 @@ def _board(board: dict, heading: str, key: str) -> str:
             + '<div class="pair">' + "".join(figures) + "</div>")
 
 
-def _payoffs(rows: list[dict]) -> str:
-    parts = [note("Mean payoff per agent over its matches (DeepEval Eq. 1; per role for games whose seats differ, "
-                  "Eq. 2), with a 95% bootstrap interval.")]
-    groups = list(dict.fromkeys(r["group"] for r in rows))
-    for group in groups:
+def _metric_title(rank: dict, group: str, metric: str) -> str:
+    """'payoff', 'payoff (judge)' when the payoff is a named metric, or another metric's name."""
+    found = list((rank.get("metrics") or {}).get(group, {})) or ["payoff"]
+    return f"payoff ({found[0]})" if metric == "payoff" and found[0] != "payoff" else metric
+
+
+def _payoffs(rank: dict, rows: list[dict], key: str = "payoffs") -> str:
+    parts = []
+    for group in dict.fromkeys(r["group"] for r in rows):
         members = [r for r in rows if r["group"] == group]
         roles = list(dict.fromkeys(r["role"] for r in members))
+        what = _metric_title(rank, group, members[0].get("metric", "payoff"))
         for role in roles:
             mine = [r for r in members if r["role"] == role]
-            title = group + (f" — as {role}" if len(roles) > 1 else "")
+            title = f"{group}: {what}" + (f", as {role}" if len(roles) > 1 else "")
             table_rows = [[i, r["agent"], r["matches"], fmt(r["mean"], 2), f"[{fmt(r['low'], 2)}, {fmt(r['high'], 2)}]",
                            fmt(r["std"], 2), r["invalid_replies"], r["defaulted_turns"]] for i, r in enumerate(mine, 1)]
-            figure = svg.intervals([(r["agent"], r["mean"], r["low"], r["high"]) for r in mine], 2, f"{title}: mean payoff",
+            figure = svg.intervals([(r["agent"], r["mean"], r["low"], r["high"]) for r in mine], 2, f"{title}: mean",
                                    compact=True)
             classes = ["top"] + [""] * (len(mine) - 1)
             parts.append(f'<div class="method"><h4>{escape(title)}</h4><div class="pair">'
                          + table(["Rank", "Agent", "Matches", "Mean", "95% interval", "Std", "Invalid", "Defaulted"],
                                  table_rows, numeric_from=2, row_classes=classes,
-                                 attrs=f' class="board" data-board="payoffs" data-group="{escape(group)}" '
+                                 attrs=f' class="board" data-board="{key}" data-group="{escape(group)}" '
                                        f'data-role="{escape(role)}"')
                          + figure + "</div></div>")
     return "".join(parts)
+
+
+def _other_metrics(rank: dict):
+    """(group, metric, its summary and role tables) for every metric beside an entry's payoff."""
+    for group, metrics in (rank.get("metrics") or {}).items():
+        for metric, found in list(metrics.items())[1:]:  # the first is the payoff, shown already
+            yield group, metric, found
 
 
 def leaderboard(summary: dict) -> str:
@@ -103,7 +115,13 @@ def leaderboard(summary: dict) -> str:
         parts.append(_board(summary["weighted"], "Weighted peer rank (PRD: reviewers weighed by their own score)",
                             "weighted"))
     if rank["payoffs"]:
-        parts.append("<h3>Payoffs</h3>" + _payoffs(rank["payoffs"]))
+        parts.append("<h3>Payoffs</h3>" + note(
+            "Mean payoff per agent over its matches (DeepEval Eq. 1; per role for games whose seats differ, Eq. 2), "
+            "with a 95% bootstrap interval.") + _payoffs(rank, rank["payoffs"]))
+    others = [found["summary"] for _, _, found in _other_metrics(rank) if found["summary"]]
+    if others:
+        parts.append("<h3>Metrics beside the payoff</h3>"
+                     + "".join(_payoffs(rank, rows, key="metric") for rows in others))
     if not parts:
         parts.append(note("No finished matches yet."))
     for board_key, board in (("peer", rank["peer_rank"]), ("weighted", summary["weighted"])):
@@ -158,26 +176,35 @@ def reviewers(summary: dict) -> str:
     return section("reviewers", "Reviewers", "".join(parts))
 
 
+def _mean(mean: float | None, interval) -> str:
+    if mean is None:
+        return "—"
+    return f"{mean:.2f}" if not interval else f"{mean:.2f} [{interval[0]:.2f}, {interval[1]:.2f}]"
+
+
+def _role_table(rank: dict, t: dict) -> str:
+    first, second = t["roles"]
+    rows = []
+    for a in t["agents"]:
+        cells = []
+        for b in t["agents"]:
+            cell = t["cells"].get(a, {}).get(b)
+            cells.append("—" if cell is None else f"{cell['scores'][0]:.2f} / {cell['scores'][1]:.2f} ({cell['matches']})")
+        rows.append([a] + cells + [_mean(t["row_means"].get(a), t.get("row_intervals", {}).get(a))])
+    rows.append([f"mean as {second}"] + [_mean(t["column_means"].get(b), t.get("column_intervals", {}).get(b))
+                                         for b in t["agents"]] + [""])
+    what = _metric_title(rank, t["group"], t.get("metric", "payoff"))
+    return (f"<h4>{escape(t['group'])}, {escape(what)}: rows play {escape(first)}, columns play {escape(second)}</h4>"
+            + note(f"Each cell: {first} / {second} mean (matches); row and column means with 95% bootstrap intervals.")
+            + table([f"{first} \\ {second}"] + t["agents"] + [f"mean as {first}"], rows))
+
+
 def role_tables(summary: dict) -> str:
-    tables = summary["rank"]["role_tables"]
+    rank = summary["rank"]
+    tables = list(rank["role_tables"]) + [t for _, _, found in _other_metrics(rank) for t in found["role_tables"]]
     if not tables:
         return section("roles", "Role tables", note("No game with two roles in this run."))
-    parts = []
-    for t in tables:
-        first, second = t["roles"]
-        rows = []
-        for a in t["agents"]:
-            cells = []
-            for b in t["agents"]:
-                cell = t["cells"].get(a, {}).get(b)
-                cells.append("—" if cell is None else f"{cell['scores'][0]:.2f} / {cell['scores'][1]:.2f} ({cell['matches']})")
-            mean = t["row_means"].get(a)
-            rows.append([a] + cells + [fmt(mean, 2)])
-        rows.append([f"mean as {second}"] + [fmt(t["column_means"].get(b), 2) for b in t["agents"]] + [""])
-        parts.append(f"<h4>{escape(t['group'])}: rows play {escape(first)}, columns play {escape(second)}</h4>"
-                     + note(f"Each cell: {first} score / {second} score (matches).")
-                     + table([f"{first} \\ {second}"] + t["agents"] + [f"mean as {first}"], rows))
-    return section("roles", "Role tables", "".join(parts))
+    return section("roles", "Role tables", "".join(_role_table(rank, t) for t in tables))
 
 
 def usage(summary: dict) -> str:

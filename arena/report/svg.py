@@ -43,7 +43,9 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
 
 def intervals(rows: list[tuple[str, float, float, float]], digits: int, label: str, compact: bool = False) -> str:
     """A dot per row at its score, a bar over its 95% interval."""
-    name_w, value_w, plot_w, row_h, top = (80, 145, 150, 22, 10) if compact else (150, 170, 360, 22, 10)
+    name_w, plot_w, row_h, top = (80, 150, 22, 10) if compact else (150, 360, 22, 10)
+    labels = [f"{fmt(score, digits)}  [{fmt(lo, digits)}, {fmt(hi, digits)}]" for _, score, lo, hi in rows]
+    value_w = 16 + 7 * max(len(text) for text in labels)  # about 7 px a character at 12 px
     lows = [min(r[1], r[2]) for r in rows]
     highs = [max(r[1], r[3]) for r in rows]
     low, high = min(lows), max(highs)
@@ -61,8 +63,7 @@ def intervals(rows: list[tuple[str, float, float, float]], digits: int, label: s
         body.append(f'<circle cx="{x(score):.1f}" cy="{y:.1f}" r="4.5" fill="{color(0)}" data-name="{escape(name)}" '
                     f'data-value="{score!r}" data-low="{lo!r}" data-high="{hi!r}"><title>{escape(name)}: '
                     f'{fmt(score, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]</title></circle>')
-        body.append(_text(name_w + plot_w + 10, y + 4, f"{fmt(score, digits)}  [{fmt(lo, digits)}, {fmt(hi, digits)}]",
-                          extra='fill="#333"'))
+        body.append(_text(name_w + plot_w + 10, y + 4, labels[i], extra='fill="#333"'))
     return _svg(name_w + plot_w + value_w, axis_y + 22, body, label)
 
 

@@ -1,0 +1,347 @@
+"""`arena report` and `arena plot`: the page opened in a real browser (Debian's chromium driven by
+Playwright), its numbers checked against `arena rank --json`, and a 10,000-match report."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sqlite3
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from helpers import ROOT
+
+CHROMIUM = Path("/usr/bin/chromium")
+# without the background-networking switches chromium stalls on a closed network
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _offline_scenarios() -> list[str]:
+    """Example scenarios that play with scripted agents only: no key, no model, a few seconds each."""
+    found = []
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        agents = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("agents") or {}
+        if agents and all(a.get("backend") == "scripted" for a in agents.values()):
+            found.append(path.stem)
+    return found
+
+
+OFFLINE = _offline_scenarios()
+
+
+def arena(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("report_size", ROOT / "bench" / "report_size.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Each offline example scenario, played once for the whole module."""
+    assert {"quickstart", "pairwise-review-synthetic", "idiom-solitaire"} <= set(OFFLINE)
+    root = tmp_path_factory.mktemp("runs")
+    found = {}
+    for name in OFFLINE:
+        result = arena("run", ROOT / "scenarios" / f"{name}.yaml", "--quiet", "--run-dir", root / name)
+        assert result.returncode == 0, result.stdout + result.stderr
+        found[name] = root / name
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM.exists(), "the browser tests need Debian's chromium: apt-get install -y chromium"
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+class Page:
+    """A page of the report with every console error and uncaught exception collected."""
+
+    def __init__(self, browser, path: Path, width=1280, height=900):
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+        self.page.goto(path.resolve().as_uri())
+        self.page.wait_for_selector("body[data-ready='1']", timeout=60_000)
+
+    def search(self, text: str) -> int:
+        self.page.fill("#f-text", text)
+        self.page.wait_for_function("q => document.body.dataset.query === q", arg=text.strip())
+        return int(self.page.evaluate("document.body.dataset.shown"))
+
+    def choose(self, select: str, value: str) -> int:
+        self.page.select_option(select, value)  # the change handler filters before this returns
+        return int(self.page.evaluate("document.body.dataset.shown"))
+
+    def close(self):
+        self.page.close()
+
+
+def report(run_dir: Path, out: Path) -> Path:
+    result = arena("report", run_dir, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert out.exists()
+    return out
+
+
+def embedded(html: str, element_id: str):
+    found = re.search(rf'<script type="application/json" id="{element_id}">(.*?)</script>', html, re.S)
+    return json.loads(found.group(1))
+
+
+def rank_json(run_dir: Path, *extra) -> dict:
+    result = arena("rank", run_dir, "--json", *extra)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def exported(run_dir: Path) -> list[dict]:
+    return [json.loads(line) for line in arena("export", run_dir).stdout.splitlines()]
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+# -- in the browser ----------------------------------------------------------------------
+def test_report_in_chromium_shows_the_leader_a_transcript_and_no_errors(runs, browser, tmp_path):
+    run_dir = runs["pairwise-review-synthetic"]
+    path = report(run_dir, tmp_path / "report.html")
+    ranked = rank_json(run_dir)
+    winrate = next(m for m in ranked["peer_rank"]["methods"] if m["method"] == "winrate")
+    leader = max(winrate["scores"], key=winrate["scores"].get)
+    page = Page(browser, path)
+    try:
+        p = page.page
+        top = p.locator('table.board[data-board="peer"][data-method="winrate"] tr.top td.name')
+        assert top.inner_text() == leader
+        payoff_leader = ranked["payoffs"][0]["agent"]
+        assert p.locator('table.board[data-board="payoffs"] tr.top td.name').first.inner_text() == payoff_leader
+
+        # a reply from the middle of one match, found through the search box, shown when opened
+        records = exported(run_dir)
+        record = records[3]
+        reply = next(m for m in record["messages"] if m["kind"] == "reply" and len(m["content"]) > 60)
+        snippet = reply["content"].splitlines()[0][:50].strip()
+        matching = [r for r in records if any(snippet.lower() in m["content"].lower() for m in r["messages"])]
+        assert page.search(snippet) >= len(matching) >= 1
+        match = p.locator(f'details.match[data-key="{record["key"]}"]')
+        assert match.count() == 1
+        match.locator("summary").click()
+        body = match.locator(".body")
+        assert snippet in body.inner_text()
+        assert body.locator("mark").count() >= 1
+        # who sat where is revealed, and every message says who saw it
+        seat = record["seats"][0]
+        assert f"{seat['label']} ({seat['agent']})" in body.inner_text()
+        assert body.locator(".audience").count() == len(record["messages"])
+        assert body.locator(".msg.verdict").count() >= 1  # the referee's calibrated verdicts, kept for the record
+
+        # filters: by game, by agent and outcome
+        page.search("")
+        assert page.choose("#f-group", "0") == len(records)
+        agent = record["seats"][1]["agent"]
+        with_agent = [r for r in records if any(s["agent"] == agent for s in r["seats"])]
+        assert page.choose("#f-agent", agent) == len(with_agent)
+        won = [r for r in with_agent if r["payoffs"][next(s["label"] for s in r["seats"] if s["agent"] == agent)]
+               == max(r["payoffs"].values()) and len(set(r["payoffs"].values())) > 1]
+        assert page.choose("#f-outcome", "won") == len(won)
+        assert page.choose("#f-outcome", "failed") == 0
+        assert p.locator(".page-info").first.inner_text().startswith("no match")
+
+        shot = tmp_path / "report.png"
+        p.evaluate("window.scrollTo(0, 0)")
+        p.screenshot(path=str(shot), full_page=True)
+        width, height = png_size(shot)
+        assert width == 1280 and height > 900 and shot.stat().st_size > 50_000
+        assert page.errors == [] and page.dialogs == []
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("name", OFFLINE)
+def test_every_offline_example_scenario_is_reportable(runs, browser, tmp_path, name):
+    run_dir = runs[name]
+    path = report(run_dir, tmp_path / "report.html")
+    html = path.read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)=["']?(https?:)?//""", html), "the report must need no network"
+    transcripts = embedded(html, "arena-transcripts")
+    assert len(transcripts["matches"]) == len(exported(run_dir))
+    page = Page(browser, path)
+    try:
+        shown = page.page.locator("details.match")
+        assert shown.count() == min(50, len(transcripts["matches"]))
+        shown.first.locator("summary").click()
+        assert page.page.locator("details.match[open] .msg").count() > 0
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_hostile_replies_and_names_stay_text(browser, tmp_path):
+    """Model replies and agent names are untrusted: they must show as text and never run."""
+    run_dir = _bench().synthetic_run(tmp_path / "run", matches=30)
+    evil_reply = '</script><script>alert("reply")</script><img src=x onerror="alert(\'img\')"> & done'
+    evil_name = '<img src=y onerror="alert(\'name\')">'
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    with db:
+        db.execute("UPDATE messages SET content = ? WHERE kind = 'reply'", (evil_reply,))
+        for table, column in (("outcomes", "agent"), ("reviews", "a"), ("reviews", "b"), ("reviews", "reviewer")):
+            db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = 'ada'", (evil_name,))
+        db.execute("UPDATE matches SET seats = replace(seats, '\"ada\"', ?)", (json.dumps(evil_name),))
+    db.close()
+    path = report(run_dir, tmp_path / "report.html")
+    page = Page(browser, path)
+    try:
+        p = page.page
+        assert page.search("& done") == 30
+        p.locator("details.match > summary").first.click()
+        assert evil_reply in p.locator("details.match[open] .body").inner_text()
+        assert evil_name in p.locator("#leaderboard").inner_text()
+        assert p.locator("img").count() == 0
+        assert p.evaluate("document.scripts.length") == 3  # the two data blocks and the page's own script
+        assert page.dialogs == [] and page.errors == []
+    finally:
+        page.close()
+
+
+def test_a_10000_match_report_stays_usable(browser, tmp_path):
+    bench = _bench()
+    run_dir = bench.synthetic_run(tmp_path / "run", matches=10_000)
+    path = report(run_dir, tmp_path / "report.html")
+    size = path.stat().st_size
+    assert size < 60e6, f"{size / 1e6:.1f} MB"
+    page = Page(browser, path)
+    try:
+        p = page.page
+        assert p.locator("details.match").count() == 50  # one page is drawn, not 10,000 matches
+        assert "of 10000 matches" in p.locator(".page-info").first.inner_text()
+        finished_q42 = sum(1 for i in range(10_000) if i % 500 == 42 and i % 97 != 13)
+        assert page.search("verdict on q42:") == finished_q42
+        page.search("")
+        p.locator("#pager-top button", has_text="next").click()
+        assert "page 2 of 200" in p.locator(".page-info").first.inner_text()
+        db = sqlite3.connect(run_dir / "run.sqlite")
+        with_invalid = db.execute("SELECT COUNT(DISTINCT match_key) FROM events WHERE type = 'turn_failed'").fetchone()[0]
+        failed = db.execute("SELECT COUNT(*) FROM matches WHERE status = 'failed'").fetchone()[0]
+        db.close()
+        assert page.choose("#f-outcome", "failed") == failed > 0
+        assert page.choose("#f-outcome", "invalid") == with_invalid > 0
+        p.locator("details.match > summary").first.click()
+        opened = p.locator("details.match[open]")
+        assert opened.locator(".msg.fail .badge.invalid").count() >= 1
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+# -- the numbers ---------------------------------------------------------------------------
+def test_the_figures_numbers_are_those_of_arena_rank_json(runs, tmp_path):
+    run_dir = runs["pairwise-review-synthetic"]
+    html = report(run_dir, tmp_path / "report.html").read_text(encoding="utf-8")
+    summary = embedded(html, "arena-summary")
+    ranked = rank_json(run_dir)
+    assert summary["rank"] == ranked
+    board = ranked["peer_rank"]
+    names = board["contestants"]
+    figures = summary["figures"]
+
+    heat = figures["heatmap"][0]
+    assert heat["values"] == board["pairwise"] and heat["rows"] == names
+    drawn = {(m["row"], m["col"]): float(m["v"]) for m in re.finditer(
+        r'<rect class="cell"[^>]*data-row="(?P<row>[^"]*)" data-col="(?P<col>[^"]*)" data-value="(?P<v>[^"]*)"', html)}
+    assert drawn == {(a, b): board["pairwise"][i][j] for i, a in enumerate(names) for j, b in enumerate(names)
+                     if board["pairwise"][i][j] is not None}
+
+    elo = next(m for m in board["methods"] if m["method"] == "elo")
+    trend = figures["trend"][0]
+    assert trend["series"][0]["x"][-1] == board["reviews"]
+    for line in trend["series"]:
+        assert line["y"][0] == 1000
+        assert line["y"][-1] == pytest.approx(elo["scores"][line["name"]], rel=1e-12)
+        assert line["sd"][-1] == pytest.approx(elo["spread"][line["name"]], rel=1e-9)
+
+    weighted = rank_json(run_dir, "--weighted")["peer_rank"]
+    assert summary["weighted"] == weighted
+    by_method = {m["method"]: m["weights"] for m in weighted["methods"]}
+    for panel in figures["weights"]:
+        method = "winrate" if "win rate" in panel["title"] else "elo"
+        assert dict(zip(panel["names"], panel["values"])) == by_method[method]
+
+    payoff_lines = {s["name"]: s["y"][-1] for s in figures["trend"][1]["series"]}
+    assert payoff_lines == pytest.approx({r["agent"]: r["mean"] for r in ranked["payoffs"]}, rel=1e-12)
+
+
+def test_payoff_games_figures_match_their_role_tables_and_payoffs(runs, tmp_path):
+    run_dir = runs["idiom-solitaire"]
+    summary = embedded(report(run_dir, tmp_path / "report.html").read_text(encoding="utf-8"), "arena-summary")
+    ranked = rank_json(run_dir)
+    assert summary["rank"] == ranked and ranked["peer_rank"] is None
+    (table,) = ranked["role_tables"]
+    (heat,) = summary["figures"]["heatmap"]
+    for i, a in enumerate(table["agents"]):
+        for j, b in enumerate(table["agents"]):
+            cell = table["cells"].get(a, {}).get(b)
+            assert heat["values"][i][j] == (None if cell is None else cell["scores"][0])
+    means = {(r["role"], r["agent"]): r["mean"] for r in ranked["payoffs"]}
+    for panel in summary["figures"]["trend"]:
+        role = panel["title"].split(", as ")[1].split(":")[0]
+        for line in panel["series"]:
+            assert line["y"][-1] == pytest.approx(means[(role, line["name"])], rel=1e-12)
+    assert summary["figures"]["weights"] == []
+
+
+def test_arena_plot_writes_a_png_of_each_kind(runs, tmp_path):
+    run_dir = runs["pairwise-review-synthetic"]
+    for kind in ("heatmap", "trend", "weights"):
+        out = tmp_path / f"{kind}.png"
+        result = arena("plot", run_dir, "--kind", kind, "-o", out)
+        assert result.returncode == 0, result.stderr
+        width, height = png_size(out)
+        assert width > 300 and height > 200 and out.stat().st_size > 10_000
+    refused = arena("plot", runs["quickstart"], "--kind", "weights", "-o", tmp_path / "none.png")
+    assert refused.returncode == 2 and "no reviews" in refused.stderr and not (tmp_path / "none.png").exists()
+
+
+def test_cost_and_tokens_per_agent_are_those_of_arena_rank(tmp_path):
+    from arena.calls import CallRecord
+    from arena.store import RunStore
+
+    run_dir = _bench().synthetic_run(tmp_path / "run", matches=20)
+    store = RunStore.open(run_dir)
+    for i, (agent, cost) in enumerate([("ada", 0.002), ("ada", 0.003), ("basil", None), ("cyra", 0.001)]):
+        store.record_call(CallRecord(match="duel#1:x", seat="Speaker 1", round=1, attempt=0, agent=agent,
+                                     backend="openai", model="some-model", prompt_tokens=100 + i,
+                                     completion_tokens=20 + i, cost=cost, latency=0.5, cached=i == 3))
+    store.close()
+    html = report(run_dir, tmp_path / "report.html").read_text(encoding="utf-8")
+    assert embedded(html, "arena-summary")["rank"]["usage"] == rank_json(run_dir)["usage"]
+    cost = html[html.index('<section id="cost">'):]
+    cost = cost[:cost.index("</section>")]
+    assert '<td class="name">ada</td>' in cost
+    assert '<td class="num">unknown</td>' in cost  # basil's model has no price, so neither has the total
+    assert '<td class="num">303</td>' in cost  # prompt tokens of calls that reached a model: 100 + 101 + 102
+
