@@ -222,3 +222,30 @@ def test_commands_on_a_folder_that_is_not_a_run(tmp_path):
         assert result.returncode == 2 and "is not a run directory" in result.stderr
     with pytest.raises(StoreError):
         RunStore.open(tmp_path)
+
+
+async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_nothing(tmp_path):
+    """Stores written before referees reported metrics (format 2) open, gain the metrics table,
+    and read back as before; a format this version does not know is still refused."""
+    scenario = parse_scenario({"name": "old", "seed": 1, "games": [{"game": "public_goods", "params": {"rounds": 2}}],
+                               "agents": {"a": {"backend": "scripted", "strategy": "always_all"},
+                                          "b": {"backend": "scripted", "strategy": "free_rider"}}})
+    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
+    await run_tournament(scenario, store=store)
+    before = [r.payoffs for r in store.records()]
+    store.close()
+    db = sqlite3.connect(tmp_path / "run" / "run.sqlite")  # make it look like a format-2 store
+    db.executescript("DROP TABLE metrics; PRAGMA user_version = 2;")
+    db.close()
+    store = RunStore.open(tmp_path / "run")
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    records = store.records()
+    assert [r.payoffs for r in records] == before and all(r.metrics == {} for r in records)
+    from arena.rank.payoffs import summarize
+    assert {s.agent: s.mean for s in summarize(records, metric="payoff")} == {s.agent: s.mean for s in summarize(records)}
+    store.close()
+    db = sqlite3.connect(tmp_path / "run" / "run.sqlite")
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+    with pytest.raises(StoreError, match="store format 99"):
+        RunStore.open(tmp_path / "run")
