@@ -74,6 +74,10 @@ def _parser() -> argparse.ArgumentParser:
     agents.add_argument("--json", action="store_true", help="machine-readable output")
     agents.set_defaults(handler=_agents)
 
+    referees = sub.add_parser("referees", help="list installed referees and their parameters")
+    referees.add_argument("--json", action="store_true", help="machine-readable output")
+    referees.set_defaults(handler=_referees)
+
     runs = sub.add_parser("runs", help="list run directories and their status")
     runs.add_argument("output", nargs="?", type=Path, default=Path("runs"), help="folder of run directories (default: runs)")
     runs.set_defaults(handler=_runs)
@@ -288,6 +292,20 @@ def _agents(args: argparse.Namespace) -> int:
     console = Console(highlight=False, soft_wrap=True)
     for backend in listing:
         _print_fields(console, f"{backend['name']} — {backend['description']}", backend["params"])
+    return 0
+
+
+def _referees(args: argparse.Namespace) -> int:
+    listing = []
+    for name in plugins.names("referee"):
+        referee = plugins.load("referee", name)
+        listing.append({"name": name, "description": referee.description, "params": _fields(referee.Params)})
+    if args.json:
+        print(json.dumps(listing, indent=2, default=str))
+        return 0
+    console = Console(highlight=False, soft_wrap=True)
+    for referee in listing:
+        _print_fields(console, f"{referee['name']} — {referee['description']}", referee["params"])
     return 0
 
 

@@ -318,3 +318,18 @@ def test_every_example_scenario_is_valid(run_cli, path):
     result = run_cli("validate", path)
     assert result.returncode == 0, result.stderr
     assert f"{path.name}: ok" in result.stdout.replace(str(path.parent) + "/", "")
+
+
+def test_arena_referees_lists_every_referee_and_its_parameters(run_cli):
+    import json as _json
+
+    result = run_cli("referees", "--json")
+    assert result.returncode == 0, result.stderr
+    listing = {r["name"]: r for r in _json.loads(result.stdout)}
+    assert {"rules", "llm_judge", "execution"} <= set(listing)
+    judge = {p["name"]: p for p in listing["llm_judge"]["params"]}
+    assert judge["agent"]["required"] and judge["metric"]["default"] == "judge"
+    limits = {p["name"]: p for p in listing["execution"]["params"]}["limits"]["default"]
+    assert "wall_seconds" in str(limits)
+    text = run_cli("referees").stdout
+    assert "llm_judge — A scenario agent scores each seat" in text
