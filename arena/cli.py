@@ -269,13 +269,22 @@ def _games(args: argparse.Namespace) -> int:
         game = plugins.load("game", name)
         listing.append({"name": name, "description": game.description, "min_seats": game.min_seats,
                         "max_seats": game.max_seats, "referee": game.default_referee, "params": _fields(game.Params)})
+
+    def title(game: dict) -> str:
+        seats = f"{game['min_seats']}+" if game["max_seats"] is None else f"{game['min_seats']}–{game['max_seats']}"
+        return f"{game['name']} — {game['description']} (seats {seats})"
+
+    return _print_listing(args, listing, title)
+
+
+def _print_listing(args: argparse.Namespace, listing: list[dict], title=lambda p: f"{p['name']} — {p['description']}") -> int:
+    """Installed plugins with their parameters: JSON, or a table each."""
     if args.json:
         print(json.dumps(listing, indent=2, default=str))
         return 0
     console = Console(highlight=False, soft_wrap=True)
-    for game in listing:
-        seats = f"{game['min_seats']}+" if game["max_seats"] is None else f"{game['min_seats']}–{game['max_seats']}"
-        _print_fields(console, f"{game['name']} — {game['description']} (seats {seats})", game["params"])
+    for plugin in listing:
+        _print_fields(console, title(plugin), plugin["params"])
     return 0
 
 
@@ -286,13 +295,7 @@ def _agents(args: argparse.Namespace) -> int:
         doc = (backend.__module__ and __import__(backend.__module__, fromlist=["_"]).__doc__ or "").strip().splitlines()
         listing.append({"name": name, "description": doc[0] if doc else "", "calls_models": backend.makes_calls,
                         "params": [f for f in _fields(backend.Config) if f["name"] != "backend"]})
-    if args.json:
-        print(json.dumps(listing, indent=2, default=str))
-        return 0
-    console = Console(highlight=False, soft_wrap=True)
-    for backend in listing:
-        _print_fields(console, f"{backend['name']} — {backend['description']}", backend["params"])
-    return 0
+    return _print_listing(args, listing)
 
 
 def _referees(args: argparse.Namespace) -> int:
@@ -300,13 +303,7 @@ def _referees(args: argparse.Namespace) -> int:
     for name in plugins.names("referee"):
         referee = plugins.load("referee", name)
         listing.append({"name": name, "description": referee.description, "params": _fields(referee.Params)})
-    if args.json:
-        print(json.dumps(listing, indent=2, default=str))
-        return 0
-    console = Console(highlight=False, soft_wrap=True)
-    for referee in listing:
-        _print_fields(console, f"{referee['name']} — {referee['description']}", referee["params"])
-    return 0
+    return _print_listing(args, listing)
 
 
 def _type_name(annotation) -> str:
