@@ -335,6 +335,7 @@ def _check_games(scenario: Scenario) -> list[Problem]:
 
 def _check_referees(scenario: Scenario, entry: GameEntry, loc) -> list[Problem]:
     problems: list[Problem] = []
+    metrics: dict[str, int] = {}
     for i, spec in enumerate(entry.referee or []):
         where = loc + ("referee", i)
         try:
@@ -347,6 +348,11 @@ def _check_referees(scenario: Scenario, entry: GameEntry, loc) -> list[Problem]:
         except ValidationError as exc:
             problems += ConfigError.from_validation(exc, prefix=where, hint=spelling_hint(referee.Params.model_fields)).problems
             continue
+        metric = getattr(params, "metric", None)
+        if metric is not None and metric in metrics:
+            problems.append(Problem(where + ("metric",), f"referees {metrics[metric]} and {i} both report the metric "
+                                    f"{metric!r}; give one another `metric` name"))
+        metrics.setdefault(metric, i)
         for agent in referee.agents_needed(params):
             if agent not in scenario.agents:
                 close = difflib.get_close_matches(agent, list(scenario.agents), n=3, cutoff=0.5)

@@ -107,3 +107,6 @@ def test_a_judge_referee_naming_an_unknown_agent_is_caught_before_running():
     text = str(caught.value)
     assert "games[0].referee[0].agent" in text and "no agent named 'jugde'" in text
     assert "games[0].referee[1]" in text and "metrc" in text
+    raw["games"][0]["referee"] = ["rules", {"use": "llm_judge", "agent": "a", "metric": "payoff"}]
+    with pytest.raises(ConfigError, match=r"games\[0\]\.referee\[1\]\.metric: referees 0 and 1 both report the metric 'payoff'"):
+        parse_scenario(raw)
