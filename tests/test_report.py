@@ -152,6 +152,7 @@ def test_report_in_chromium_shows_the_leader_a_transcript_and_no_errors(runs, br
         assert match.count() == 1
         match.locator("summary").click()
         body = match.locator(".body")
+        body.locator(".msg").first.wait_for(timeout=10_000)
         assert snippet in body.inner_text()
         assert body.locator("mark").count() >= 1
         # who sat where is revealed, and every message says who saw it
@@ -195,6 +196,7 @@ def test_every_offline_example_scenario_is_reportable(runs, browser, tmp_path, n
         shown = page.page.locator("details.match")
         assert shown.count() == min(50, len(transcripts["matches"]))
         shown.first.locator("summary").click()
+        page.page.locator("details.match[open] .msg").first.wait_for(timeout=10_000)  # drawn when opened
         assert page.page.locator("details.match[open] .msg").count() > 0
         assert page.errors == []
     finally:
@@ -219,6 +221,7 @@ def test_hostile_replies_and_names_stay_text(browser, tmp_path):
         p = page.page
         assert page.search("& done") == 30
         p.locator("details.match > summary").first.click()
+        p.locator("details.match[open] .body .msg").first.wait_for(timeout=10_000)
         assert evil_reply in p.locator("details.match[open] .body").inner_text()
         assert evil_name in p.locator("#leaderboard").inner_text()
         assert p.locator("img").count() == 0
@@ -252,6 +255,7 @@ def test_a_10000_match_report_stays_usable(browser, tmp_path):
         assert page.choose("#f-outcome", "invalid") == with_invalid > 0
         p.locator("details.match > summary").first.click()
         opened = p.locator("details.match[open]")
+        opened.locator(".msg.fail .badge.invalid").first.wait_for(timeout=10_000)
         assert opened.locator(".msg.fail .badge.invalid").count() >= 1
         assert page.errors == []
     finally:

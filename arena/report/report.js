@@ -207,9 +207,10 @@
     box.appendChild(renderSummary(m));
     var body = el("div", "body");
     box.appendChild(body);
-    box.addEventListener("toggle", function () {
-      if (box.open && !body.hasChildNodes()) renderBody(m, body);  // transcripts are drawn only when opened
-    });
+    function draw() { if (!body.hasChildNodes()) renderBody(m, body); }  // transcripts are drawn only when opened
+    // on the click itself, so the transcript is there when the box opens; toggle covers opening by script
+    box.firstChild.addEventListener("click", draw);
+    box.addEventListener("toggle", function () { if (box.open) draw(); });
     return box;
   }
   function renderPager(node, pages) {
