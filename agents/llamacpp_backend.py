@@ -15,8 +15,7 @@ from typing import Any
 import trio
 from pydantic import Field
 
-from arena.agent import FatalAgentError
-from arena.errors import ConfigError, Problem
+from arena.contract import ConfigError, FatalAgentError, Problem
 
 from .llm import CallRefused, ChatRequest, Completion, LLMAgent, LLMConfig
 

@@ -19,15 +19,12 @@ from typing import Any, ClassVar
 import trio
 from pydantic import BaseModel, Field
 
-from arena.agent import Agent, AgentConfig, FatalAgentError
-from arena.cache import cache_key
-from arena.calls import CallRecord, Services
-from arena.messages import Turn
+from arena.contract import Agent, AgentConfig, ArenaError, CachedReply, CallRecord, FatalAgentError, Turn
 
 from .prices import PRICES, cost
 
 
-class TransientError(Exception):
+class TransientError(ArenaError):
     """Worth another try: rate limits, overload, server errors, timeouts, dropped connections."""
 
     def __init__(self, message: str, retry_after: float | None = None):
@@ -35,7 +32,7 @@ class TransientError(Exception):
         self.retry_after = retry_after
 
 
-class CallRefused(Exception):
+class CallRefused(ArenaError):
     """The server refused this request for good (a bad request); the turn fails, the match goes on."""
 
 
@@ -111,33 +108,30 @@ class LLMAgent(Agent):
     # -- one reply, with cache, limits and retries ----------------------------------
     async def reply(self, turn: Turn) -> str:
         config: LLMConfig = self.config
-        services = self.services or Services()
+        services = self.services
         request = self.chat_request(turn)
-        key = cache_key(
+        key = dict(
             backend=self.backend_name, model=config.model, endpoint=self.endpoint(), request=request.model_dump(by_alias=True),
             sample=None if config.temperature == 0 else turn.seed,
         )
         base = dict(match=turn.match, seat=turn.seat, round=turn.round, attempt=turn.attempt, agent=self.name,
                     backend=self.backend_name, model=config.model)
-        if services.cache is not None and services.use_cache:
-            hit = services.cache.get(key)
-            if hit is not None:
-                text, prompt_tokens, completion_tokens = hit
-                services.record_call(CallRecord(**base, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                                                cost=0.0, cached=True))
-                return text
+        hit = services.cached(**key)
+        if hit is not None:
+            services.record_call(CallRecord(**base, prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
+                                            cost=0.0, cached=True))
+            return hit.text
         try:
             await self.prepare()  # also here: the first call's timeout must not be spent importing an SDK
         except FatalAgentError as exc:
             services.record_call(CallRecord(**base, error=self.redact(str(exc))))
             raise
-        limits = services.limits(self.backend_name, self.endpoint())
         estimate = sum(len(m["content"]) for m in request.messages) // 4 + config.max_tokens
         rng = random.Random(turn.seed)
         failures, started = 0, time.monotonic()
         while True:
             error: Exception | None = None
-            async with limits.slot(estimate) as reservation:
+            async with services.slot(self.backend_name, self.endpoint(), estimate) as reservation:
                 try:
                     with trio.fail_after(config.timeout):
                         completion = await self.complete(request)
@@ -163,8 +157,7 @@ class LLMAgent(Agent):
         spent = self.cost_of(completion.prompt_tokens, completion.completion_tokens, services.prices)
         services.record_call(CallRecord(**base, prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                                         cost=spent, latency=time.monotonic() - started, retries=failures))
-        if services.cache is not None:
-            services.cache.put(key, completion.text, completion.prompt_tokens, completion.completion_tokens)
+        services.remember(CachedReply(completion.text, completion.prompt_tokens, completion.completion_tokens), **key)
         return completion.text
 
     def cost_of(self, prompt_tokens, completion_tokens, extra_prices) -> float | None:
@@ -211,8 +204,8 @@ class HostedAgent(LLMAgent):
     Config: ClassVar[type[HostedConfig]] = HostedConfig
     default_endpoint: ClassVar[str]
 
-    def __init__(self, name: str, config: HostedConfig):
-        super().__init__(name, config)
+    def __init__(self, name: str, config: HostedConfig, services=None):
+        super().__init__(name, config, services)
         self._client = None
 
     @abstractmethod

@@ -24,8 +24,8 @@ class OpenAIAgent(HostedAgent):
     backend_name = "openai"
     default_endpoint = "https://api.openai.com/v1"
 
-    def __init__(self, name: str, config: OpenAIConfig):
-        super().__init__(name, config)
+    def __init__(self, name: str, config: OpenAIConfig, services=None):
+        super().__init__(name, config, services)
         self._schema_refused = False  # set when a server rejects structured output; then we parse text
 
     def sdk(self):

@@ -9,12 +9,9 @@ from typing import Any
 import trio
 from pydantic import Field, ValidationError
 
-from arena import plugins
-from arena.agent import Agent, AgentConfig
-from arena.errors import ConfigError, Problem
-from arena.messages import Turn
+from arena.contract import plugins
+from arena.contract import Agent, AgentConfig, ConfigError, Problem, Strategy, Turn
 
-from .strategies import Strategy
 
 
 class ScriptedConfig(AgentConfig):
@@ -27,8 +24,8 @@ class ScriptedConfig(AgentConfig):
 class ScriptedAgent(Agent):
     Config = ScriptedConfig
 
-    def __init__(self, name: str, config: ScriptedConfig):
-        super().__init__(name, config)
+    def __init__(self, name: str, config: ScriptedConfig, services=None):
+        super().__init__(name, config, services)
         self.strategy = self.check(config)
 
     @classmethod

@@ -4,29 +4,11 @@ from __future__ import annotations
 
 import random
 import string
-from typing import Any, ClassVar
 
 import trio
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from arena.messages import Turn
-
-
-class StrategyParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Strategy:
-    """A deterministic player: ``reply`` sees the turn and an RNG seeded from it."""
-
-    Params: ClassVar[type[StrategyParams]] = StrategyParams
-
-    def __init__(self, params: StrategyParams):
-        self.params = params
-
-    def reply(self, turn: Turn, rng: random.Random) -> Any:
-        """Return the reply text, or an awaitable of it."""
-        raise NotImplementedError
+from arena.contract import Strategy, StrategyParams, Turn
 
 
 class FixedParams(StrategyParams):

@@ -37,9 +37,8 @@ from typing import Any
 
 from pydantic import Field
 
-from arena.messages import Turn
+from arena.contract import Strategy, StrategyParams, Turn
 
-from .strategies import Strategy, StrategyParams
 
 MAX_POINTS = 10
 # Target answer length, in words, at verbosity 1 (signature line not counted).

@@ -15,9 +15,8 @@ import random
 
 from pydantic import Field
 
-from arena.messages import Turn
+from arena.contract import Strategy, StrategyParams, Turn
 
-from .strategies import Strategy, StrategyParams
 
 
 def flawed(data: dict) -> str:

@@ -35,8 +35,8 @@ from pathlib import Path
 import trio
 import yaml
 
-from arena.runner import run_tournament
-from arena.scenario import Scenario, parse_scenario
+from arena.run.runner import run_tournament
+from arena.run.scenario import Scenario, parse_scenario
 from arena.store import RunStore
 
 TARGET = 1.15

@@ -30,8 +30,8 @@ import pydantic
 import trio
 import yaml
 
-from arena.runner import run_tournament
-from arena.scenario import Scenario, parse_scenario
+from arena.run.runner import run_tournament
+from arena.run.scenario import Scenario, parse_scenario
 from arena.store import STORE_FILE, RunStore
 
 STRATEGIES = [

@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def measure() -> dict:
     from arena.rank.reviews import Reviews
     from arena.rank.winrate import win_rate
-    from arena.runner import run_tournament
-    from arena.scenario import parse_scenario
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
 
     raw = yaml.safe_load((ROOT / "scenarios" / "pairwise-review-synthetic.yaml").read_text())
     raw["games"][0]["params"]["questions"] = str(ROOT / "scenarios" / "data" / "sample-questions.jsonl")

@@ -24,7 +24,7 @@ from pathlib import Path
 import trio
 
 from arena.games.code_review import load_problems
-from arena.sandbox import Limits, run_python, run_tests
+from arena.referees.execution.sandbox import Limits, run_python, run_tests
 
 HARNESS = "{program}\n\n{tests}\n\ncheck({entry_point})\n"
 

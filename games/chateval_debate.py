@@ -23,7 +23,7 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game import Game, InvalidReply, Notice
+from arena.contract import Game, InvalidReply, Notice
 
 from .questions import case_of, load_pairs
 

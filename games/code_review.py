@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from arena.game import Game, InvalidReply, JudgeRequest, Notice, Program
+from arena.contract import Game, InvalidReply, JudgeRequest, Notice, Program
 
 from .questions import case_of, load_jsonl
 

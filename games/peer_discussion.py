@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game import Game, InvalidReply, Notice
+from arena.contract import Game, InvalidReply, Notice
 
 from .questions import case_of, load_pairs
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from arena.game import Game, InvalidReply, JudgeRequest, Notice
+from arena.contract import Game, InvalidReply, JudgeRequest, Notice
 
 from .questions import case_of, load_jsonl
 

@@ -9,9 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game import Game, InvalidReply
-from arena.pool import MessagePool
-from arena.referee import Referee, Scores
+from arena.contract import Game, InvalidReply, Referee, Scores, Transcript
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
@@ -68,7 +66,7 @@ class LLMJudge(Referee):
     def agents_needed(cls, params: JudgeParams) -> list[str]:
         return [params.agent]
 
-    async def score(self, game: Game, pool: MessagePool) -> Scores:
+    async def score(self, game: Game, pool: Transcript) -> Scores:
         p: JudgeParams = self.params
         request = game.judge_request()
         if request is None:

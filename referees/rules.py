@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game import Game
-from arena.pool import MessagePool
-from arena.referee import Referee, Scores
+from arena.contract import Game, Referee, Scores, Transcript
 
 
 class RuleParams(BaseModel):
@@ -19,7 +17,7 @@ class RuleReferee(Referee):
     Params = RuleParams
     description = "The game's own rules decide when it ends and what each seat scored."
 
-    async def score(self, game: Game, pool: MessagePool) -> Scores:
+    async def score(self, game: Game, pool: Transcript) -> Scores:
         scores = {self.params.metric: {seat: float(value) for seat, value in game.payoffs().items()}}
         for metric, values in game.metrics().items():
             scores[metric] = {seat: float(value) for seat, value in values.items()}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from arena.agent import Agent
-from arena.game import Game, Notice
+from arena.contract.agent import Agent
+from arena.contract.game import Game, Notice
 from arena.agents.scripted import ScriptedAgent, ScriptedConfig
-from arena.messages import Turn
+from arena.contract.messages import Turn
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from arena import plugins
-from arena.match import MatchSpec, play_match
+from arena.contract import plugins
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
 
 from helpers import Recording, Roundtable, scripted
 

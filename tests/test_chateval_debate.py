@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from arena.errors import ConfigError
-from arena.match import MatchSpec, play_match
-from arena.scenario import parse_scenario
+from arena.contract.errors import ConfigError
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
+from arena.run.scenario import parse_scenario
 
 from helpers import ROOT, Recording, scripted
 

@@ -8,10 +8,11 @@ import random
 
 import pytest
 
-from arena.game import InvalidReply
+from arena.contract.game import InvalidReply
 from arena.games.code_review import CodeReview, CodeReviewParams, extract_code, load_problems
-from arena.match import MatchSpec, play_match
-from arena.referee import RefereeSpec
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
+from arena.contract.referee import RefereeSpec
 from arena.referees.llm_judge import parse_verdict
 
 from helpers import ROOT, scripted

@@ -15,9 +15,9 @@ from collections import defaultdict
 import yaml
 from rich.console import Console
 
-from arena.dashboard import Dashboard
-from arena.runner import run_tournament
-from arena.scenario import parse_scenario
+from arena.cli.dashboard import Dashboard
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
 from helpers import ROOT

@@ -16,13 +16,14 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena import plugins
-from arena.agent import Agent
+from arena.contract import plugins
+from arena.contract.agent import Agent
 from arena.agents.scripted import ScriptedAgent, ScriptedConfig
-from arena.game import InvalidReply
-from arena.match import MatchSettings, MatchSpec, play_match
-from arena.messages import Turn
-from arena.rank.payoffs import summarize
+from arena.contract.game import InvalidReply
+from arena.engine.match import play_match
+from arena.contract.records import MatchSettings, MatchSpec
+from arena.contract.messages import Turn
+from arena.results.payoffs import summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "docs" / "examples" / "guess_two_thirds.py"
@@ -288,10 +289,10 @@ def test_unknown_params_are_rejected(installed):
 def test_the_guides_scenario_is_valid_and_plays_as_it_says(installed):
     import yaml
 
-    from arena.rank.payoffs import summarize
-    from arena.runner import run_tournament
-    from arena.scenario import parse_scenario
-    from arena.tournament import plan
+    from arena.results.payoffs import summarize
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
+    from arena.run.tournament import plan
 
     text = GUIDE.read_text(encoding="utf-8")
     block = re.search(r"```yaml\n(# two_thirds\.yaml.*?)```", text, re.DOTALL).group(1)

@@ -7,11 +7,12 @@ import random
 import pytest
 
 from arena.games.idiom_solitaire import IdiomSolitaire, SolitaireParams, dictionary, successors
-from arena.game import InvalidReply
-from arena.match import MatchSpec, play_match
-from arena.rank.payoffs import role_tables
-from arena.runner import run_tournament
-from arena.scenario import parse_scenario
+from arena.contract.game import InvalidReply
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
+from arena.results.payoffs import role_tables
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
 
 from helpers import scripted
 

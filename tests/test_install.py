@@ -22,7 +22,7 @@ else:
     site.addsitedir(target)
 sys.path.extend(deps)  # dependencies only: appended without running their .pth files
 import arena, arena.games, arena.agents, arena.referees
-from arena import plugins
+from arena.contract import plugins
 game = plugins.load("game", "public_goods")
 print(json.dumps({
     "games": arena.games.__file__, "agents": arena.agents.__file__, "referees": arena.referees.__file__,
@@ -58,7 +58,7 @@ def test_wheel_and_editable_installs_import_the_same_way(tmp_path):
     _pip("wheel", "--no-deps", "--no-build-isolation", "-w", str(wheels), str(src))
     (wheel,) = wheels.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "arena/games/public_goods.py" in names and "arena/agents/scripted.py" in names
+    assert "arena/games/public_goods/__init__.py" in names and "arena/agents/scripted.py" in names
     assert "arena/referees/rules.py" in names
     assert not any(n.startswith(("games/", "agents/", "referees/", "tests/")) for n in names)
 

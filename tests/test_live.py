@@ -6,8 +6,9 @@ import io
 
 from rich.console import Console
 
-from arena.live import RoundLog
-from arena.match import MatchSettings, MatchSpec, play_match
+from arena.cli.live import RoundLog
+from arena.engine.match import play_match
+from arena.contract.records import MatchSettings, MatchSpec
 
 from helpers import scripted
 

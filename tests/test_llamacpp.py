@@ -12,8 +12,8 @@ import urllib.request
 import pytest
 
 from arena.agents.llamacpp_backend import model_path
-from arena.runner import run_tournament
-from arena.scenario import parse_scenario
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arena import seeding
-from arena.events import ActionTaken, TurnFailed
+from arena.contract import seeding
+from arena.contract.events import ActionTaken, TurnFailed
 from arena.games.public_goods import Contribution
-from arena.runner import run_tournament
-from arena.scenario import parse_scenario
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
 from helpers import ROOT

@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import trio
 
-from arena import plugins
-from arena.anonymity import scrub
-from arena.cache import ResponseCache, cache_key
-from arena.ratelimit import CallLimits
-from arena.runner import run_tournament
-from arena.scenario import parse_scenario
+from arena.contract import plugins
+from arena.engine.anonymity import scrub
+from arena.services.cache import ResponseCache, cache_key
+from arena.services.ratelimit import CallLimits
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
 from arena.agents.llm import merge_consecutive, retry_after_seconds
 from arena.agents.prices import PRICES, cost, price_of
 
@@ -126,7 +126,7 @@ async def test_the_anonymity_filter_hides_names_from_other_seats_only(roundtable
     assert {"boasty", "plain", "shy", "Claude", "Anthropic", "secret-project"} <= set(scenario.scrub_terms())
     seen: dict[str, list] = {}
 
-    from arena.runner import build_agents
+    from arena.run.runner import build_agents
 
     agents = build_agents(scenario)
     original = {name: agent.reply for name, agent in agents.items()}
@@ -136,8 +136,8 @@ async def test_the_anonymity_filter_hides_names_from_other_seats_only(roundtable
             return await original[name](turn)
 
         agent.reply = spy
-    from arena.match import play_match
-    from arena.tournament import plan
+    from arena.engine.match import play_match
+    from arena.run.tournament import plan
 
     (spec,) = plan(scenario)
     record = await play_match(spec, agents)
@@ -168,8 +168,8 @@ async def test_without_the_filter_nothing_is_scrubbed(roundtable):
 
 
 def test_prices_can_come_from_a_file_beside_the_scenario(tmp_path):
-    from arena.errors import ConfigError
-    from arena.scenario import load_scenario
+    from arena.contract.errors import ConfigError
+    from arena.run.scenario import load_scenario
 
     (tmp_path / "prices.yaml").write_text("house-model: {input: 1.0, output: 3.0}\n")
     (tmp_path / "s.yaml").write_text(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from arena.agent import Agent, FatalAgentError
-from arena.game import InvalidReply
-from arena.match import MatchSettings, MatchSpec, play_match
+from arena.contract.agent import Agent, FatalAgentError
+from arena.contract.game import InvalidReply
+from arena.engine.match import play_match
+from arena.contract.records import MatchSettings, MatchSpec
 
 from helpers import Recording, coins, scripted
 
@@ -115,7 +116,7 @@ async def test_a_fatal_agent_error_fails_the_match_with_its_message():
 
 
 async def test_a_defaulted_turn_posts_nothing_to_the_pool():
-    from arena import plugins
+    from arena.contract import plugins
     from helpers import Roundtable
 
     class Strict(Roundtable):
@@ -136,7 +137,7 @@ async def test_a_defaulted_turn_posts_nothing_to_the_pool():
 
 
 async def test_a_bug_in_a_game_fails_only_its_match_and_names_the_cause():
-    from arena import plugins
+    from arena.contract import plugins
     from helpers import Roundtable
 
     class Buggy(Roundtable):

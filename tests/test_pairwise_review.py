@@ -8,12 +8,13 @@ from collections import Counter
 import pytest
 from scipy import stats
 
-from arena.match import MatchSettings, MatchSpec, play_match
-from arena.runner import run_tournament
-from arena.scenario import parse_scenario
-from arena.errors import ConfigError
+from arena.engine.match import play_match
+from arena.contract.records import MatchSettings, MatchSpec
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
+from arena.contract.errors import ConfigError
 from arena.store import RunStore
-from arena.tournament import plan
+from arena.run.tournament import plan
 
 from helpers import Recording, scripted
 
@@ -136,7 +137,7 @@ async def test_peer_review_feeds_peer_rank(questions, tmp_path):
         "games": [{"game": "pairwise_review", "params": {"questions": questions, "contestants": 3, "peer": True,
                                                          "output": "choice"}}],
     })
-    from arena import plugins
+    from arena.contract import plugins
     from arena.agents.strategies import Strategy
 
     class ByLength(Strategy):

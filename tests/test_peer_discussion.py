@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from arena.games.questions import load_pairs
-from arena.match import MatchSpec, play_match
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
 
 from helpers import ROOT, Recording, scripted
 

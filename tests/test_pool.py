@@ -8,10 +8,11 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from arena import plugins
-from arena.game import Game, Notice
-from arena.match import MatchSpec, play_match
-from arena.pool import MessagePool
+from arena.contract import plugins
+from arena.contract.game import Game, Notice
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
+from arena.engine.pool import MessagePool
 
 from helpers import Recording, scripted
 

@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from arena.game import InvalidReply
+from arena.contract.game import InvalidReply
 from arena.games.public_goods import PublicGoods, PublicGoodsParams
-from arena.match import MatchSpec, play_match
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
 
 from helpers import Recording, scripted
 

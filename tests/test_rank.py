@@ -295,9 +295,9 @@ def test_the_leaderboard_of_prd_agrees_with_humans_better_when_weighted(prd):
 
 # -- reviews produced by a tournament's games --------------------------------------------------
 async def test_a_runs_reviews_become_a_leaderboard(tmp_path):
-    from arena import plugins
-    from arena.runner import run_tournament
-    from arena.scenario import parse_scenario
+    from arena.contract import plugins
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
     from arena.store import RunStore
 
     from helpers import Roundtable

@@ -331,7 +331,7 @@ def test_arena_plot_writes_a_png_of_each_kind(runs, tmp_path):
 
 
 def test_cost_and_tokens_per_agent_are_those_of_arena_rank(tmp_path):
-    from arena.calls import CallRecord
+    from arena.contract.calls import CallRecord
     from arena.store import RunStore
 
     run_dir = _bench().synthetic_run(tmp_path / "run", matches=20)

@@ -7,10 +7,10 @@ from collections import Counter
 import pytest
 import trio
 
-from arena import plugins
-from arena.runner import Observer, run_tournament
-from arena.scenario import parse_scenario
-from arena.tournament import plan
+from arena.contract import plugins
+from arena.run.runner import Observer, run_tournament
+from arena.run.scenario import parse_scenario
+from arena.run.tournament import plan
 
 from helpers import Roundtable, TwoRoles
 
@@ -80,7 +80,7 @@ async def test_role_table_of_an_asymmetric_game(two_roles):
               [("low", 1), ("mid", 5), ("high", 9)]}
     s = scenario([{"game": "two_roles"}], tournament={"format": "all_pairs", "repeats": 1}, agents=agents)
     result = await run_tournament(s)
-    from arena.rank.payoffs import role_tables, summarize
+    from arena.results.payoffs import role_tables, summarize
 
     (table,) = role_tables(result.records)
     assert table.roles == ("Writer", "Editor")

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from arena import sandbox
-from arena.sandbox import Limits, run_python, run_tests
+from arena.referees.execution import sandbox
+from arena.referees.execution.sandbox import Limits, run_python, run_tests
 
 from helpers import ROOT
 

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from arena.runner import run_tournament
-from arena.scenario import parse_scenario
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
 from arena.store import RunStore, StoreError
 
 from helpers import ROOT
@@ -241,7 +241,7 @@ async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_not
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
     records = store.records()
     assert [r.payoffs for r in records] == before and all(r.metrics == {} for r in records)
-    from arena.rank.payoffs import summarize
+    from arena.results.payoffs import summarize
     assert {s.agent: s.mean for s in summarize(records, metric="payoff")} == {s.agent: s.mean for s in summarize(records)}
     store.close()
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")

@@ -8,7 +8,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from arena import plugins
+from arena.contract import plugins
 from arena.agents.synthetic import (
     SyntheticContestant,
     SyntheticContestantParams,
@@ -19,7 +19,7 @@ from arena.agents.synthetic import (
     true_quality,
     word_count,
 )
-from arena.messages import Turn
+from arena.contract.messages import Turn
 
 QUESTION = "How should a small city plan its public transport network over the next decade?"
 SEEDS = range(200)

@@ -11,11 +11,12 @@ import pytest
 from sacrebleu.metrics import CHRF
 
 from arena.games.translation import Translation, TranslationParams, load_texts
-from arena.match import MatchSpec, play_match
-from arena.rank.payoffs import role_tables, summarize
-from arena.referee import RefereeSpec
-from arena.runner import run_tournament
-from arena.scenario import load_scenario, parse_scenario
+from arena.engine.match import play_match
+from arena.contract.records import MatchSpec
+from arena.results.payoffs import role_tables, summarize
+from arena.contract.referee import RefereeSpec
+from arena.run.runner import run_tournament
+from arena.run.scenario import load_scenario, parse_scenario
 
 from helpers import ROOT, scripted
 
@@ -96,7 +97,7 @@ async def test_every_ordered_pair_plays_both_roles_and_the_tables_match_hand_com
 
 
 def test_a_judge_referee_naming_an_unknown_agent_is_caught_before_running():
-    from arena.errors import ConfigError
+    from arena.contract.errors import ConfigError
 
     raw = {"name": "t", "agents": {"a": {"backend": "scripted", "strategy": "writer_editor"},
                                    "b": {"backend": "scripted", "strategy": "writer_editor"}},

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from arena.contract.errors import ArenaError
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 
-class ReviewError(ValueError):
+class ReviewError(ArenaError, ValueError):
     """Bad review input; the message names the file and line where there is one."""
 
 

@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import __version__
-from ..match import MatchRecord
-from ..messages import REFEREE
+from arena.contract.records import MatchRecord
+from arena.contract.messages import REFEREE
 from ..rank import leaderboard
 from ..rank.reviews import Reviews
-from ..store import RunStore
+from arena.results.summary import rank_json  # the very numbers `arena rank RUN_DIR --json` prints
+from arena.store import RunStore
 from .figures import build_figures
 
 KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3}
@@ -37,8 +38,6 @@ def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews
 
 
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:
-    from ..cli import rank_json  # the very numbers `arena rank RUN_DIR --json` prints
-
     records = store.records(status=None)
     rank = rank_json(store, records=[r for r in records if r.status == "finished"])
     rows = store.review_rows()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..match import MatchRecord
+from arena.contract.records import MatchRecord
 from ..rank.reviews import Reviews
 from .trajectory import elo_trajectory, running_payoffs
 

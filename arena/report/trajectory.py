@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..match import MatchRecord
+from arena.contract.records import MatchRecord
 from ..rank.elo import MAX_ORDER_CELLS, random_orders
 from ..rank.reviews import Reviews
 

@@ -10,7 +10,7 @@ from fractions import Fraction
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.game import Game, InvalidReply, Notice
+from arena.contract import Game, InvalidReply, Notice
 
 
 class GuessParams(BaseModel):

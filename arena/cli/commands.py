@@ -1,0 +1,472 @@
+"""The `arena` command."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import difflib
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+import trio
+from rich.console import Console
+from rich.table import Table
+
+from arena import __version__
+from arena.contract import plugins
+from arena.contract.agent import FatalAgentError
+from arena.contract.errors import ConfigError
+from arena.rank.reviews import ReviewError
+from arena.results.summary import peer_rank, rank_json
+from arena.cli.report import add_commands as add_report_commands
+from arena.store import RunStore, StoreError, run_dirs
+from arena.cli.tables import print_results
+from arena.run.tournament import plan
+from arena.run.scenario import load_scenario
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "handler"):
+        parser.print_help()
+        return 2
+    try:
+        return args.handler(args)
+    except (ConfigError, StoreError, ReviewError, FatalAgentError) as exc:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="arena", description="Evaluate language models by making them interact.")
+    parser.add_argument("--version", action="version", version=f"arena {__version__}")
+    sub = parser.add_subparsers(title="commands")
+
+    run = sub.add_parser("run", help="play a scenario's tournament (or resume it) and print the results")
+    run.add_argument("scenario", type=Path)
+    run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
+    run.add_argument("--force-new", action="store_true", help="set the run directory's run aside (renamed, not deleted) and start afresh; cached replies are reused")
+    run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
+    run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
+    run.add_argument("--dry-run", action="store_true", help="print the planned matches, calls, tokens and cost; play nothing")
+    view = run.add_mutually_exclusive_group()
+    view.add_argument("--plain", action="store_true", help="one line per event (the default when not a terminal)")
+    view.add_argument("--rounds", action="store_true", help="a table per round of every match instead of the dashboard")
+    view.add_argument("--quiet", action="store_true", help="only the results")
+    run.set_defaults(handler=_run)
+
+    validate = sub.add_parser("validate", help="check a scenario file without running it")
+    validate.add_argument("scenario", type=Path)
+    validate.set_defaults(handler=_validate)
+
+    games = sub.add_parser("games", help="list installed games and their parameters")
+    games.add_argument("--json", action="store_true", help="machine-readable output")
+    games.set_defaults(handler=_games)
+
+    agents = sub.add_parser("agents", help="list installed agent backends and their parameters")
+    agents.add_argument("--json", action="store_true", help="machine-readable output")
+    agents.set_defaults(handler=_agents)
+
+    referees = sub.add_parser("referees", help="list installed referees and their parameters")
+    referees.add_argument("--json", action="store_true", help="machine-readable output")
+    referees.set_defaults(handler=_referees)
+
+    runs = sub.add_parser("runs", help="list run directories and their status")
+    runs.add_argument("output", nargs="?", type=Path, default=Path("runs"), help="folder of run directories (default: runs)")
+    runs.set_defaults(handler=_runs)
+
+    show = sub.add_parser("show", help="list a run's matches, or one match's transcript")
+    show.add_argument("run_dir", type=Path)
+    show.add_argument("--match", help="the key of the match to show")
+    show.set_defaults(handler=_show)
+
+    export = sub.add_parser("export", help="write a run's matches as JSON lines or CSV")
+    export.add_argument("run_dir", type=Path)
+    export.add_argument("--format", choices=["jsonl", "csv"], default="jsonl")
+    export.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
+    export.set_defaults(handler=_export)
+
+    rank = sub.add_parser("rank", help="a run's results, or a peer-rank leaderboard from review tuples")
+    rank.add_argument("run_dir", type=Path, nargs="?", help="a run directory (payoffs per agent)")
+    rank.add_argument("--reviews", type=Path, help="a JSONL file of review tuples instead of a run")
+    rank.add_argument("--method", choices=["winrate", "elo", "bt", "all"], default="all")
+    rank.add_argument("--reviewers", nargs="+", help="rank with these reviewers only (default: all but the reference)")
+    rank.add_argument("--weighted", action="store_true", help="weigh reviewers by their own score as contestants")
+    rank.add_argument("--weight", action="append", default=[], metavar="REVIEWER=W",
+                      help="a fixed weight for a reviewer that is not a contestant (repeatable)")
+    rank.add_argument("--reference", default="human", help="reviewer whose labels the others are checked against")
+    rank.add_argument("--orderings", type=int, default=1000, help="random review orders averaged by Elo")
+    rank.add_argument("--bootstrap", type=int, default=200, help="bootstrap samples (questions resampled)")
+    rank.add_argument("--seed", type=int, default=0)
+    rank.add_argument("--json", action="store_true", help="machine-readable output")
+    rank.set_defaults(handler=_rank)
+
+    annotate = sub.add_parser("annotate", help="human in the loop: export the least certain verdicts, import people's")
+    annotate_sub = annotate.add_subparsers(title="annotate commands")
+    out = annotate_sub.add_parser("export", help="the top-beta verdicts by BPDE, as a CSV to fill in")
+    out.add_argument("run_dir", type=Path)
+    out.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to send to people (0 to 1)")
+    out.add_argument("-o", "--output", type=Path, required=True)
+    out.set_defaults(handler=_annotate_export)
+    ask = annotate_sub.add_parser("ask", help="the top-beta verdicts by BPDE, asked of you at the terminal")
+    ask.add_argument("run_dir", type=Path)
+    ask.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to ask about (0 to 1)")
+    ask.set_defaults(handler=_annotate_ask)
+    back = annotate_sub.add_parser("import", help="bring filled-in human verdicts back; they replace the judge's")
+    back.add_argument("run_dir", type=Path)
+    back.add_argument("file", type=Path)
+    back.set_defaults(handler=_annotate_import)
+
+    importer = sub.add_parser("import", help="turn released review data into a reviews JSONL file")
+    importer.add_argument("format", choices=["prd"], help="prd: PRD's vicuna80 ratings-<reviewer> folders")
+    importer.add_argument("folder", type=Path)
+    importer.add_argument("-o", "--output", type=Path, required=True)
+    importer.add_argument("--contestants", nargs="+", help="keep only battles between these")
+    importer.set_defaults(handler=_import)
+
+    watch = sub.add_parser("watch", help="follow a run that another process is playing")
+    watch.add_argument("run_dir", type=Path)
+    watch.add_argument("--interval", type=float, default=0.5, help="seconds between looks at the store")
+    watch.add_argument("--plain", action="store_true", help="one line per new message instead of the dashboard")
+    watch.set_defaults(handler=_watch)
+
+    add_report_commands(sub)
+    return parser
+
+
+# -- run -------------------------------------------------------------------------------
+def _observer(args: argparse.Namespace, console: Console, scenario):
+    from arena.cli.live import RoundLog
+    from arena.run.runner import Observer
+
+    if args.quiet:
+        return Observer()
+    if args.plain or not console.is_terminal:
+        return RoundLog(console, plain=True)
+    if args.rounds:
+        return RoundLog(console, plain=False)
+    from arena.cli.dashboard import Dashboard
+
+    return Dashboard(console, title=scenario.name)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from arena.run.runner import run_tournament
+
+    scenario = load_scenario(args.scenario)
+    if args.dry_run:
+        return _dry_run(scenario)
+    run_dir = args.run_dir or Path(scenario.output) / scenario.name
+    store = RunStore.create_or_resume(
+        run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
+    )
+    console = Console(highlight=False, soft_wrap=True)
+    kept = len(store.finished_keys())
+    if kept:
+        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
+    observer = _observer(args, console, scenario)
+    try:
+        with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
+            result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache)
+    except KeyboardInterrupt:
+        console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
+        store.close()
+        return 130
+    records = result.records
+    print_results(console, records, store)
+    failed = [r for r in records if r.status == "failed"]
+    for record in failed:
+        console.print(f"[red]match {record.key} failed:[/] {(record.error or '').splitlines()[0]}")
+    replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
+    console.print(f"{len(records) - len(failed)} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
+    store.close()
+    if result.not_started:
+        console.print(f"[yellow]Stopped: {result.budget_note}; {len(result.not_started)} matches were not started. "
+                      "Raise the budget and run the same command to go on.[/]")
+        return 3
+    return 1 if failed else 0
+
+
+def _dry_run(scenario) -> int:
+    from arena.run.dryrun import estimate
+
+    console = Console(highlight=False, soft_wrap=True)
+    found = estimate(scenario)
+    table = Table(title=f"{scenario.name}: {found.matches} matches planned", title_justify="left")
+    for column in ("Game entry", "Matches", "Model calls per match"):
+        table.add_column(column)
+    for e in found.entries:
+        more = f" (until_stable: up to {e.until_stable_cap})" if e.until_stable_cap else ""
+        table.add_row(e.group, f"{e.matches}{more}", f"{e.calls_per_match:g}")
+    console.print(table)
+    if not found.agents:
+        console.print("No agent calls a model: this scenario costs nothing.")
+        return 0
+    table = Table(title="estimate per agent (prompts: low estimate; replies: at most max_tokens)", title_justify="left")
+    for column in ("Agent", "Backend", "Model", "Calls", "Prompt tokens", "Reply tokens (max)", "Cost (max)"):
+        table.add_column(column, justify="right" if column not in ("Agent", "Backend", "Model") else "left")
+    total, unknown = 0.0, False
+    for a in found.agents:
+        price = "unknown" if a.cost_max is None else f"${a.cost_max:.4f}"
+        unknown |= a.cost_max is None
+        total += a.cost_max or 0.0
+        table.add_row(a.agent, a.backend, a.model or "", str(a.calls), str(a.prompt_tokens), str(a.completion_tokens_max), price)
+    console.print(table)
+    calls = sum(a.calls for a in found.agents)
+    if all(a.cost_max is None for a in found.agents):
+        spend = "cost unknown (no model has a known price: add them under `prices:`)"
+    elif unknown:
+        spend = f"at most ${total:.4f} for the models with a known price; the others' cost is unknown (add them under `prices:`)"
+    else:
+        spend = f"at most ${total:.4f}"
+    console.print(f"Total: {calls} calls, {spend}.")
+    capped = sum(e.until_stable_cap or e.matches for e in found.entries)
+    if capped > found.matches:  # until_stable may add blocks: scale to its cap
+        factor = capped / found.matches
+        priced = "" if all(a.cost_max is None for a in found.agents) else f", at most ${total * factor:.4f}"
+        console.print(f"If until_stable runs to its cap ({capped} matches): about {round(calls * factor)} calls{priced}.")
+    return 0
+
+
+# -- other commands --------------------------------------------------------------------
+def _validate(args: argparse.Namespace) -> int:
+    scenario = load_scenario(args.scenario)
+    specs = plan(scenario)
+    unstable = [e.name for e in scenario.games if not isinstance(scenario.tournament_for(e).repeats, int)]
+    extra = f" (until_stable adds more for: {', '.join(unstable)})" if unstable else ""
+    print(f"{args.scenario}: ok — {len(scenario.agents)} agents, {len(scenario.games)} game entries, {len(specs)} matches{extra}")
+    return 0
+
+
+def _fields(model) -> list[dict]:
+    fields = []
+    for field, info in model.model_fields.items():
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        fields.append({"name": field, "type": _type_name(info.annotation), "default": default,
+                       "required": info.is_required(), "description": info.description or ""})
+    return fields
+
+
+def _print_fields(console: Console, title: str, fields: list[dict]) -> None:
+    table = Table(title=title, title_justify="left")
+    for column in ("Parameter", "Type", "Default", "Meaning"):
+        table.add_column(column)
+    for p in fields:
+        table.add_row(p["name"], p["type"], "required" if p["required"] else repr(p["default"]), p["description"])
+    console.print(table)
+
+
+def _games(args: argparse.Namespace) -> int:
+    listing = []
+    for name in plugins.names("game"):
+        game = plugins.load("game", name)
+        listing.append({"name": name, "description": game.description, "min_seats": game.min_seats,
+                        "max_seats": game.max_seats, "referee": game.default_referee, "params": _fields(game.Params)})
+
+    def title(game: dict) -> str:
+        seats = f"{game['min_seats']}+" if game["max_seats"] is None else f"{game['min_seats']}–{game['max_seats']}"
+        return f"{game['name']} — {game['description']} (seats {seats})"
+
+    return _print_listing(args, listing, title)
+
+
+def _print_listing(args: argparse.Namespace, listing: list[dict], title=lambda p: f"{p['name']} — {p['description']}") -> int:
+    """Installed plugins with their parameters: JSON, or a table each."""
+    if args.json:
+        print(json.dumps(listing, indent=2, default=str))
+        return 0
+    console = Console(highlight=False, soft_wrap=True)
+    for plugin in listing:
+        _print_fields(console, title(plugin), plugin["params"])
+    return 0
+
+
+def _agents(args: argparse.Namespace) -> int:
+    listing = []
+    for name in plugins.names("agent backend"):
+        backend = plugins.load("agent backend", name)
+        doc = (backend.__module__ and __import__(backend.__module__, fromlist=["_"]).__doc__ or "").strip().splitlines()
+        listing.append({"name": name, "description": doc[0] if doc else "", "calls_models": backend.makes_calls,
+                        "params": [f for f in _fields(backend.Config) if f["name"] != "backend"]})
+    return _print_listing(args, listing)
+
+
+def _referees(args: argparse.Namespace) -> int:
+    listing = []
+    for name in plugins.names("referee"):
+        referee = plugins.load("referee", name)
+        listing.append({"name": name, "description": referee.description, "params": _fields(referee.Params)})
+    return _print_listing(args, listing)
+
+
+def _type_name(annotation) -> str:
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def _runs(args: argparse.Namespace) -> int:
+    console = Console(highlight=False, soft_wrap=True)
+    table = Table(title=f"runs under {args.output}", title_justify="left")
+    for column in ("Run directory", "Scenario", "Status", "Finished", "Failed", "Planned", "Updated"):
+        table.add_column(column)
+    found = 0
+    for run_dir in run_dirs(args.output):
+        store = RunStore.open(run_dir)
+        info, counts = store.run_info(), store.counts()
+        table.add_row(str(run_dir), info.get("name", "?"), store.status(), str(counts.get("finished", 0)),
+                      str(counts.get("failed", 0)), str(info.get("planned", 0)),
+                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("updated") or 0)))
+        store.close()
+        found += 1
+    if not found:
+        console.print(f"No run directories under {args.output}.")
+        return 0
+    console.print(table)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    store = RunStore.open(args.run_dir)
+    console = Console(highlight=False, soft_wrap=True)
+    if args.match is None:
+        table = Table(title=f"matches of {args.run_dir}", title_justify="left")
+        for column in ("Key", "Status", "Seats", "Payoffs"):
+            table.add_column(column)
+        for record in store.records(status=None):
+            seats = ", ".join(f"{s.label}={s.agent}" for s in record.seats)
+            payoffs = ", ".join(f"{s}: {v:g}" for s, v in record.payoffs.items())
+            table.add_row(record.key, record.status, seats, payoffs)
+        console.print(table)
+        return 0
+    found = store.records(status=None, key=args.match)
+    if not found:
+        keys = [k for k, _ in store.match_keys()]
+        close = difflib.get_close_matches(args.match, keys, n=3, cutoff=0.3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise StoreError(f"no match {args.match!r} in {args.run_dir}{hint} (`arena show {args.run_dir}` lists them)")
+    from arena.cli.transcript import print_transcript
+
+    print_transcript(console, found[0])
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    store = RunStore.open(args.run_dir)
+    records = store.records(status=None)
+    out = io.StringIO()
+    if args.format == "jsonl":
+        for record in records:
+            out.write(record.model_dump_json() + "\n")
+    else:
+        writer = csv.writer(out)
+        writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
+        for r in records:
+            for seat in r.seats:
+                writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
+                                 seat.agent, r.payoffs.get(seat.label, "")])
+    if args.output:
+        args.output.write_text(out.getvalue(), encoding="utf-8")
+    else:
+        sys.stdout.write(out.getvalue())
+    return 0
+
+
+def _rank(args: argparse.Namespace) -> int:
+    if args.reviews is not None:
+        return _rank_reviews(args)
+    if args.run_dir is None:
+        raise StoreError("give a run directory, or --reviews FILE")
+    store = RunStore.open(args.run_dir)
+    if args.json:
+        print(json.dumps(rank_json(store, args.weighted), indent=2))
+        return 0
+    console = Console(highlight=False, soft_wrap=True)
+    records = store.records()
+    if not records:
+        console.print(f"No finished matches in {args.run_dir} yet.")
+        return 0
+    print_results(console, records, store)
+    board = peer_rank(store, args.weighted)
+    if board is not None:
+        from arena.cli.tables import print_leaderboard
+
+        console.print("Peer rank from the run's reviews:")
+        print_leaderboard(console, board)
+    return 0
+
+
+def _rank_reviews(args: argparse.Namespace) -> int:
+    from arena.rank import METHODS, leaderboard
+    from arena.rank.reviews import Reviews
+    from arena.cli.tables import print_leaderboard
+
+    fixed = {}
+    for item in args.weight:
+        name, _, value = item.partition("=")
+        try:
+            fixed[name] = float(value)
+        except ValueError:
+            raise StoreError(f"--weight {item!r}: expected REVIEWER=NUMBER") from None
+    reviews = Reviews.read_jsonl(args.reviews)
+    methods = METHODS if args.method == "all" else (args.method,)
+    board = leaderboard(reviews, methods, args.reviewers, args.weighted, fixed or None, args.reference,
+                        args.orderings, args.bootstrap, args.seed)
+    if args.json:
+        print(board.model_dump_json(indent=2))
+    else:
+        print_leaderboard(Console(highlight=False, soft_wrap=True), board)
+    return 0
+
+
+def _annotate_export(args: argparse.Namespace) -> int:
+    from arena.cli.annotate import export
+
+    n = export(args.run_dir, args.beta, args.output)
+    print(f"{args.output}: {n} verdicts to annotate (fill in human_verdict: 1, 2 or tie)")
+    return 0
+
+
+def _annotate_ask(args: argparse.Namespace) -> int:
+    from arena.cli.annotate import ask
+
+    if not 0 < args.beta <= 1:
+        raise StoreError(f"--beta must be a share between 0 and 1, not {args.beta}")
+    n = ask(args.run_dir, args.beta)
+    print(f"\n{n} human verdicts now replace the judges' in {args.run_dir}")
+    return 0
+
+
+def _annotate_import(args: argparse.Namespace) -> int:
+    from arena.cli.annotate import import_
+
+    n = import_(args.run_dir, args.file)
+    print(f"{n} human verdicts now replace the judges' in {args.run_dir}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from arena.rank.prd import read_prd
+
+    reviews, skipped = read_prd(args.folder, args.contestants)
+    reviews.write_jsonl(args.output)
+    print(f"{args.output}: {len(reviews)} reviews of {len(reviews.contestants)} contestants by "
+          f"{len(reviews.reviewers)} reviewers ({', '.join(reviews.reviewers)})")
+    for path in skipped:
+        print(f"left out: {path}")
+    return 0
+
+
+def _watch(args: argparse.Namespace) -> int:
+    from arena.cli.dashboard import watch_run
+
+    store = RunStore.open(args.run_dir)
+    store.close()
+    console = Console(highlight=False, soft_wrap=True)
+    return watch_run(args.run_dir, console, interval=args.interval, plain=args.plain or not console.is_terminal)
+

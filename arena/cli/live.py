@@ -1,0 +1,122 @@
+"""The live round log: what a person watches while matches run.
+
+The watcher may know which agent sits in which seat, so names are shown beside
+seat labels here; they never reach a prompt.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from arena.run.runner import Observer
+from arena.contract.events import ActionTaken, Event, MatchEnded, MatchFailed, MatchStarted, MessagePosted, RoundClosed, TurnFailed
+
+
+def _short(text: str | None, width: int = 80) -> str:
+    if text is None:
+        return "—"
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _action(action) -> str:
+    return action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
+
+
+class RoundLog(Observer):
+    """Rich mode prints one table per closed round; plain mode one line per event.
+
+    Also usable directly as a match's event sink."""
+
+    def __init__(self, console: Console | None = None, plain: bool | None = None):
+        self.console = console or Console()
+        self.plain = (not self.console.is_terminal) if plain is None else plain
+        self.seats: dict[str, dict[str, str]] = {}
+        self._failures: dict[tuple[str, int], dict[str, list[TurnFailed]]] = defaultdict(lambda: defaultdict(list))
+        self._actions: dict[tuple[str, int], list[ActionTaken]] = defaultdict(list)
+        self._notices: dict[tuple[str, int], list[str]] = defaultdict(list)
+
+    def __call__(self, event: Event) -> None:
+        self.event(event)
+
+    def event(self, event: Event) -> None:
+        if isinstance(event, MatchStarted):
+            self.seats[event.match] = {s.label: s.agent for s in event.seats}
+        (self._plain if self.plain else self._rich)(event)
+
+    def _who(self, match: str, seat: str) -> str:
+        agent = self.seats.get(match, {}).get(seat)
+        return f"{seat} ({agent})" if agent else seat
+
+    # -- one line per event ----------------------------------------------------
+    def _plain(self, event: Event) -> None:
+        head = f"[{event.match}]"
+        if isinstance(event, MatchStarted):
+            seats = ", ".join(f"{s.label}={s.agent}" for s in event.seats)
+            line = f"{head} start {event.game} seed={event.seed} seats: {seats}"
+        elif isinstance(event, TurnFailed):
+            line = f"{head} r{event.round} {self._who(event.match, event.seat)} {event.failure.upper()} attempt {event.attempt}: {event.reason} reply={_short(event.reply, 60)!r}"
+        elif isinstance(event, ActionTaken):
+            tag = " DEFAULT" if event.defaulted else ""
+            line = f"{head} r{event.round} {self._who(event.match, event.seat)} -> {_action(event.action)}{tag} | {_short(event.reply, 200)}"
+        elif isinstance(event, MessagePosted) and event.message.kind == "notice":
+            to = ",".join(event.message.recipients)
+            line = f"{head} r{event.message.round} Referee -> {to}: {' '.join(event.message.content.split())}"
+        elif isinstance(event, MessagePosted) and event.message.kind == "verdict":
+            line = f"{head} verdict: {' '.join(event.message.content.split())}"
+        elif isinstance(event, RoundClosed):
+            line = f"{head} round {event.round} closed"
+        elif isinstance(event, MatchEnded):
+            line = f"{head} end after {event.rounds} rounds: " + ", ".join(
+                f"{self._who(event.match, s)}={v:g}" for s, v in event.payoffs.items()
+            )
+        elif isinstance(event, MatchFailed):
+            line = f"{head} FAILED: {event.error.splitlines()[0]}"
+        else:
+            return
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    # -- a table per round -------------------------------------------------------
+    def _rich(self, event: Event) -> None:
+        if isinstance(event, MatchStarted):
+            seats = ", ".join(f"{s.label} [dim]({s.agent})[/]" for s in event.seats)
+            self.console.print(f"[bold cyan]▶ {event.match}[/] {event.game}, seed {event.seed}: {seats}")
+        elif isinstance(event, TurnFailed):
+            self._failures[(event.match, event.round)][event.seat].append(event)
+        elif isinstance(event, ActionTaken):
+            self._actions[(event.match, event.round)].append(event)
+        elif isinstance(event, MessagePosted) and event.message.kind == "notice":
+            self._notices[(event.match, event.message.round)].append(event.message.content)
+        elif isinstance(event, RoundClosed):
+            self._print_round(event.match, event.round)
+        elif isinstance(event, MatchEnded):
+            scores = ", ".join(f"{s} [dim]({self.seats[event.match].get(s)})[/] {v:g}" for s, v in event.payoffs.items())
+            self.console.print(f"[bold green]■ {event.match}[/] ended after {event.rounds} rounds: {scores}")
+        elif isinstance(event, MatchFailed):
+            self.console.print(f"[bold red]✖ {event.match} failed:[/] {Text(event.error.splitlines()[0])}")
+
+    def _print_round(self, match: str, round: int) -> None:
+        key = (match, round)
+        table = Table(title=f"{match} · round {round}", title_justify="left", expand=False, show_lines=False)
+        table.add_column("Seat")
+        table.add_column("Agent", style="dim")
+        table.add_column("Reply", overflow="fold", max_width=70)
+        table.add_column("Action")
+        table.add_column("Flags")
+        failures = self._failures.pop(key, {})
+        for action in self._actions.pop(key, []):
+            counts = Counter(f.failure for f in failures.get(action.seat, []))
+            flag_text = Text(", ".join(f"{kind} ×{n}" for kind, n in counts.items()), style="yellow")
+            if action.defaulted:
+                flag_text.append(" → default", style="bold red")
+            agent = self.seats.get(match, {}).get(action.seat, "")
+            table.add_row(action.seat, agent, Text(_short(action.reply, 140)), Text(_action(action.action)), flag_text)
+        self.console.print(table)
+        for notice in dict.fromkeys(self._notices.pop(key, [])):
+            self.console.print(Text(f"  Referee: {notice}", style="italic"))
+

@@ -1,0 +1,52 @@
+"""A match's transcript for a person: round by round, who said what and who saw it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from rich.console import Console
+from rich.text import Text
+
+from arena.contract.records import MatchRecord
+from arena.contract.messages import REFEREE
+
+
+def print_transcript(console: Console, record: MatchRecord) -> None:
+    agent = {s.label: s.agent for s in record.seats}
+    seats = list(agent)
+    console.print(Text(f"{record.key} — {record.game}, seed {record.seed}, {record.status}, {record.rounds} rounds", style="bold"))
+    console.print("params: " + ", ".join(f"{k}={v}" for k, v in record.params.items()))
+    for seat in record.seats:
+        console.print(f"  {seat.label}: {seat.agent} ({seat.role})")
+    failures = defaultdict(list)
+    actions = defaultdict(list)
+    for event in record.events:
+        if event.type == "turn_failed":
+            failures[event.round].append(event)
+        elif event.type == "action":
+            actions[event.round].append(event)
+    rounds = sorted({m.round for m in record.messages} | set(actions))
+    for rnd in rounds:
+        console.print(Text(f"\n── round {rnd} " + ("(rules) " if rnd == 0 else "") + "─" * 40, style="cyan"))
+        for failure in failures.get(rnd, []):
+            console.print(Text(
+                f"  ✗ {failure.seat} ({agent.get(failure.seat)}) attempt {failure.attempt}: {failure.failure} — "
+                f"{failure.reason} reply: {failure.reply!r}", style="yellow"))
+        for message in (m for m in record.messages if m.round == rnd):
+            who = REFEREE if message.sender == REFEREE else f"{message.sender} ({agent.get(message.sender)})"
+            others = [s for s in message.recipients if s != message.sender]
+            if message.sender != REFEREE:
+                seen = f"seen by {', '.join(others)}" if others else "seen by no other seat"
+            elif not others:
+                seen = "for the record, to no seat"
+            else:
+                seen = "to everyone" if sorted(others) == sorted(seats) and len(seats) > 1 else f"to {', '.join(others)}"
+            console.print(Text(f"  {who} [{message.kind}; {seen}]", style="bold"))
+            console.print(Text("    " + message.content.replace("\n", "\n    ")))
+        for action in actions.get(rnd, []):
+            tag = " (default)" if action.defaulted else ""
+            console.print(Text(f"  → {action.seat} action: {action.action}{tag}", style="red" if action.defaulted else "green"))
+    if record.status == "finished":
+        console.print(Text("\npayoffs: " + ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items()), style="bold"))
+    elif record.error:
+        console.print(Text(f"\nfailed: {record.error}", style="bold red"))

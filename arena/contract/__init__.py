@@ -1,0 +1,22 @@
+"""The plugin contract: everything a game, an agent backend or a referee may import.
+
+Plugins import this package and nothing else of Arena's. It imports nothing of ours
+from outside itself.
+"""
+
+from arena.contract.agent import Agent, AgentConfig, FatalAgentError
+from arena.contract.calls import CachedReply, CallRecord, Services
+from arena.contract.errors import ArenaError, ConfigError, MatchSetupError, Problem
+from arena.contract.events import Event, SeatInfo
+from arena.contract.game import Game, InvalidReply, JudgeRequest, NoParams, Notice, Program
+from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
+from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
+from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
+from arena.contract.strategy import Strategy, StrategyParams
+
+__all__ = [
+    "Agent", "AgentConfig", "ArenaError", "CachedReply", "CallRecord", "ConfigError", "Desk", "Event",
+    "FatalAgentError", "Game", "InvalidReply", "JudgeRequest", "MatchRecord", "MatchSettings", "MatchSetupError",
+    "MatchSpec", "Message", "NoParams", "Notice", "Problem", "Program", "REFEREE", "Referee", "RefereeSpec", "Retry",
+    "Scores", "SeatInfo", "Services", "Strategy", "StrategyParams", "Transcript", "Turn",
+]

@@ -1,0 +1,59 @@
+"""The agent protocol: given what a seat may see and what it is asked, return a reply."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from arena.contract.calls import Services
+from arena.contract.errors import ArenaError
+from arena.contract.messages import Turn
+
+
+class AgentConfig(BaseModel):
+    """Base for a backend's scenario parameters; unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class FatalAgentError(ArenaError):
+    """The agent cannot play at all (for example, a missing API key): the match stops.
+
+    Any other exception from ``Agent.reply`` only fails that attempt, which is
+    recorded and retried like an invalid reply.
+    """
+
+
+class Agent(ABC):
+    """One configured player. Instances are shared by every match of a run, so
+    ``reply`` must keep no per-match state: everything it needs is in the turn."""
+
+    Config: ClassVar[type[AgentConfig]] = AgentConfig
+    makes_calls: ClassVar[bool] = False  # True for backends that call a model (and may cost money)
+
+    def __init__(self, name: str, config: AgentConfig, services: Services | None = None):
+        self.name = name
+        self.config = config
+        self.services = services or Services()  # the run's cache, call log and limits; none when used alone
+
+    @classmethod
+    def check(cls, config: AgentConfig) -> None:
+        """Deeper checks than the config model can make; raise ``ConfigError``. Must not
+        open connections: ``arena validate`` calls it."""
+
+    async def prepare(self) -> None:
+        """Get ready to play (a client, a key, a model in memory); called once before a run's
+        first match, so that what cannot work fails before anything is played. Raise
+        ``FatalAgentError`` when the agent cannot play."""
+
+    @abstractmethod
+    async def reply(self, turn: Turn) -> str: ...
+
+    def cost_of(self, prompt_tokens: int, completion_tokens: int, extra_prices: dict[str, tuple[float, float]]) -> float | None:
+        """USD for that many tokens, or None when unknown. Agents that call no model cost nothing."""
+        return 0.0
+
+    async def aclose(self) -> None:
+        """Release clients and connections at the end of a run."""

@@ -1,0 +1,72 @@
+"""What a model call is, and what a run lends the agents that make calls.
+
+An agent that calls a model is given a ``Services`` when it is built. This base lends
+nothing (no cache, no call log, no limits), so an agent also works on its own, in a
+notebook or a test; a run gives it the real services (``arena.services``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CallRecord(BaseModel):
+    """One request to a model (or a cache hit standing in for it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    match: str
+    seat: str
+    round: int
+    attempt: int
+    agent: str
+    backend: str
+    model: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = Field(None, description="USD; None when the model's price is unknown.")
+    latency: float = 0.0
+    cached: bool = False
+    retries: int = 0
+    error: str | None = None
+
+
+class CachedReply(NamedTuple):
+    """A reply the response cache holds, with what it cost when it was first asked."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+class Slot:
+    """A place under an endpoint's limits; set ``tokens`` to what the call really used."""
+
+    def __init__(self, tokens: int):
+        self.tokens = tokens
+
+
+class Services:
+    """The run's shared services, as an agent sees them. Every method is a no-op here."""
+
+    use_cache: bool = False
+    prices: dict[str, tuple[float, float]] = {}
+
+    def cached(self, **key: Any) -> CachedReply | None:
+        """The reply stored for this exact request, if any (``key`` holds everything that shapes it)."""
+        return None
+
+    def remember(self, reply: CachedReply, **key: Any) -> None:
+        """Store a reply that was paid for."""
+
+    def record_call(self, call: CallRecord) -> None:
+        """Log one call (or a cache hit standing in for it)."""
+
+    @asynccontextmanager
+    async def slot(self, backend: str, endpoint: str, tokens: int) -> AsyncIterator[Slot]:
+        """Wait for room under the endpoint's limits (calls in flight, requests and tokens per minute)."""
+        yield Slot(tokens)

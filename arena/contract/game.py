@@ -1,0 +1,184 @@
+"""The game plugin API: what a game must say so the engine can run it."""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import networkx as nx
+from pydantic import BaseModel, ConfigDict
+
+from arena.contract.errors import ArenaError
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class InvalidReply(ArenaError):
+    """Raised by ``Game.parse``; the message is shown to the seat when it is asked again."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Notice(BaseModel):
+    """Something the referee tells some seats when a round closes."""
+
+    model_config = ConfigDict(frozen=True)
+
+    to: tuple[str, ...]
+    text: str
+    data: dict[str, Any] | None = None
+
+
+class JudgeRequest(BaseModel):
+    """What a judging referee (an LLM judge) is shown once a match is over.
+
+    ``text`` holds the task, what the seats said and the criteria, in the game's words;
+    the referee adds how to answer. ``seats`` are the seats to be scored. ``data`` holds
+    the same material in structured form, for scripted and synthetic judges."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    seats: tuple[str, ...]
+    data: dict[str, Any] | None = None
+
+
+class Program(BaseModel):
+    """Code a match produced, to be run against tests by an executing referee.
+
+    ``tests`` is HumanEval-style: it defines ``check(candidate)``, which is called with the
+    function named ``entry_point``. The outcome is credited to ``seats``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    tests: str
+    entry_point: str
+    seats: tuple[str, ...]
+
+
+class Game(ABC):
+    """Rules of one game. One instance plays one match.
+
+    A game is plain deterministic Python: given its params, its seats, its RNG and
+    the actions it is handed, it always does the same thing. It never talks to an
+    agent; the match loop does that and hands it parsed actions.
+
+    Subclasses set ``Params`` (a pydantic model), ``min_seats``/``max_seats`` and
+    implement the abstract methods. A game's name is its entry point's name. Seats are labelled by role: the engine
+    asks ``seat_roles`` for each seat's role and numbers seats sharing a role
+    ("Player 1", "Player 2"); a role held by a single seat is its own label.
+    """
+
+    description: ClassVar[str] = ""
+    Params: ClassVar[type[BaseModel]] = NoParams
+    Action: ClassVar[type[BaseModel] | None] = None  # the shape of a reply, for backends with structured output
+    min_seats: ClassVar[int] = 2
+    max_seats: ClassVar[int | None] = None
+    default_referee: ClassVar[str | tuple[str, ...]] = "rules"  # one referee, or several (the first gives the payoff)
+
+    def __init__(self, params: BaseModel, seats: Sequence[str], roles: Mapping[str, str], rng: random.Random):
+        self.params = params
+        self.seats = tuple(seats)
+        self.roles = dict(roles)
+        self.rng = rng
+
+    # -- seats -----------------------------------------------------------------
+    @classmethod
+    def seat_roles(cls, params: BaseModel, n_seats: int) -> list[str]:
+        """The role of each seat position. Symmetric games keep the default."""
+        return ["Player"] * n_seats
+
+    # -- what seats are told -----------------------------------------------------
+    @abstractmethod
+    def rules(self, seat: str) -> str:
+        """The rules text this seat reads before round 1."""
+
+    def rules_data(self, seat: str) -> dict[str, Any] | None:
+        """The rules in structured form, for scripted agents."""
+        return None
+
+    @abstractmethod
+    def prompt(self, seat: str, round: int) -> str:
+        """What the seat is asked to do this round."""
+
+    def prompt_data(self, seat: str, round: int) -> dict[str, Any] | None:
+        """The prompt's facts in structured form, for scripted and synthetic agents; models see only the text."""
+        return None
+
+    def history(self, seat: str, round: int, messages: tuple) -> tuple:
+        """What of its history a seat is shown with this round's prompt (default: all it may see).
+        A game whose turns must be independent (a judge's k samples) shows less."""
+        return messages
+
+    @classmethod
+    def seat_problem(cls, params: BaseModel, n_seats: int) -> str | None:
+        """Why ``n_seats`` seats cannot play with these params (beyond min/max seats), or None."""
+        return None
+
+    @classmethod
+    def cases(cls, params: BaseModel) -> list[str] | None:
+        """The cases (questions, problems, texts) the game is played on, one match each; the
+        tournament sets ``params.case`` for each. None: the game has no cases."""
+        return None
+
+    # -- who acts and who hears whom ---------------------------------------------
+    def speakers(self, round: int) -> list[str]:
+        """Seats asked to act this round, all at once. Default: every seat."""
+        return list(self.seats)
+
+    def hears(self, round: int) -> nx.DiGraph:
+        """Edge ``a -> b``: seat ``b`` receives what seat ``a`` says this round.
+
+        Default: everyone hears everyone. A game where replies are private
+        returns a graph without edges.
+        """
+        return nx.complete_graph(self.seats, create_using=nx.DiGraph)
+
+    # -- actions -----------------------------------------------------------------
+    @abstractmethod
+    def parse(self, seat: str, reply: str) -> Any:
+        """Turn a reply into an action, or raise ``InvalidReply(reason)``."""
+
+    @abstractmethod
+    def default_action(self, seat: str, round: int) -> Any:
+        """The action taken for a seat that gave no valid reply in time."""
+
+    @abstractmethod
+    def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
+        """Apply one round's actions; return what the referee tells seats about it."""
+
+    @abstractmethod
+    def is_over(self, round: int) -> bool:
+        """Called after round ``round`` is applied."""
+
+    @abstractmethod
+    def payoffs(self) -> dict[str, float]:
+        """Each seat's score once the game is over."""
+
+    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+        """Pairwise verdicts the game produced, for peer rank: (question, A, B, reviewer, score),
+        score -1 when A (shown first) is better, 0 for a tie, +1 when B is. A, B and the
+        reviewer are seat labels (the engine puts agent names in their place); a reviewer that
+        is not a seat (an outside judge) keeps its own name."""
+        return []
+
+    # -- material for other referees -------------------------------------------------
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Further per-seat figures the rules produce besides the payoff (metric -> seat -> value),
+        reported beside it: an idiom game's hits, a translation's chrF."""
+        return {}
+
+    def judge_request(self) -> JudgeRequest | None:
+        """What an LLM judge scores at the end, or None when the game has nothing to judge."""
+        return None
+
+    def programs(self) -> list[Program]:
+        """Code to execute against tests at the end; empty when the game writes none."""
+        return []

@@ -1,0 +1,94 @@
+"""What travels through a match: messages in the pool and the turn an agent is asked to take."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REFEREE = "Referee"
+
+MessageKind = Literal["rules", "reply", "notice", "verdict"]  # verdict: a referee's judgment at the end
+
+
+class Message(BaseModel):
+    """One entry of a match's append-only log.
+
+    ``round`` is the round in which the message was posted; it becomes visible to
+    ``recipients`` (and always to its sender) only once that round has closed.
+    ``data`` carries the same facts as ``content`` in structured form, for scripted
+    agents and for analysis; language models only ever see ``content``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    round: int
+    sender: str
+    recipients: tuple[str, ...]
+    content: str
+    kind: MessageKind
+    data: dict[str, Any] | None = None
+
+    def visible_to(self, seat: str) -> bool:
+        return seat == self.sender or seat in self.recipients
+
+
+class Transcript(Protocol):
+    """A match's messages as a referee reads them (the engine's message pool is one)."""
+
+    round: int
+
+    @property
+    def log(self) -> tuple[Message, ...]: ...
+
+    def visible_to(self, seat: str) -> tuple[Message, ...]: ...
+
+
+class Retry(BaseModel):
+    """A failed attempt at the current turn, shown back to the seat when it is asked again."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reply: str | None
+    reason: str
+
+
+class Turn(BaseModel):
+    """Everything an agent is given when asked to act.
+
+    This is the whole of what reaches a model: it holds seat labels only, never the
+    names of the agents behind other seats.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    match: str
+    seat: str
+    role: str
+    round: int
+    history: tuple[Message, ...]
+    prompt: str
+    retries: tuple[Retry, ...] = ()
+    seed: int = Field(description="Derived from the match seed, seat, round and attempt; for agents that sample.")
+    action_schema: dict[str, Any] | None = Field(None, description="JSON schema of a valid action, when the game declares one.")
+    prompt_data: dict[str, Any] | None = Field(None, description="The prompt's facts in structured form, for scripted agents.")
+
+    @property
+    def attempt(self) -> int:
+        return len(self.retries)
+
+    def as_chat(self) -> list[dict[str, str]]:
+        """The turn as chat messages: the seat's own words are assistant turns, the rest user turns."""
+        chat: list[dict[str, str]] = []
+        for message in self.history:
+            if message.sender == self.seat:
+                chat.append({"role": "assistant", "content": message.content})
+            else:
+                chat.append({"role": "user", "content": f"[{message.sender}] {message.content}"})
+        chat.append({"role": "user", "content": f"[{REFEREE}] {self.prompt}"})
+        for retry in self.retries:
+            if retry.reply is not None:
+                chat.append({"role": "assistant", "content": retry.reply})
+            chat.append({"role": "user", "content": f"[{REFEREE}] {retry.reason} {self.prompt}"})
+        return chat

@@ -1,0 +1,62 @@
+"""What a match is and what it left behind: the specification the run plans and the record the store keeps."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.contract.events import Event, SeatInfo
+from arena.contract.messages import Message
+from arena.contract.referee import RefereeSpec
+
+
+class MatchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    turn_timeout: float = Field(60.0, gt=0, description="Seconds an agent has for one attempt at a turn.")
+    max_retries: int = Field(2, ge=0, description="Times a seat is asked again after an invalid or missing reply.")
+    max_rounds: int = Field(1000, ge=1, description="Safety stop for games that would not end by themselves.")
+
+
+class MatchSpec(BaseModel):
+    """What a match is. Two equal specs always play the same match."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    group: str = Field("", description="The scenario entry this match belongs to; results are grouped by it.")
+    repeat: int = 1
+    game: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    agents: tuple[str, ...]
+    seed: int
+    shuffle_seats: bool = True
+    referees: tuple[RefereeSpec, ...] = Field((), description="Empty: the game's default referee(s).")
+    settings: MatchSettings = Field(default_factory=MatchSettings)
+    scrub: tuple[str, ...] = Field((), description="Strings removed from a seat's words before other seats see them.")
+    scrub_replacement: str = "[name withheld]"
+
+
+class MatchRecord(BaseModel):
+    key: str
+    group: str
+    repeat: int = 1
+    game: str
+    params: dict[str, Any]
+    seed: int
+    seats: tuple[SeatInfo, ...]
+    status: Literal["finished", "failed"]
+    rounds: int
+    payoffs: dict[str, float]  # the first referee's first metric; a seat it could not score is missing
+    messages: tuple[Message, ...]
+    events: list[Event]
+    error: str | None = None
+    reviews: list[tuple[str, str, str, str, int]] = Field(default_factory=list)  # agent names, not seats
+    metrics: dict[str, dict[str, float]] = Field(default_factory=dict)  # every referee's figures: metric -> seat -> value
+
+    def agent_of(self, seat: str) -> str:
+        return next(s.agent for s in self.seats if s.label == seat)
+
+    def role_of(self, seat: str) -> str:
+        return next(s.role for s in self.seats if s.label == seat)

@@ -1,0 +1,2 @@
+"""The numbers of a run, read from the store's rows: payoffs with intervals, role tables,
+metrics and usage. The CLI and the report show the same numbers from here."""

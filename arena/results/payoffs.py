@@ -1,0 +1,165 @@
+"""Payoffs per agent over repeated matches: DeepEval Eq. 1 (symmetric games) and
+Eq. 2 (per role, for asymmetric ones), with bootstrap 95% intervals."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+import numpy as np
+from pydantic import BaseModel
+
+from arena.contract import seeding
+from arena.contract.records import MatchRecord
+
+
+class PayoffSummary(BaseModel):
+    group: str
+    metric: str = "payoff"
+    agent: str
+    role: str
+    matches: int
+    mean: float
+    low: float  # bootstrap 95% interval of the mean
+    high: float
+    std: float
+    invalid_replies: int
+    defaulted_turns: int
+
+
+class RoleCell(BaseModel):
+    matches: int
+    scores: tuple[float, float]  # mean payoff of the row agent in role 1, of the column agent in role 2
+
+
+class RoleTable(BaseModel):
+    """The agent x agent table of a two-role game: rows hold role 1, columns role 2."""
+
+    group: str
+    metric: str = "payoff"
+    roles: tuple[str, str]
+    agents: list[str]
+    cells: dict[str, dict[str, RoleCell]]
+    row_means: dict[str, float]  # each agent's mean in role 1
+    column_means: dict[str, float]  # each agent's mean in role 2
+    row_intervals: dict[str, tuple[float, float]] = {}  # bootstrap 95% interval of each row mean
+    column_intervals: dict[str, tuple[float, float]] = {}
+
+
+def bootstrap_interval(values: Iterable[float], resamples: int = 2000, seed: int | str = 0) -> tuple[float, float, float]:
+    """Mean and percentile-bootstrap 95% interval, resampling matches with replacement."""
+    x = np.asarray(list(values), dtype=float)
+    mean = float(x.mean())
+    if x.size < 2:
+        return mean, mean, mean
+    rng = np.random.default_rng(seeding.derive(seed, "bootstrap"))
+    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return mean, float(low), float(high)
+
+
+def _finished(records: Iterable[MatchRecord]) -> list[MatchRecord]:
+    return [r for r in records if r.status == "finished"]
+
+
+def scores_of(record: MatchRecord, metric: str | None) -> dict[str, float]:
+    """A finished match's figures per seat under ``metric``; None: its payoff."""
+    if metric is None:
+        return record.payoffs
+    if not record.metrics and metric == "payoff":  # stores written before metrics were kept
+        return record.payoffs
+    return record.metrics.get(metric, {})
+
+
+def metric_names(records: Iterable[MatchRecord]) -> dict[str, list[str]]:
+    """Each entry's metrics in the order its referees report them; the first is the payoff."""
+    names: dict[str, dict[str, None]] = defaultdict(dict)
+    for record in _finished(records):
+        for metric in record.metrics or {"payoff": None}:
+            names[record.group][metric] = None
+    return {group: list(found) for group, found in names.items()}
+
+
+def summarize(records: Iterable[MatchRecord], resamples: int = 2000, metric: str | None = None) -> list[PayoffSummary]:
+    """One row per (scenario entry, agent, role), best mean first within each entry and role;
+    of the payoff, or of another metric the referees reported. A seat not scored is left out.
+
+    Values are taken in key order, so the intervals do not depend on the order
+    in which matches happened to finish."""
+    records = _finished(records)
+    if metric is not None:
+        records = [r for r in records if scores_of(r, metric)]
+    group_order = list(dict.fromkeys(r.group for r in records))
+    records.sort(key=lambda r: r.key)
+    payoffs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    invalid: dict[tuple[str, str, str], int] = defaultdict(int)
+    defaulted: dict[tuple[str, str, str], int] = defaultdict(int)
+    for record in records:
+        scores = scores_of(record, metric)
+        seated = {seat.label for seat in record.seats}
+        for seat in record.seats:
+            if seat.label in scores:
+                payoffs[(record.group, seat.agent, seat.role)].append(scores[seat.label])
+        for event in record.events:
+            if event.type not in ("turn_failed", "action") or event.seat not in seated:  # a judge is no seat
+                continue
+            if event.type == "turn_failed" and event.failure == "invalid":
+                invalid[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
+            elif event.type == "action" and event.defaulted:
+                defaulted[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
+    rows = []
+    for key, values in payoffs.items():
+        group, agent, role = key
+        mean, low, high = bootstrap_interval(values, resamples, seed=f"{group}/{agent}/{role}")
+        std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+        rows.append(PayoffSummary(group=group, metric=metric or "payoff", agent=agent, role=role, matches=len(values),
+                                  mean=mean, low=low,
+                                  high=high, std=std, invalid_replies=invalid[key], defaulted_turns=defaulted[key]))
+    rows.sort(key=lambda r: (group_order.index(r.group), r.role, -r.mean, r.agent))
+    return rows
+
+
+def role_tables(records: Iterable[MatchRecord], metric: str | None = None, resamples: int = 2000) -> list[RoleTable]:
+    """Eq. 2 laid out as DeepEval prints it, for every entry whose matches have exactly two roles;
+    of the payoff, or of another metric. A cell holds only matches where both seats were scored."""
+    by_group: dict[str, list[MatchRecord]] = defaultdict(list)
+    for record in sorted(_finished(records), key=lambda r: r.key):
+        by_group[record.group].append(record)
+    tables = []
+    for group, members in by_group.items():
+        roles = list(dict.fromkeys(seat.role for seat in members[0].seats))
+        if len(roles) != 2 or any(len(r.seats) != 2 for r in members):
+            continue
+        first, second = roles
+        cells: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        as_first: dict[str, list[float]] = defaultdict(list)
+        as_second: dict[str, list[float]] = defaultdict(list)
+        for record in members:
+            a = next(s for s in record.seats if s.role == first)
+            b = next(s for s in record.seats if s.role == second)
+            scores = scores_of(record, metric)
+            if a.label not in scores or b.label not in scores:
+                continue
+            pa, pb = scores[a.label], scores[b.label]
+            cells[(a.agent, b.agent)].append((pa, pb))
+            as_first[a.agent].append(pa)
+            as_second[b.agent].append(pb)
+        if not cells:
+            continue
+        agents = sorted(set(as_first) | set(as_second))
+        table_cells: dict[str, dict[str, RoleCell]] = defaultdict(dict)
+        for (a, b), scores in cells.items():
+            arr = np.asarray(scores)
+            table_cells[a][b] = RoleCell(matches=len(scores), scores=(float(arr[:, 0].mean()), float(arr[:, 1].mean())))
+        tables.append(
+            RoleTable(
+                group=group, metric=metric or "payoff", roles=(first, second), agents=agents, cells=dict(table_cells),
+                row_means={a: float(np.mean(v)) for a, v in as_first.items()},
+                column_means={b: float(np.mean(v)) for b, v in as_second.items()},
+                row_intervals={a: bootstrap_interval(v, resamples, f"{group}/{metric}/{a}/{first}")[1:]
+                               for a, v in as_first.items()},
+                column_intervals={b: bootstrap_interval(v, resamples, f"{group}/{metric}/{b}/{second}")[1:]
+                                  for b, v in as_second.items()},
+            )
+        )
+    return tables

@@ -1,0 +1,42 @@
+"""A run's numbers in one structure: what `arena rank RUN_DIR --json` prints and the report shows."""
+
+from __future__ import annotations
+
+from arena.results.payoffs import metric_names, role_tables, summarize
+from arena.results.usage import usage_by_agent
+from arena.store import RunStore
+
+
+def peer_rank(store: RunStore, weighted: bool = False):
+    """The run's review tuples as a leaderboard, when its games produced any."""
+    from arena.rank import leaderboard
+    from arena.rank.reviews import Reviews
+
+    rows = store.review_rows()
+    return leaderboard(Reviews.from_rows(rows), weighted=weighted) if rows else None
+
+
+def rank_json(store: RunStore, weighted: bool = False, records=None) -> dict:
+    records = store.records() if records is None else records  # the run's finished matches
+    info = store.run_info()
+    board = peer_rank(store, weighted)
+    return {
+        "peer_rank": None if board is None else board.model_dump(),
+        "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
+        "payoffs": [r.model_dump() for r in summarize(records)],
+        "role_tables": [t.model_dump() for t in role_tables(records)],
+        "metrics": metrics_json(records),
+        "stability": store.stability(),
+        "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
+    }
+
+
+def metrics_json(records) -> dict:
+    """Every metric the referees reported, by entry: its summary and role tables (the first is the payoff)."""
+    out: dict = {}
+    for group, names in metric_names(records).items():
+        members = [r for r in records if r.group == group]
+        out[group] = {name: {"summary": [r.model_dump() for r in summarize(members, metric=name)],
+                             "role_tables": [t.model_dump() for t in role_tables(members, metric=name)]}
+                      for name in names}
+    return out

@@ -1,0 +1,193 @@
+"""Playing a scenario's tournament: matches at once under limits, the store kept
+up to date, blocks of repeats added until stable, and resumption after a crash."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import trio
+from pydantic import BaseModel
+
+from arena.run import stability
+from arena.contract.agent import Agent
+from arena.contract.calls import CallRecord, Services
+from arena.services.cache import ResponseCache
+from arena.services.calls import RunServices, Spending
+from arena.contract.events import Event
+from arena.engine.match import play_match
+from arena.contract.records import MatchRecord, MatchSpec
+from arena.results.payoffs import summarize
+from arena.run.scenario import Concurrency, Scenario, UntilStable
+from arena.store import RunStore
+from arena.run.tournament import first_repeats, plan, plan_entry
+
+
+class Observer:
+    """Whoever watches a run: the live view, a log, a test. Every method is optional."""
+
+    def planned(self, total: int) -> None:
+        """The number of matches known so far (grows as until_stable adds blocks)."""
+
+    def event(self, event: Event) -> None:
+        """Everything that happens inside matches."""
+
+    def finished(self, record: MatchRecord, resumed: bool) -> None:
+        """A match is over; ``resumed``: it was finished by an earlier run and not replayed."""
+
+
+class TournamentResult(BaseModel):
+    records: list[MatchRecord]
+    stability: list[stability.StabilityCheck]
+    resumed: int
+    not_started: list[str] = []  # keys of matches the budget kept from starting
+    budget_note: str | None = None
+
+
+class Limits:
+    """A global limit on matches at once and optional per-agent limits.
+
+    Agent slots are taken before the global one, in name order: a match
+    waiting for a busy agent holds no global slot, so it does not stall
+    matches of other agents, and the fixed order rules out deadlock.
+    """
+
+    def __init__(self, concurrency: Concurrency, agents: list[str], matches: int | None = None):
+        self.matches = trio.CapacityLimiter(matches or concurrency.matches)
+        self.per_agent = {a: trio.CapacityLimiter(n) for a in agents if (n := concurrency.limit_for(a))}
+
+    @asynccontextmanager
+    async def slot(self, spec: MatchSpec) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for agent in sorted(set(spec.agents)):
+                if agent in self.per_agent:
+                    await stack.enter_async_context(self.per_agent[agent])
+            await stack.enter_async_context(self.matches)
+            yield
+
+
+def build_agents(scenario: Scenario, services: Services | None = None) -> dict[str, Agent]:
+    agents = {}
+    for name in scenario.agents:
+        backend, config = scenario.agent_config(name)
+        agents[name] = backend(name, config, services)
+    return agents
+
+
+def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending) -> RunServices:
+    cache = None
+    if store is not None or scenario.cache:
+        path = Path(scenario.cache) if scenario.cache else store.run_dir / "responses.sqlite"
+        cache = ResponseCache(path)
+
+    def record(call: CallRecord) -> None:
+        spending.add(call)
+        if store is not None:
+            store.record_call(call)
+
+    return RunServices(
+        cache=cache, use_cache=use_cache, record_call=record, limit_settings=dict(scenario.limits),
+        prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
+    )
+
+
+async def run_tournament(
+    scenario: Scenario,
+    store: RunStore | None = None,
+    observer: Observer | None = None,
+    matches_at_once: int | None = None,
+    use_cache: bool = True,
+) -> TournamentResult:
+    observer = observer or Observer()
+    spending = Spending()
+    if store is not None:  # what earlier sessions of this run spent counts against the budget too
+        for call in store.calls():
+            spending.add(call)
+    services = build_services(scenario, store, use_cache, spending)
+    agents = build_agents(scenario, services)
+    not_started: list[str] = []
+    budget_note: str | None = None
+    limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
+    done: dict[str, MatchRecord] = {}
+    earlier = {r.key: r for r in store.records()} if store else {}
+    checks: list[stability.StabilityCheck] = []
+
+    def sink(event: Event) -> None:
+        if store is not None:
+            store.record_event(event)
+        observer.event(event)
+
+    async def play(spec: MatchSpec, position: int) -> None:
+        nonlocal budget_note
+        async with limits.slot(spec):
+            budget_note = budget_note or spending.reached(scenario.budget)
+            if budget_note:  # matches already in flight finish; no new one starts
+                not_started.append(spec.key)
+                return
+            if store is not None:
+                store.prepare(spec, position)
+            record = await play_match(spec, agents, sink)
+        if store is not None:
+            store.finish(record)
+        done[spec.key] = record
+        observer.finished(record, resumed=False)
+
+    order: list[str] = []
+    repeats_so_far = {  # until_stable entries still adding repeats
+        entry.name: (entry, rule, first_repeats(scenario, entry))
+        for entry in scenario.games
+        if isinstance(rule := scenario.tournament_for(entry).repeats, UntilStable)
+    }
+    wave = plan(scenario)
+    try:
+        for agent in agents.values():  # a missing key or model stops the run before any match starts
+            await agent.prepare()
+        while wave:
+            first = len(order)
+            order += [s.key for s in wave]
+            observer.planned(len(order))
+            if store is not None:
+                store.set_planned(len(order))
+            async with trio.open_nursery() as nursery:
+                for position, spec in enumerate(wave, start=first):
+                    if spec.key in earlier:
+                        done[spec.key] = earlier[spec.key]
+                        observer.finished(earlier[spec.key], resumed=True)
+                    else:
+                        nursery.start_soon(play, spec, position)
+            wave = []
+            if budget_note:
+                break
+            for name, (entry, rule, repeats) in list(repeats_so_far.items()):
+                members = [r for r in done.values() if r.group == name]
+                current = summarize(members)
+                previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
+                check = stability.check(name, previous, current, repeats, rule)
+                checks.append(check)
+                if store is not None:
+                    store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done)
+                if check.done:
+                    del repeats_so_far[name]
+                else:
+                    more = min(rule.max, repeats + rule.block)
+                    wave += plan_entry(scenario, entry, repeats + 1, more)
+                    repeats_so_far[name] = (entry, rule, more)
+        if store is not None:
+            failed = sum(r.status == "failed" for r in done.values())
+            store.set_status("stopped by budget" if not_started else "finished" if not failed else "finished with failures")
+    except BaseException as exc:
+        if store is not None:
+            store.flush()
+            store.set_status("interrupted")
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None:
+            raise KeyboardInterrupt from None  # Ctrl-C arrives wrapped by the nursery; callers expect it bare
+        raise
+    finally:
+        with trio.CancelScope(shield=True):
+            for agent in agents.values():
+                await agent.aclose()
+        services.close()
+    resumed = sum(1 for key in order if key in earlier)
+    return TournamentResult(records=[done[k] for k in order if k in done], stability=checks, resumed=resumed,
+                            not_started=not_started, budget_note=budget_note)

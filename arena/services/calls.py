@@ -1,0 +1,102 @@
+"""The run-wide services every model backend shares: the response cache, the call log,
+rate limits per endpoint, and the spending the budget is checked against."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from arena.contract.calls import CachedReply, CallRecord, Services, Slot
+from arena.services.cache import ResponseCache, cache_key
+from arena.services.ratelimit import CallLimits
+
+
+class LimitSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    calls: int | None = Field(None, ge=1, description="Calls in flight at once.")
+    rpm: int | None = Field(None, ge=1, description="Requests per minute.")
+    tpm: int | None = Field(None, ge=1, description="Tokens per minute (prompt + completion).")
+
+
+class Budget(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    usd: float | None = Field(None, gt=0, description="Stop starting matches once this much has been spent.")
+    tokens: int | None = Field(None, gt=0, description="Stop starting matches once this many tokens were used.")
+
+
+@dataclass
+class Spending:
+    usd: float = 0.0
+    tokens: int = 0
+    calls: int = 0
+    unknown_cost_calls: int = 0
+
+    def add(self, call: CallRecord) -> None:
+        if call.cached:
+            return
+        self.calls += 1
+        self.tokens += (call.prompt_tokens or 0) + (call.completion_tokens or 0)
+        if call.cost is None:
+            self.unknown_cost_calls += 1
+        else:
+            self.usd += call.cost
+
+    def reached(self, budget: Budget | None) -> str | None:
+        if budget is None:
+            return None
+        if budget.usd is not None and self.usd >= budget.usd:
+            return f"the budget of ${budget.usd:g} is spent (${self.usd:.4f})"
+        if budget.tokens is not None and self.tokens >= budget.tokens:
+            return f"the budget of {budget.tokens} tokens is used ({self.tokens})"
+        return None
+
+
+class RunServices(Services):
+    """Handed to every agent of a run when it is built."""
+
+    def __init__(self, cache: ResponseCache | None = None, use_cache: bool = True,
+                 record_call: Callable[[CallRecord], None] = lambda call: None,
+                 limit_settings: dict[str, LimitSettings] | None = None,
+                 prices: dict[str, tuple[float, float]] | None = None):
+        self.cache = cache
+        self.use_cache = use_cache
+        self._record_call = record_call
+        self.limit_settings = dict(limit_settings or {})
+        self.prices = dict(prices or {})
+        self._limits: dict[tuple[str, str], CallLimits] = {}
+
+    def cached(self, **key: Any) -> CachedReply | None:
+        if self.cache is None or not self.use_cache:
+            return None
+        hit = self.cache.get(cache_key(**key))
+        return None if hit is None else CachedReply(*hit)
+
+    def remember(self, reply: CachedReply, **key: Any) -> None:
+        if self.cache is not None:
+            self.cache.put(cache_key(**key), reply.text, reply.prompt_tokens, reply.completion_tokens)
+
+    def record_call(self, call: CallRecord) -> None:
+        self._record_call(call)
+
+    def limits(self, backend: str, endpoint: str) -> CallLimits:
+        """One set of limits per backend and endpoint, shared by every agent and match that uses it."""
+        key = (backend, endpoint)
+        if key not in self._limits:
+            settings = self.limit_settings.get(backend, LimitSettings())
+            self._limits[key] = CallLimits(settings.calls, settings.rpm, settings.tpm)
+        return self._limits[key]
+
+    @asynccontextmanager
+    async def slot(self, backend: str, endpoint: str, tokens: int) -> AsyncIterator[Slot]:
+        async with self.limits(backend, endpoint).slot(tokens) as reservation:
+            yield reservation
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()

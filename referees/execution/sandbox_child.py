@@ -1,0 +1,578 @@
+"""The sandbox's launcher: isolates itself, sets the limits, then runs the program.
+
+``arena.referees.execution.sandbox`` starts this file as ``python -I sandbox_child.py CONFIG`` with
+stdin = a control pipe (the parent closes it to ask for a stop; it also closes
+when the parent dies), stdout/stderr = the program's own, and two inherited
+pipes named in CONFIG: one for this launcher's report (JSON), one that the
+program sees as fd 3 (its "result" channel).
+
+It only uses the standard library and never imports ``arena``: ``-I`` keeps the
+environment and the user's site-packages out, and the code must keep working
+after ``pivot_root`` has hidden everything but the interpreter.
+
+Three processes:
+  launcher  (what the parent started)  unshares a PID namespace, forks:
+  supervisor (pid 1 of that namespace) unshares mount/net/ipc/uts, builds the
+             new root, forks the program, enforces the wall limit, kills
+             everything left at the end and writes the report;
+  program   drops to the sandbox uid, sets rlimits, execs Python.
+Whatever a namespace refuses is noted under "missing" and the run goes on with
+what is left: the parent decides whether that is good enough.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import math
+import os
+import platform
+import resource
+import select
+import shutil
+import signal
+import stat
+import sys
+import time
+import traceback
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+MNT_DETACH = 2
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}.get(platform.machine())
+
+# Enough of the host for Python to run; everything else (home directories, the
+# repository, /tmp, sockets under /run) is simply not there.
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+DEVICES = ("null", "zero", "full", "random", "urandom")
+WORK = "/sandbox"
+
+# A read-only bind remount must repeat the flags the mount already has (the
+# kernel refuses to drop locked ones); statvfs reports them with other values.
+_ST_TO_MS = {
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: 1024,
+    os.ST_NODIRATIME: 2048,
+    os.ST_RELATIME: 1 << 21,
+}
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
+libc.unshare.argtypes = [ctypes.c_int]
+libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+libc.sethostname.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+
+
+def _check(ret: int, what: str) -> None:
+    if ret != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def _b(text: str | None) -> bytes | None:
+    return None if text is None else os.fsencode(text)
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(libc.mount(_b(source), _b(target), _b(fstype), flags, _b(data)), f"mount {target}")
+
+
+def unshare(flags: int) -> None:
+    _check(libc.unshare(flags), "unshare")
+
+
+def prctl(option: int, value: int) -> None:
+    _check(libc.prctl(option, value, 0, 0, 0), f"prctl {option}")
+
+
+def bind(source: str, target: str, readonly: bool = True) -> None:
+    if os.path.isdir(source):
+        os.makedirs(target, exist_ok=True)
+    else:
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "a"):
+            pass
+    mount(source, target, None, MS_BIND)
+    if readonly:
+        flags = MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV
+        have = os.statvfs(target).f_flag
+        for st, ms in _ST_TO_MS.items():
+            if have & st:
+                flags |= ms
+        mount(None, target, None, flags)
+
+
+def under(path: str, roots) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def others_can_run(path: str) -> bool:
+    """Can a stranger (neither owner nor group) reach and execute ``path``?"""
+    path = os.path.realpath(path)
+    try:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(path)
+        while True:
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+            if parent == "/":
+                return True
+            parent = os.path.dirname(parent)
+    except OSError:
+        return False
+
+
+def copy_files(source: str, target: str, uid: int) -> None:
+    for top, dirs, files in os.walk(source):
+        rel = os.path.relpath(top, source)
+        dest = os.path.normpath(os.path.join(target, rel))
+        os.makedirs(dest, exist_ok=True)
+        os.chown(dest, uid, uid)
+        for name in files:
+            shutil.copyfile(os.path.join(top, name), os.path.join(dest, name))
+            os.chown(os.path.join(dest, name), uid, uid)
+
+
+class Run:
+    def __init__(self, cfg: dict):
+        self.cfg = cfg
+        self.limits = cfg["limits"]
+        self.protections: list[str] = ["empty environment", "resource limits"]
+        self.missing: list[str] = []
+        self.pid_ns = False
+        self.user_ns = False
+        self.mount_ns = False
+        self.root = os.geteuid() == 0
+        # As root we can become a uid nobody else uses, which makes file
+        # permissions and RLIMIT_NPROC bite and lets us kill "everything of
+        # that uid" without touching anything else. Without root we stay who we are.
+        self.uid = cfg["uid"] if self.root else os.getuid()
+        self.gid = cfg["uid"] if self.root else os.getgid()
+        self.program: int | None = None
+        self.status: int | None = None
+        self.usage = None
+
+    # ---------------------------------------------------------------- launcher
+
+    def launch(self) -> int:
+        namespaces = self.cfg["namespaces"]
+        if not namespaces:
+            self.missing.append("namespaces turned off: no network, filesystem or process isolation")
+        elif not self.root:
+            self.enter_user_namespace()
+        if namespaces and (self.root or self.user_ns):
+            try:
+                unshare(CLONE_NEWPID)
+                self.pid_ns = True
+            except OSError as e:
+                self.missing.append(f"no PID namespace ({e.strerror}): leftover processes are killed by uid or process group instead")
+        elif namespaces:
+            self.missing.append("no PID namespace (not root and no user namespace)")
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = self.supervise()
+            except BaseException:
+                self.report({"error": traceback.format_exc()})
+            finally:
+                os._exit(code)
+        # Nothing to do but wait: the supervisor does the work and reports.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                return 0 if os.waitstatus_to_exitcode(status) == 0 else 1
+            except InterruptedError:
+                continue
+
+    def enter_user_namespace(self) -> None:
+        """Without root, a user namespace grants the rights to set up the others."""
+        uid, gid = os.getuid(), os.getgid()
+        try:
+            unshare(CLONE_NEWUSER)
+        except OSError as e:
+            self.missing.append(f"no user namespace ({e.strerror}), so no other namespace either")
+            return
+        # Map ourselves onto ourselves: inside we keep a non-zero uid, so the
+        # program loses every capability when it execs Python.
+        with open("/proc/self/setgroups", "w") as f:
+            f.write("deny")
+        with open("/proc/self/uid_map", "w") as f:
+            f.write(f"{uid} {uid} 1")
+        with open("/proc/self/gid_map", "w") as f:
+            f.write(f"{gid} {gid} 1")
+        self.user_ns = True
+        self.protections.append("user namespace")
+
+    # -------------------------------------------------------------- supervisor
+
+    def supervise(self) -> int:
+        cfg = self.cfg
+        # If the launcher is killed (the parent gave up on us), take the whole
+        # namespace down with us rather than run on unsupervised.
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if self.pid_ns:
+            self.protections.append("PID namespace")
+        else:
+            prctl(PR_SET_CHILD_SUBREAPER, 1)  # orphans come to us, so we can reap and count them
+
+        if cfg["namespaces"] and (self.root or self.user_ns):
+            self.unshare_rest()
+
+        devnull = os.open("/dev/null", os.O_RDWR)
+        proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+        python = cfg["python"]
+        if self.mount_ns:
+            self.build_root()
+            workdir = WORK
+            if self.pid_ns:
+                os.close(proc_fd)
+                proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
+        else:
+            workdir = os.path.join(cfg["base"], "work")
+            os.mkdir(workdir, 0o700)
+            copy_files(os.path.join(cfg["base"], "in"), workdir, self.uid)
+            os.chown(workdir, self.uid, self.gid)
+            self.missing.append(
+                "no mount namespace: the program sees the host's files; world-writable places "
+                "such as /tmp, /var/tmp and /dev/shm stay writable and the work directory's total size is not capped"
+            )
+            if self.root and not others_can_run(python):
+                python = next((p for p in cfg["fallback_pythons"] if others_can_run(p)), None)
+                if python is None:
+                    raise RuntimeError(
+                        f"the sandbox user cannot run {cfg['python']} (a parent directory is private) "
+                        "and no other python3 is readable by everyone"
+                    )
+                self.missing.append(f"ran {python} instead of {cfg['python']}, which the sandbox user cannot reach")
+
+        if self.root:
+            self.protections.append(f"unprivileged uid {self.uid}")
+        else:
+            self.missing.append(f"not root: the program keeps your uid {self.uid}, and your file permissions")
+        self.protections.append("no new privileges")
+        return self.run_program(python, workdir, devnull, proc_fd)
+
+    def unshare_rest(self) -> None:
+        wanted = [
+            (CLONE_NEWNS, "mount namespace", "no mount namespace"),
+            (CLONE_NEWNET, "network namespace", "no network namespace: the program can use the network"),
+            (CLONE_NEWIPC, "IPC namespace", "no IPC namespace"),
+            (CLONE_NEWUTS, "UTS namespace", "no UTS namespace"),
+        ]
+        try:
+            unshare(sum(flag for flag, _, _ in wanted))
+            got = [flag for flag, _, _ in wanted]
+        except OSError:
+            got = []
+            for flag, _, miss in wanted:
+                try:
+                    unshare(flag)
+                    got.append(flag)
+                except OSError as e:
+                    if flag != CLONE_NEWNS:  # reported with its consequences later
+                        self.missing.append(f"{miss} ({e.strerror})")
+        for flag, name, _ in wanted:
+            if flag in got:
+                self.protections.append(name)
+        self.mount_ns = CLONE_NEWNS in got
+        if CLONE_NEWUTS in got:
+            libc.sethostname(b"sandbox", 7)
+        if self.mount_ns:
+            try:
+                # Nothing we mount may leak back to the host.
+                mount(None, "/", None, MS_REC | MS_PRIVATE)
+            except OSError as e:
+                self.mount_ns = False
+                self.protections.remove("mount namespace")
+                self.missing.append(f"mount namespace unusable ({e.strerror})")
+
+    def build_root(self) -> None:
+        """A fresh, read-only root holding only the system, the interpreter and a small writable work dir."""
+        cfg, limits = self.cfg, self.limits
+        new = os.path.join(cfg["base"], "root")
+        mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=755")
+        bound: list[str] = []
+        for d in SYSTEM_DIRS:
+            if os.path.islink(d):
+                os.symlink(os.readlink(d), new + d)
+            elif os.path.isdir(d):
+                bind(d, new + d)
+                bound.append(d)
+        for d in cfg["python_roots"]:
+            if not under(d, bound):
+                bind(d, new + d)
+                bound.append(d)
+        os.makedirs(new + "/dev", mode=0o755)
+        for name in DEVICES:
+            if os.path.exists("/dev/" + name):
+                bind("/dev/" + name, new + "/dev/" + name, readonly=False)
+        for i, name in enumerate(("stdin", "stdout", "stderr")):
+            os.symlink(f"/proc/self/fd/{i}", new + "/dev/" + name)
+        os.symlink("/proc/self/fd", new + "/dev/fd")
+        # The usual scratch places exist but are read-only, so code that tries
+        # them gets a plain error instead of a surprise.
+        for d in ("/tmp", "/var/tmp", "/dev/shm", "/run", "/proc", WORK):
+            os.makedirs(new + d, mode=0o755, exist_ok=True)
+        mount(
+            "tmpfs",
+            new + WORK,
+            "tmpfs",
+            MS_NOSUID | MS_NODEV,
+            f"size={limits['disk_bytes']},nr_inodes=20000,mode=700,uid={self.uid},gid={self.gid}",
+        )
+        copy_files(os.path.join(cfg["base"], "in"), new + WORK, self.uid)
+        if self.pid_ns:
+            try:
+                mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+            except OSError as e:
+                self.missing.append(f"no /proc inside ({e.strerror})")
+        os.chdir(new)
+        pivoted = False
+        if SYS_PIVOT_ROOT is not None:
+            # pivot_root(".", ".") stacks the old root on top of the new one;
+            # detaching it leaves the host's tree unreachable from in here.
+            if libc.syscall(SYS_PIVOT_ROOT, b".", b".") == 0:
+                _check(libc.umount2(b".", MNT_DETACH), "umount old root")
+                pivoted = True
+        if not pivoted:
+            os.chroot(".")
+            self.missing.append("pivot_root refused: chroot used instead (safe only because the program is not root)")
+        os.chdir("/")
+        mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+        self.protections.append("read-only root, only the work directory writable")
+
+    def run_program(self, python: str, workdir: str, devnull: int, proc_fd: int) -> int:
+        limits = self.limits
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        # Keep the exec-error pipe away from the low fds the program will get.
+        err_w_high = fcntl.fcntl(err_w, fcntl.F_DUPFD_CLOEXEC, 100)
+        os.close(err_w)
+        err_w = err_w_high
+
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
+        argv = [python, "-I", "-B", "-u", "-X", "utf8", self.cfg["main"]]
+        started = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.become_program(workdir, devnull, err_w, env)
+                os.execve(python, argv, env)
+            except BaseException as e:
+                try:
+                    os.write(err_w, f"{type(e).__name__}: {e}".encode())
+                finally:
+                    os._exit(127)
+        os.close(err_w)
+        exec_error = b""
+        while chunk := os.read(err_r, 4096):  # EOF as soon as exec succeeds
+            exec_error += chunk
+        os.close(err_r)
+
+        self.program = pid
+        timed_out = stopped = False
+        control = 0
+        deadline = started + limits["wall_seconds"]
+        while True:
+            self.reap()
+            if self.status is not None:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            try:
+                ready, _, _ = select.select([wake_r, control], [], [], remaining)
+            except InterruptedError:
+                continue
+            if control in ready:
+                os.read(control, 1)
+                stopped = True  # data or EOF: either way the parent wants us to stop
+                break
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        seconds = time.monotonic() - started
+        live = self.count_processes(proc_fd)
+        # Without a way to kill them all, do not wait for escaped processes.
+        self.reap(block=self.kill_all(pid, proc_fd))
+        status, usage = self.status, self.usage
+
+        self.report(
+            {
+                "exec_error": exec_error.decode(errors="replace") or None,
+                "exitcode": None if status is None else os.waitstatus_to_exitcode(status),
+                "timed_out": timed_out,
+                "stopped": stopped,
+                "seconds": seconds,
+                "cpu_seconds": None if usage is None else usage.ru_utime + usage.ru_stime,
+                "processes_at_end": live,
+                "uid": self.uid if self.root else None,
+                "protections": self.protections,
+                "missing": self.missing,
+            }
+        )
+        return 0
+
+    def become_program(self, workdir: str, devnull: int, err_w: int, env: dict) -> None:
+        limits = self.limits
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        os.setsid()  # its own process group: the last resort for killing it without namespaces
+        os.dup2(devnull, 0)
+        os.dup2(self.cfg["result_fd"], 3)
+        os.set_inheritable(3, True)
+        os.closerange(4, err_w)
+        os.closerange(err_w + 1, 65536)
+        cpu = max(1, math.ceil(limits["cpu_seconds"]))
+        wanted = {
+            resource.RLIMIT_CORE: 0,
+            resource.RLIMIT_CPU: (cpu, cpu + 1),  # SIGXCPU at the soft limit, SIGKILL a second later
+            resource.RLIMIT_AS: limits["memory_bytes"],
+            resource.RLIMIT_FSIZE: limits["file_size_bytes"],
+            # In a user namespace the launcher and the supervisor share the
+            # program's uid and count against the limit too.
+            resource.RLIMIT_NPROC: limits["processes"] + (2 if self.user_ns else 0),
+            resource.RLIMIT_NOFILE: 256,
+        }
+        for which, value in wanted.items():
+            soft, hard = value if isinstance(value, tuple) else (value, value)
+            _, old_hard = resource.getrlimit(which)
+            if old_hard != resource.RLIM_INFINITY and not self.root:
+                soft, hard = min(soft, old_hard), min(hard, old_hard)
+            resource.setrlimit(which, (soft, hard))
+        if self.root:
+            os.setgroups([])
+            os.setresgid(self.gid, self.gid, self.gid)
+            os.setresuid(self.uid, self.uid, self.uid)
+            if os.getuid() != self.uid or os.geteuid() != self.uid:
+                raise RuntimeError("could not drop to the sandbox uid")
+        prctl(PR_SET_NO_NEW_PRIVS, 1)
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
+        os.chdir(workdir)
+
+    def reap(self, block: bool = False) -> None:
+        """Reap exited children (all of them, until none is left, if ``block``), noting the program's status."""
+        while True:
+            try:
+                got, status, usage = os.wait4(-1, 0 if block else os.WNOHANG)
+            except ChildProcessError:
+                return
+            if got == 0:
+                return
+            if got == self.program:
+                self.status, self.usage = status, usage
+
+    def count_processes(self, proc_fd: int, living: bool = False) -> int | None:
+        """Processes of the sandbox uid (zombies too, unless ``living``)."""
+        if not self.root:
+            return None
+        count = 0
+        me = str(os.getpid())
+        for name in os.listdir(proc_fd):
+            if not name.isdigit() or name == me:
+                continue
+            try:
+                if os.stat(name, dir_fd=proc_fd).st_uid != self.uid:
+                    continue
+                if living:
+                    fd = os.open(f"{name}/stat", os.O_RDONLY, dir_fd=proc_fd)
+                    try:
+                        state = os.read(fd, 4096).rpartition(b")")[2].split()[0]
+                    finally:
+                        os.close(fd)
+                    if state in (b"Z", b"X"):
+                        continue
+                count += 1
+            except (OSError, IndexError):
+                pass
+        return count
+
+    def kill_all(self, pid: int, proc_fd: int) -> bool:
+        """Kill the program and everything it started; False if only its process group could be reached."""
+        if self.pid_ns and os.getpid() == 1:
+            # As init of the namespace, kill(-1) reaches exactly the sandbox.
+            # Repeat until nothing is left: a fork bomb forks while we kill.
+            while True:
+                try:
+                    os.kill(-1, signal.SIGKILL)
+                except ProcessLookupError:
+                    return True
+                self.reap(block=True)
+        elif self.root and self.uid not in (0, os.getuid()):
+            # The sandbox uid is ours alone, so a process of that uid calling
+            # kill(-1) reaches the sandbox's processes and nothing else. Here
+            # kill(-1) never says "none left" (it counts the processes it may
+            # not signal), so /proc tells us when we are done.
+            killer = os.fork()
+            if killer == 0:
+                try:
+                    os.setresuid(self.uid, self.uid, self.uid)
+                    deadline = time.monotonic() + 10
+                    while time.monotonic() < deadline:
+                        os.kill(-1, signal.SIGKILL)
+                        if not self.count_processes(proc_fd, living=True):
+                            break
+                finally:
+                    os._exit(0)
+            # Reap as they die (orphans come to us as subreaper).
+            self.reap(block=True)
+            return True
+        else:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            return False
+
+    def report(self, data: dict) -> None:
+        data.setdefault("protections", self.protections)
+        data.setdefault("missing", self.missing)
+        payload = json.dumps(data).encode()
+        fd = self.cfg["report_fd"]
+        while payload:
+            payload = payload[os.write(fd, payload):]
+
+
+def main() -> int:
+    cfg = json.loads(sys.argv[1])
+    run = Run(cfg)
+    try:
+        return run.launch()
+    except BaseException:
+        run.report({"error": traceback.format_exc()})
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
