@@ -67,7 +67,7 @@ def synthetic_run(run_dir: Path, matches: int = 10_000, seed: int = 0) -> Path:
         def message(rnd: int, sender: str, recipients, kind: str, content: str, data=None) -> None:
             nonlocal seq
             rows["messages"].append((key, seq, seq, rnd, sender, json.dumps(list(recipients)), kind, content,
-                                     None if data is None else json.dumps(data)))
+                                     None if data is None else json.dumps(data), None))
             seq += 1
 
         event("match_started", {"game": "synthetic_duel", "seed": i, "seats": seats})

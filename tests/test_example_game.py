@@ -184,11 +184,13 @@ async def test_fixed_guesses_score_as_the_rules_say(installed):
     assert notices[1].content == "Round 2: mean guess 30.00, target 20.00, winning guess 10 and 30."
 
     # Guesses are private: no reply is addressed to anyone, so in round 2 "mid" sees its rules,
-    # its own round-1 guess and the referee's notice, and nothing of the other players.
+    # what it was asked in round 1, its own guess and the referee's notice, and nothing of the other players.
     assert all(m.recipients == () for m in record.messages if m.kind == "reply")
     seen = agents["mid"].turns[1].history
-    assert [(m.kind, m.sender) for m in seen] == [("rules", "Referee"), ("reply", "Player 2"), ("notice", "Referee")]
+    assert [(m.kind, m.sender) for m in seen] == [("rules", "Referee"), ("prompt", "Referee"), ("reply", "Player 2"),
+                                                   ("notice", "Referee")]
     assert "Player 2, one of 3 players in a game of 3 rounds" in seen[0].content
+    assert seen[1].content == agents["mid"].turns[0].prompt
     assert agents["mid"].turns[1].prompt == 'Round 2 of 3: reply with one JSON object only: {"guess": <0 to 100>}'
 
     again = await play_match(spec(GUESSES), {name: fixed(name, *map(guess, gs)) for name, gs in GUESSES.items()})

@@ -127,6 +127,8 @@ def test_no_seat_ever_sees_the_current_round_or_a_message_it_may_not_hear(seed, 
                 assert game.graphs[message.round].has_edge(message.sender, turn.seat)
             elif message.kind == "notice":
                 assert turn.seat in game.notices[message.round]
+            elif message.kind == "prompt":  # what it was asked at an earlier turn, and only that
+                assert message.recipients == (turn.seat,) and turn.seat in game.speaking[message.round]
             else:
                 assert message.kind == "rules" and message.recipients == (turn.seat,)
         # and nothing it was allowed to hear from earlier rounds is missing

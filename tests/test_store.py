@@ -235,10 +235,10 @@ async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_not
     before = [r.payoffs for r in store.records()]
     store.close()
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")  # make it look like a format-2 store
-    db.executescript("DROP TABLE metrics; PRAGMA user_version = 2;")
+    db.executescript("DROP TABLE metrics; ALTER TABLE messages DROP COLUMN shown; PRAGMA user_version = 2;")
     db.close()
     store = RunStore.open(tmp_path / "run")
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 3
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 4
     records = store.records()
     assert [r.payoffs for r in records] == before and all(r.metrics == {} for r in records)
     from arena.results.payoffs import summarize

@@ -139,7 +139,9 @@ class Game(ABC):
         Default: everyone hears everyone. A game where replies are private
         returns a graph without edges.
         """
-        return nx.complete_graph(self.seats, create_using=nx.DiGraph)
+        if getattr(self, "_everyone", None) is None:  # the same every round: built once
+            self._everyone = nx.complete_graph(self.seats, create_using=nx.DiGraph)
+        return self._everyone
 
     # -- actions -----------------------------------------------------------------
     @abstractmethod

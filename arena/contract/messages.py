@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 REFEREE = "Referee"
 
-MessageKind = Literal["rules", "reply", "notice", "verdict"]  # verdict: a referee's judgment at the end
+# prompt: what a seat was asked at a turn; verdict: a referee's judgment at the end
+MessageKind = Literal["rules", "prompt", "reply", "notice", "verdict"]
 
 
 class Message(BaseModel):
@@ -17,7 +19,9 @@ class Message(BaseModel):
     ``round`` is the round in which the message was posted; it becomes visible to
     ``recipients`` (and always to its sender) only once that round has closed.
     ``data`` carries the same facts as ``content`` in structured form, for scripted
-    agents and for analysis; language models only ever see ``content``.
+    agents and for analysis; language models only ever see ``content``. ``shown`` is
+    what the seats other than the sender were shown instead, when the anonymity filter
+    took names out of it.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -29,9 +33,16 @@ class Message(BaseModel):
     content: str
     kind: MessageKind
     data: dict[str, Any] | None = None
+    shown: str | None = None
 
     def visible_to(self, seat: str) -> bool:
         return seat == self.sender or seat in self.recipients
+
+    def as_shown(self) -> "Message":
+        """The message as the seats other than its sender see it."""
+        if self.shown is None:
+            return self
+        return self.model_copy(update={"content": self.shown, "shown": None})
 
 
 class Transcript(Protocol):
@@ -67,12 +78,17 @@ class Turn(BaseModel):
     seat: str
     role: str
     round: int
-    history: tuple[Message, ...]
+    history: Sequence[Message] = Field(description="What the seat may see, oldest first: the rules, every prompt it "
+                                       "was given, its own replies and what it heard.")
     prompt: str
     retries: tuple[Retry, ...] = ()
     seed: int = Field(description="Derived from the match seed, seat, round and attempt; for agents that sample.")
     action_schema: dict[str, Any] | None = Field(None, description="JSON schema of a valid action, when the game declares one.")
     prompt_data: dict[str, Any] | None = Field(None, description="The prompt's facts in structured form, for scripted agents.")
+
+    @field_serializer("history")
+    def _history_as_tuple(self, history: Sequence[Message]) -> tuple[Message, ...]:
+        return tuple(history)  # the engine hands a read-only view of the inbox, not a copy
 
     @property
     def attempt(self) -> int:

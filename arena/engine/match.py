@@ -107,9 +107,17 @@ class Match:
         if self._on_event is not None:
             self._on_event(event)
 
-    def _post(self, sender: str, content: str, recipients, kind, data=None) -> None:
-        message = self.pool.post(sender, content, recipients, kind, data)
+    def _post(self, sender: str, content: str, recipients, kind, data=None, shown: str | None = None) -> Message:
+        """Post a message; unless ``shown`` is given, the anonymity filter makes, once, the version
+        the other seats get (the sender gets its own words back as it wrote them)."""
+        recipients = tuple(recipients)
+        if shown is None and self.spec.scrub and any(r != sender for r in recipients):
+            shown, found = scrub(content, self.spec.scrub, self.spec.scrub_replacement)
+            if found:
+                self._emit(Scrubbed(match=self.spec.key, round=self.pool.round, seat=sender, found=found))
+        message = self.pool.post(sender, content, recipients, kind, data, shown)
         self._emit(MessagePosted(match=self.spec.key, message=message))
+        return message
 
     async def play(self) -> MatchRecord:
         key = self.spec.key
@@ -154,7 +162,7 @@ class Match:
                 if metric in metrics:
                     raise MatchSetupError(f"two referees report the metric {metric!r}; give one another `metric` name")
                 metrics[metric] = {seat: float(v) for seat, v in values.items()}
-        if self.pool.log and self.pool.log[-1].kind == "verdict":
+        if self.pool.last is not None and self.pool.last.kind == "verdict":
             self.pool.close_round()
         return metrics
 
@@ -180,9 +188,15 @@ class Match:
     async def _play_round(self, round: int) -> None:
         speakers = self.game.speakers(round)
         outcomes: dict[str, tuple[Any, str | None, int, bool]] = {}
-        async with trio.open_nursery() as nursery:
-            for seat in speakers:
-                nursery.start_soon(self._take_turn, seat, round, outcomes, nursery.cancel_scope)
+        # what each speaker is asked becomes part of its conversation, posted in seat order before anyone answers
+        turns = [self._turn(seat, round) for seat in speakers]
+        if len(turns) == 1:  # one speaker: nothing to run at once, and a nursery costs more than the turn
+            with trio.CancelScope() as scope:
+                await self._take_turn(turns[0], outcomes, scope)
+        else:
+            async with trio.open_nursery() as nursery:
+                for turn in turns:
+                    nursery.start_soon(self._take_turn, turn, outcomes, nursery.cancel_scope)
         if self._fatal is not None:
             return
         audience = self.game.hears(round)
@@ -199,32 +213,25 @@ class Match:
             if not defaulted:  # a failed turn says nothing; its attempts are in the events
                 listeners = [s for s in audience.successors(seat) if s != seat] if seat in audience else []
                 self._post(seat, reply, listeners, "reply")
-                _, found = scrub(reply, self.spec.scrub, self.spec.scrub_replacement)
-                if found and listeners:
-                    self._emit(Scrubbed(match=self.spec.key, round=round, seat=seat, found=found))
         for notice in self.game.apply(round, actions):
             self._post(REFEREE, notice.text, notice.to, "notice", notice.data)
         self.pool.close_round()
         self._emit(RoundClosed(match=self.spec.key, round=round))
 
-    def _history(self, seat: str) -> tuple[Message, ...]:
-        """What this seat may see, with other seats' words passed through the anonymity filter."""
-        visible = self.pool.visible_to(seat)
-        if not self.spec.scrub:
-            return visible
-        return tuple(
-            m if m.sender in (seat, REFEREE)
-            else m.model_copy(update={"content": scrub(m.content, self.spec.scrub, self.spec.scrub_replacement)[0]})
-            for m in visible
-        )
-
-    async def _take_turn(self, seat: str, round: int, outcomes: dict, scope: trio.CancelScope) -> None:
+    def _turn(self, seat: str, round: int) -> Turn:
+        """The seat's turn: what it may see (already filtered when it was posted, so reading it costs
+        nothing) and this round's prompt, which is posted to the seat's conversation as it is asked."""
         game = self.game
-        base = Turn(
-            match=self.spec.key, seat=seat, role=game.roles[seat], round=round,
-            history=game.history(seat, round, self._history(seat)), prompt=game.prompt(seat, round), seed=0,
+        history = game.history(seat, round, self.pool.visible_to(seat))
+        prompt = self._post(REFEREE, game.prompt(seat, round), [seat], "prompt")
+        return Turn.model_construct(  # the history is a view of the inbox: validating it would copy it
+            match=self.spec.key, seat=seat, role=game.roles[seat], round=round, history=history,
+            prompt=prompt.shown if prompt.shown is not None else prompt.content, retries=(), seed=0,
             action_schema=self._action_schema, prompt_data=game.prompt_data(seat, round),
         )
+
+    async def _take_turn(self, base: Turn, outcomes: dict, scope: trio.CancelScope) -> None:
+        game, seat, round = self.game, base.seat, base.round
         try:
             outcomes[seat] = await self._ask(self.agents[seat], base, lambda reply: game.parse(seat, reply),
                                              lambda: game.default_action(seat, round))
@@ -239,8 +246,8 @@ class Match:
         retries: list[Retry] = []
         last_reply: str | None = None
         for attempt in range(settings.max_retries + 1):
-            turn = base.model_copy(update={
-                "retries": tuple(retries), "seed": seeding.derive(self.spec.seed, "turn", base.seat, base.round, attempt)})
+            turn = Turn.model_construct(**{**base.__dict__, "retries": tuple(retries),
+                                           "seed": seeding.derive(self.spec.seed, "turn", base.seat, base.round, attempt)})
             reply: str | None = None
             failure = reason = None
             with trio.move_on_after(settings.turn_timeout) as timer:
@@ -285,8 +292,8 @@ class _Desk:
         round = match.pool.round
         if match.spec.scrub:  # the judge reads the seats' words: it must not learn who wrote them either
             prompt = scrub(prompt, match.spec.scrub, match.spec.scrub_replacement)[0]
-        base = Turn(match=match.spec.key, seat=JUDGE, role="judge", round=round, history=(), prompt=prompt, seed=0,
-                    prompt_data=data)
+        base = Turn.model_construct(match=match.spec.key, seat=JUDGE, role="judge", round=round, history=(), prompt=prompt,
+                                    retries=(), seed=0, action_schema=None, prompt_data=data)
         try:
             action, reply, attempts, defaulted = await match._ask(match._agents[agent], base, parse, lambda: None)
         except FatalAgentError as exc:

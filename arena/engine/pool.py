@@ -2,10 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from arena.contract.messages import Message, MessageKind
+
+
+class InboxView(Sequence[Message]):
+    """What a seat could see when it was asked: a read-only window on its inbox.
+
+    Taking one costs nothing whatever the length of the history, and it never grows:
+    messages delivered later are past its end."""
+
+    __slots__ = ("_items", "_end")
+
+    def __init__(self, items: list[Message], end: int):
+        self._items, self._end = items, end
+
+    def __len__(self) -> int:
+        return self._end
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return tuple(self._items[: self._end][i])
+        if i < 0:
+            i += self._end
+        if not 0 <= i < self._end:
+            raise IndexError(i)
+        return self._items[i]
+
+    def __iter__(self) -> Iterator[Message]:
+        items = self._items
+        for i in range(self._end):
+            yield items[i]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and len(self) == len(other) and all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"InboxView({len(self)} messages)"
 
 
 class MessagePool:
@@ -14,13 +49,18 @@ class MessagePool:
     Whatever is posted during round ``r`` is staged; it is delivered, to its
     recipients only, when round ``r`` closes. A seat answering round ``r`` can
     therefore only ever see messages of rounds before ``r``.
+
+    A message may come with the version the other seats are shown (``Message.shown``,
+    made by the anonymity filter when it was posted): its sender gets its own words
+    back, every other recipient that version, made once.
     """
 
     def __init__(self, seats: Iterable[str]):
         self.seats = tuple(seats)
+        self._known = frozenset(self.seats)
         self.round = 0
-        self._delivered: list[Message] = []
-        self._staged: list[Message] = []
+        self._log: list[Message] = []
+        self._staged_from = 0  # messages from here on are staged
         self._inbox: dict[str, list[Message]] = {seat: [] for seat in self.seats}  # what each seat can see
 
     def post(
@@ -30,39 +70,39 @@ class MessagePool:
         recipients: Iterable[str],
         kind: MessageKind,
         data: dict[str, Any] | None = None,
+        shown: str | None = None,
     ) -> Message:
         recipients = tuple(recipients)
-        unknown = set(recipients) - set(self.seats)
-        if unknown:
-            raise ValueError(f"message addressed to unknown seats {sorted(unknown)}")
-        message = Message(
-            index=len(self._delivered) + len(self._staged),
-            round=self.round,
-            sender=sender,
-            recipients=recipients,
-            content=content,
-            kind=kind,
-            data=data,
-        )
-        self._staged.append(message)
+        if not self._known.issuperset(recipients):
+            raise ValueError(f"message addressed to unknown seats {sorted(set(recipients) - self._known)}")
+        message = Message(index=len(self._log), round=self.round, sender=sender, recipients=recipients,
+                          content=content, kind=kind, data=data, shown=None if shown == content else shown)
+        self._log.append(message)
         return message
 
     def close_round(self) -> tuple[Message, ...]:
         """Deliver what was posted this round and move on to the next one."""
-        released = tuple(self._staged)
-        self._delivered.extend(released)
+        released = tuple(self._log[self._staged_from:])
         for message in released:
-            for seat in self.seats:
-                if message.visible_to(seat):
-                    self._inbox[seat].append(message)
-        self._staged.clear()
+            others = message.as_shown()
+            if message.sender in self._inbox:
+                self._inbox[message.sender].append(message)
+            for seat in message.recipients:
+                if seat != message.sender:
+                    self._inbox[seat].append(others)
+        self._staged_from = len(self._log)
         self.round += 1
         return released
 
-    def visible_to(self, seat: str) -> tuple[Message, ...]:
-        return tuple(self._inbox[seat])
+    def visible_to(self, seat: str) -> InboxView:
+        inbox = self._inbox[seat]
+        return InboxView(inbox, len(inbox))
 
     @property
     def log(self) -> tuple[Message, ...]:
-        """Every message, delivered or staged, in posting order."""
-        return tuple(self._delivered) + tuple(self._staged)
+        """Every message, delivered or staged, in posting order, as its sender wrote it."""
+        return tuple(self._log)
+
+    @property
+    def last(self) -> Message | None:
+        return self._log[-1] if self._log else None

@@ -21,7 +21,7 @@ from arena.results.summary import rank_json  # the very numbers `arena rank RUN_
 from arena.store import RunStore
 from .figures import build_figures
 
-KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3}
+KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3, "prompt": 4}
 FAILURES = {"invalid": 0, "timeout": 1, "error": 2}
 
 

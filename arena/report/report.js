@@ -3,7 +3,7 @@
 (function () {
   "use strict";
   var PAGE = 50;
-  var KINDS = ["rules", "reply", "notice", "verdict"];
+  var KINDS = ["rules", "reply", "notice", "verdict", "prompt"];
   var FAILURES = ["invalid reply", "timeout", "error"];
   var REFEREE = "Referee";
   var data = JSON.parse(document.getElementById("arena-transcripts").textContent);

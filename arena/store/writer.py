@@ -27,8 +27,9 @@ from arena.contract.records import MatchRecord, MatchSpec
 from arena.contract.messages import Message
 
 STORE_FILE = "run.sqlite"
-SCHEMA_VERSION = 3  # bump when the tables change; older stores are upgraded when they can be, else refused
-UPGRADABLE = {2}  # versions whose tables are a subset of these: opening one adds what is missing
+SCHEMA_VERSION = 4  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2, 3}  # versions whose tables are a subset of these: opening one adds what is missing
+ADDED_COLUMNS = {"messages": {"shown": "TEXT"}}  # columns added since format 2, added to older stores
 SCENARIO_FILE = "scenario.yaml"
 
 _events = TypeAdapter(Event)
@@ -48,7 +49,7 @@ CREATE TABLE IF NOT EXISTS matches (
 CREATE TABLE IF NOT EXISTS messages (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
     sender TEXT NOT NULL, recipients TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL, data TEXT,
-    PRIMARY KEY (match_key, seq)
+    shown TEXT, PRIMARY KEY (match_key, seq)
 );
 CREATE TABLE IF NOT EXISTS events (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL, at REAL,
@@ -91,7 +92,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     version = db.execute("PRAGMA user_version").fetchone()[0]
     has_tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
     if has_tables and version in UPGRADABLE:
-        db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+        alter = ""
+        for table, columns in ADDED_COLUMNS.items():
+            present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
+            alter += "".join(f"ALTER TABLE {table} ADD COLUMN {c} {kind}; " for c, kind in columns.items() if c not in present)
+        db.executescript(f"BEGIN; {SCHEMA} {alter} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
         version = SCHEMA_VERSION
     if has_tables and version != SCHEMA_VERSION:
         db.close()
@@ -233,9 +238,9 @@ class RunStore:
         if isinstance(event, MessagePosted):
             m = event.message
             self.db.execute(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, seq, m.index, m.round, m.sender, json.dumps(m.recipients), m.kind, m.content,
-                 None if m.data is None else json.dumps(m.data)),
+                 None if m.data is None else json.dumps(m.data), m.shown),
             )
         else:
             self.db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (key, seq, event.type, event.model_dump_json(), time.time()))
@@ -339,9 +344,10 @@ class RunStore:
         payoffs = dict(self.db.execute("SELECT seat, payoff FROM outcomes WHERE match_key = ?", (key,)).fetchall())
         messages = {
             seq: Message(index=idx, round=rnd, sender=sender, recipients=tuple(json.loads(rcpt)), content=content,
-                         kind=kind, data=None if data is None else json.loads(data))
-            for seq, idx, rnd, sender, rcpt, kind, content, data in self.db.execute(
-                "SELECT seq, idx, round, sender, recipients, kind, content, data FROM messages WHERE match_key = ?", (key,))
+                         kind=kind, data=None if data is None else json.loads(data), shown=shown)
+            for seq, idx, rnd, sender, rcpt, kind, content, data, shown in self.db.execute(
+                "SELECT seq, idx, round, sender, recipients, kind, content, data, shown FROM messages WHERE match_key = ?",
+                (key,))
         }
         events = {seq: _events.validate_json(body) for seq, body in self.db.execute(
             "SELECT seq, body FROM events WHERE match_key = ?", (key,))}
