@@ -74,6 +74,12 @@ class ChatEvalDebate(Game):
     def cases(cls, params: DebateParams) -> list[str]:
         return list(load_pairs(params.pairs))
 
+    @classmethod
+    def rounds_needed(cls, params, n_seats):
+        debaters = n_seats - (params.strategy == "simultaneous_talk_with_summarizer")
+        per_turn = {"one_by_one": debaters, "simultaneous_talk": 1, "simultaneous_talk_with_summarizer": 2}
+        return params.turns * per_turn[params.strategy]
+
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
         self.case = case_of(load_pairs(params.pairs), params.case)

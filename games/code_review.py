@@ -92,6 +92,10 @@ class CodeReview(Game):
             return list(params.ids)
         return list(problems)[: params.limit]
 
+    @classmethod
+    def rounds_needed(cls, params, n_seats):
+        return 2 * params.max_reviews + 1  # write, then review and revise up to max_reviews times
+
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
         self.problem: Problem = case_of(load_problems(params.problems), params.case)

@@ -105,6 +105,12 @@ class PairwiseReview(Game):
     def cases(cls, params: PairwiseParams) -> list[str]:
         return list(load_questions(params.questions))
 
+    @classmethod
+    def rounds_needed(cls, params, n_seats):
+        sources = len(params.answers) if params.answers is not None else min(params.contestants, n_seats)
+        pairs = sources * (sources - 1) // 2
+        return 1 + pairs * (2 if params.swap else 1) * params.samples  # answers, then one round per comparison
+
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
         self.question = case_of(load_questions(params.questions), params.case)

@@ -57,6 +57,10 @@ class PeerDiscussion(Game):
     def cases(cls, params: DiscussionParams) -> list[str]:
         return list(load_pairs(params.pairs))
 
+    @classmethod
+    def rounds_needed(cls, params, n_seats):
+        return 1 + params.max_turns
+
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
         self.case = case_of(load_pairs(params.pairs), params.case)

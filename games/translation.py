@@ -86,6 +86,10 @@ class Translation(Game):
             raise ValueError(f"no text of language pair {params.language_pair!r} in {params.texts} (it has: {pairs})")
         return ids[: params.limit]
 
+    @classmethod
+    def rounds_needed(cls, params, n_seats):
+        return 2  # the translator drafts, the proofreader polishes
+
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
         self.text: Text = case_of(load_texts(params.texts), params.case)

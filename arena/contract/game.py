@@ -123,6 +123,12 @@ class Game(ABC):
         return None
 
     @classmethod
+    def rounds_needed(cls, params: BaseModel, n_seats: int) -> int | None:
+        """The most rounds a match with these params can take, when the rules fix it (None: they
+        do not). ``arena validate`` checks it against ``max_rounds``; the live view shows turn k of n."""
+        return None
+
+    @classmethod
     def cases(cls, params: BaseModel) -> list[str] | None:
         """The cases (questions, problems, texts) the game is played on, one match each; the
         tournament sets ``params.case`` for each. None: the game has no cases."""

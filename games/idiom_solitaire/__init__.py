@@ -76,6 +76,10 @@ class IdiomSolitaire(Game):
     def seat_roles(cls, params, n_seats):
         return ["Early", "Late"]
 
+    @classmethod
+    def rounds_needed(cls, params, n_seats):
+        return params.max_moves
+
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
         idioms, _ = dictionary()

@@ -47,6 +47,10 @@ class PublicGoods(Game):
     Action = Contribution
     min_seats = 2
 
+    @classmethod
+    def rounds_needed(cls, params, n_seats):
+        return params.rounds
+
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
         self.alpha = Fraction(str(params.alpha))
