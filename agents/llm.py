@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import trio
 from pydantic import BaseModel, Field
 
-from arena.contract import Agent, AgentConfig, ArenaError, CachedReply, CallRecord, FatalAgentError, Turn
+from arena.contract import Agent, AgentConfig, ArenaError, CachedReply, CallRecord, CallStarted, FatalAgentError, Turn
 
 from .prices import PRICES, cost
 
@@ -129,9 +129,12 @@ class LLMAgent(Agent):
         estimate = sum(len(m["content"]) for m in request.messages) // 4 + config.max_tokens
         rng = random.Random(turn.seed)
         failures, started = 0, time.monotonic()
+        token = f"{self.name}:{turn.match}:{turn.seat}:{turn.round}:{turn.attempt}:{started}"
+        base["token"] = token
         while True:
             error: Exception | None = None
             async with services.slot(self.backend_name, self.endpoint(), estimate) as reservation:
+                services.call_started(CallStarted(**base))
                 try:
                     with trio.fail_after(config.timeout):
                         completion = await self.complete(request)

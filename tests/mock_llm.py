@@ -20,6 +20,11 @@ called for every request (``count`` starts at 1). A behaviour is one of
     "malformed"            HTTP 200 with a body that is not JSON
     "garbage"              a valid API response whose text is not a valid game reply
 
+``responder`` replaces the public goods reply: a function ``(body) -> str | dict`` given the
+request body as the server received it, so a test plays any game the way a model would,
+from the text it was sent and nothing else (a dict is sent as JSON, or as the forced tool's
+input on the Anthropic API).
+
 ``echo_key=True`` makes every error message quote the API key the client
 presented (as some servers do with part of it), to test that errors are
 redacted before they are shown or stored.
@@ -97,7 +102,8 @@ class MockServer:
     routes: dict[tuple[str, str], str] = {}
 
     def __init__(self, script: Script | None = None, *, slow_seconds: float = 3.0, model: str = "mock-model",
-                 echo_key: bool = False):
+                 echo_key: bool = False, responder: Callable[[Any], str | dict] | None = None):
+        self.responder = responder
         self.slow_seconds = slow_seconds
         self.echo_key = echo_key
         self.model = model
@@ -194,9 +200,11 @@ class MockServer:
         """(status, headers, payload, reply text)."""
         raise NotImplementedError
 
-    def reply_for(self, messages: Any, garbage: bool = False) -> dict[str, Any] | str:
+    def reply_for(self, messages: Any, garbage: bool = False, body: Any = None) -> dict[str, Any] | str:
         if garbage:
             return "I think I will put in a few coins, maybe."
+        if self.responder is not None:
+            return self.responder(body)
         coins = coins_for(messages, _endowment(messages))
         return {"reason": f"mock reply {coins}", "coins": coins}
 
@@ -295,7 +303,7 @@ class OpenAIMock(MockServer):
 
     def answer(self, route, body, handler, garbage=False):
         messages = (body or {}).get("messages") or []
-        reply = self.reply_for(messages, garbage)
+        reply = self.reply_for(messages, garbage, body)
         text = reply if isinstance(reply, str) else json.dumps(reply)
         prompt_tokens, completion_tokens = _tokens(messages), _tokens(text)
         return 200, {"x-request-id": f"req_{uuid.uuid4().hex[:12]}"}, {
@@ -339,7 +347,7 @@ class AnthropicMock(MockServer):
     def answer(self, route, body, handler, garbage=False):
         body = body or {}
         messages = body.get("messages") or []
-        reply = self.reply_for(messages, garbage)
+        reply = self.reply_for(messages, garbage, body)
         tools = body.get("tools") or []
         forced = (body.get("tool_choice") or {}).get("name") or (tools[0]["name"] if tools else None)
         if forced and not isinstance(reply, str):

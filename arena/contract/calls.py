@@ -33,6 +33,22 @@ class CallRecord(BaseModel):
     cached: bool = False
     retries: int = 0
     error: str | None = None
+    token: str | None = Field(None, description="Pairs the record with the CallStarted that opened it.")
+
+
+class CallStarted(BaseModel):
+    """A request on its way to a model: the live view shows it as in flight until its record arrives."""
+
+    model_config = ConfigDict(frozen=True)
+
+    token: str
+    match: str
+    seat: str
+    round: int
+    attempt: int
+    agent: str
+    backend: str
+    model: str
 
 
 class CachedReply(NamedTuple):
@@ -63,8 +79,15 @@ class Services:
     def remember(self, reply: CachedReply, **key: Any) -> None:
         """Store a reply that was paid for."""
 
+    def call_started(self, call: CallStarted) -> None:
+        """A request is about to be sent (before each try); its ``CallRecord`` follows."""
+
     def record_call(self, call: CallRecord) -> None:
         """Log one call (or a cache hit standing in for it)."""
+
+    def note(self, agent: str, endpoint: str, topic: str, text: str) -> None:
+        """A fact about an endpoint found while playing, worth saying once and keeping with the run
+        (``topic`` names it, e.g. "output mode"; ``text`` says it to a person)."""
 
     @asynccontextmanager
     async def slot(self, backend: str, endpoint: str, tokens: int) -> AsyncIterator[Slot]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel
 
 from arena.run import stability
 from arena.contract.agent import Agent
-from arena.contract.calls import CallRecord, Services
+from arena.contract.calls import CallRecord, CallStarted, Services
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
@@ -35,6 +35,15 @@ class Observer:
 
     def finished(self, record: MatchRecord, resumed: bool) -> None:
         """A match is over; ``resumed``: it was finished by an earlier run and not replayed."""
+
+    def call_started(self, call: CallStarted) -> None:
+        """A request to a model is on its way."""
+
+    def call(self, call: CallRecord) -> None:
+        """A request to a model ended (answered, failed, cut off, or served from the cache)."""
+
+    def note(self, text: str) -> None:
+        """Something to say once about the run: a backend's output mode, a backend down or back."""
 
 
 class TournamentResult(BaseModel):
@@ -75,20 +84,35 @@ def build_agents(scenario: Scenario, services: Services | None = None) -> dict[s
     return agents
 
 
-def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending) -> RunServices:
+def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending,
+                   observer: Observer | None = None) -> RunServices:
     cache = None
     if store is not None or scenario.cache:
         path = Path(scenario.cache) if scenario.cache else store.run_dir / "responses.sqlite"
         cache = ResponseCache(path)
 
+    observer = observer or Observer()
+
     def record(call: CallRecord) -> None:
         spending.add(call)
         if store is not None:
             store.record_call(call)
+        observer.call(call)
+
+    def started(call: CallStarted) -> None:
+        if store is not None:
+            store.call_started(call)
+        observer.call_started(call)
+
+    def note(agent: str, endpoint: str, topic: str, text: str) -> None:
+        if store is not None:
+            store.record_note(agent, endpoint, topic, text)
+        observer.note(text)
 
     return RunServices(
         cache=cache, use_cache=use_cache, record_call=record, limit_settings=dict(scenario.limits),
         prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
+        on_call_started=started, on_note=note,
     )
 
 
@@ -104,7 +128,7 @@ async def run_tournament(
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
         for call in store.calls():
             spending.add(call)
-    services = build_services(scenario, store, use_cache, spending)
+    services = build_services(scenario, store, use_cache, spending, observer)
     agents = build_agents(scenario, services)
     not_started: list[str] = []
     budget_note: str | None = None

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract.calls import CachedReply, CallRecord, Services, Slot
+from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services, Slot
 from arena.services.cache import ResponseCache, cache_key
 from arena.services.ratelimit import CallLimits
 
@@ -63,7 +63,12 @@ class RunServices(Services):
     def __init__(self, cache: ResponseCache | None = None, use_cache: bool = True,
                  record_call: Callable[[CallRecord], None] = lambda call: None,
                  limit_settings: dict[str, LimitSettings] | None = None,
-                 prices: dict[str, tuple[float, float]] | None = None):
+                 prices: dict[str, tuple[float, float]] | None = None,
+                 on_call_started: Callable[[CallStarted], None] = lambda call: None,
+                 on_note: Callable[[str, str, str, str], None] = lambda agent, endpoint, topic, text: None):
+        self._on_call_started = on_call_started
+        self._on_note = on_note
+        self._noted: set[tuple[str, str, str, str]] = set()
         self.cache = cache
         self.use_cache = use_cache
         self._record_call = record_call
@@ -81,8 +86,16 @@ class RunServices(Services):
         if self.cache is not None:
             self.cache.put(cache_key(**key), reply.text, reply.prompt_tokens, reply.completion_tokens)
 
+    def call_started(self, call: CallStarted) -> None:
+        self._on_call_started(call)
+
     def record_call(self, call: CallRecord) -> None:
         self._record_call(call)
+
+    def note(self, agent: str, endpoint: str, topic: str, text: str) -> None:
+        if (agent, endpoint, topic, text) not in self._noted:  # said once per run, however many matches find it
+            self._noted.add((agent, endpoint, topic, text))
+            self._on_note(agent, endpoint, topic, text)
 
     def limits(self, backend: str, endpoint: str) -> CallLimits:
         """One set of limits per backend and endpoint, shared by every agent and match that uses it."""

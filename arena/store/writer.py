@@ -21,7 +21,7 @@ from pydantic import TypeAdapter
 
 from arena import __version__
 from arena.contract.events import Event, MatchStarted, MessagePosted, RoundClosed, SeatInfo
-from arena.contract.calls import CallRecord
+from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.errors import ArenaError
 from arena.contract.records import MatchRecord, MatchSpec
 from arena.contract.messages import Message
@@ -71,6 +71,13 @@ CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, match_key TEXT, seat TEXT, round INTEGER, attempt INTEGER,
     agent TEXT, backend TEXT, model TEXT, prompt_tokens INTEGER, completion_tokens INTEGER,
     cost REAL, latency REAL, cached INTEGER, retries INTEGER, error TEXT, at REAL
+);
+CREATE TABLE IF NOT EXISTS calls_in_flight (
+    token TEXT PRIMARY KEY, match_key TEXT, seat TEXT, round INTEGER, attempt INTEGER, agent TEXT, backend TEXT,
+    model TEXT, started REAL
+);
+CREATE TABLE IF NOT EXISTS notes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT, endpoint TEXT, topic TEXT NOT NULL, text TEXT NOT NULL, at REAL
 );
 CREATE TABLE IF NOT EXISTS stability (
     grp TEXT NOT NULL, repeats INTEGER NOT NULL, tau REAL, max_width REAL, stable INTEGER, done INTEGER,
@@ -269,9 +276,34 @@ class RunStore:
         self._commit()
         self._seq.pop(record.key, None)
 
+    def call_started(self, call: CallStarted) -> None:
+        """A call in flight, for `arena watch`; its record replaces it. Committed with the next write."""
+        self._begin()
+        self.db.execute("INSERT OR REPLACE INTO calls_in_flight VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (call.token, call.match, call.seat, call.round, call.attempt, call.agent, call.backend,
+                         call.model, time.time()))
+
+    def calls_in_flight(self) -> list[dict[str, Any]]:
+        cursor = self.db.execute("SELECT match_key, seat, round, attempt, agent, backend, model, started "
+                                 "FROM calls_in_flight ORDER BY started")
+        names = ("match", "seat", "round", "attempt", "agent", "backend", "model", "started")
+        return [dict(zip(names, row)) for row in cursor]
+
+    def record_note(self, agent: str, endpoint: str, topic: str, text: str) -> None:
+        self._begin()
+        self.db.execute("INSERT INTO notes (agent, endpoint, topic, text, at) VALUES (?, ?, ?, ?, ?)",
+                        (agent, endpoint, topic, text, time.time()))
+        self._commit()
+
+    def notes(self) -> list[dict[str, Any]]:
+        cursor = self.db.execute("SELECT agent, endpoint, topic, text, at FROM notes ORDER BY id")
+        return [dict(zip(("agent", "endpoint", "topic", "text", "at"), row)) for row in cursor]
+
     def record_call(self, call: CallRecord) -> None:
         """Committed at once: a call is money spent, and the budget counts it even after a crash."""
         self._begin()
+        if call.token is not None:
+            self.db.execute("DELETE FROM calls_in_flight WHERE token = ?", (call.token,))
         self.db.execute(
             "INSERT INTO calls (match_key, seat, round, attempt, agent, backend, model, prompt_tokens, completion_tokens, "
             "cost, latency, cached, retries, error, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
