@@ -2,10 +2,10 @@
 plain child interpreter, and how many run side by side.
 
 For the first N HumanEval problems the canonical solution is run against the problem's tests
-(a) in a bare ``python -I`` subprocess, (b) in the sandbox with its namespaces, own uid and
-limits, (c) in the sandbox without namespaces (what a machine that refuses them gets). It
-prints the median seconds per check for each and the ratios, then the wall time of N sandboxed
-checks at 4 at once.
+(a) in a bare ``python -I`` subprocess, (b) in the sandbox with every protection, (c) in the
+sandbox without its seccomp filter (what the filter costs), (d) in the sandbox without
+namespaces (what a machine that refuses them gets). It prints the median seconds per check for
+each and the ratios, then the wall time of N sandboxed checks at 4 at once.
 
     python bench/sandbox.py            # 40 problems
     python bench/sandbox.py --quick    # 10
@@ -38,13 +38,14 @@ def bare(program: str, tests: str, entry_point: str) -> float:
         return time.perf_counter() - start
 
 
-async def sandboxed(program: str, tests: str, entry_point: str, namespaces: bool) -> float:
+async def sandboxed(program: str, tests: str, entry_point: str, **protections: bool) -> float:
+    """One check; ``protections`` (namespaces=False, seccomp=False) turns some off."""
     start = time.perf_counter()
-    if namespaces:
+    if not protections:
         outcome = await run_tests(program, tests, entry_point, Limits())
     else:
         outcome = await run_python(HARNESS.format(program=program, tests=tests, entry_point=entry_point), Limits(),
-                                   namespaces=False)
+                                   **protections)
     assert outcome.status == "ok", outcome.reason
     return time.perf_counter() - start
 
@@ -53,19 +54,24 @@ async def main(n: int) -> None:
     problems = list(load_problems("humaneval").values())[:n]
     cases = [(p.reference, p.test, p.entry_point) for p in problems]
     plain = [bare(*c) for c in cases]
-    inside = [await sandboxed(*c, namespaces=True) for c in cases]
-    loose = [await sandboxed(*c, namespaces=False) for c in cases]
-    a, b, c = (statistics.median(x) for x in (plain, inside, loose))
+    # Interleaved, so that a change in the machine's load falls on every variant alike.
+    inside, unfiltered, loose = [], [], []
+    for c in cases:
+        inside.append(await sandboxed(*c))
+        unfiltered.append(await sandboxed(*c, seccomp=False))
+        loose.append(await sandboxed(*c, namespaces=False))
+    a, b, c, d = (statistics.median(x) for x in (plain, inside, unfiltered, loose))
     print(f"{n} HumanEval checks, median seconds per check:")
-    print(f"  plain child interpreter      {a:.3f} s")
-    print(f"  sandbox, full protections    {b:.3f} s   (x{b / a:.2f} the plain child)")
-    print(f"  sandbox, without namespaces  {c:.3f} s   (x{c / a:.2f})")
+    print(f"  plain child interpreter          {a:.3f} s")
+    print(f"  sandbox, full protections        {b:.3f} s   (x{b / a:.2f} the plain child)")
+    print(f"  sandbox, without seccomp filter  {c:.3f} s   (x{c / a:.2f}; the filter costs {1000 * (b - c):+.0f} ms)")
+    print(f"  sandbox, without namespaces      {d:.3f} s   (x{d / a:.2f})")
     limiter = trio.CapacityLimiter(4)
     start = time.perf_counter()
 
     async def one(case):
         async with limiter:
-            await sandboxed(*case, namespaces=True)
+            await sandboxed(*case)
 
     async with trio.open_nursery() as nursery:
         for case in cases:

@@ -6,17 +6,22 @@ the outcome a referee would use, plus, from the outside, that nothing escaped.
 
 from __future__ import annotations
 
+import json
 import os
+import platform
+import re
 import secrets
 import shutil
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
+import pyseccomp
 import pytest
 import trio
 
-from arena.referees.execution import sandbox
+from arena.referees.execution import sandbox, seccomp_filter
 from arena.referees.execution.sandbox import Limits, run_python, run_tests
 
 from helpers import ROOT
@@ -164,7 +169,7 @@ async def test_the_program_sees_no_api_key_nor_any_inherited_variable(monkeypatc
     assert secret not in outcome.stdout
     assert "OPENAI_API_KEY" not in outcome.stdout
     first = outcome.stdout.splitlines()[0]
-    assert set(eval(first)) <= {"PATH", "LANG", "HOME", "TMPDIR"}  # only what the sandbox sets
+    assert set(eval(first)) <= {"PATH", "LANG", "HOME", "TMPDIR", "MALLOC_ARENA_MAX"}  # only what the sandbox sets
     assert "empty environment" in outcome.protections
 
 
@@ -386,6 +391,43 @@ async def test_a_fork_bomb_is_contained_reported_and_cleaned_up(bomb):
     assert after.stdout == "still here\n"
 
 
+THREAD_BOMBS = {
+    # The first failed start ends the main thread; the interpreter then waits for the sleepers.
+    "dies-on-error": "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, args=(60,)).start()\n",
+    "keeps-trying": code(
+        """
+        import threading, time
+        while True:
+            try:
+                threading.Thread(target=time.sleep, args=(60,)).start()
+            except RuntimeError:
+                time.sleep(0.01)
+        """
+    ),
+}
+
+
+@needs_root
+@pytest.mark.parametrize("bomb", THREAD_BOMBS.values(), ids=THREAD_BOMBS.keys())
+async def test_a_thread_bomb_is_reported_as_the_process_limit(bomb):
+    # Before, both ran into the wall limit and were reported as "timeout".
+    await _process_limit_holds()
+    limits = SMALL.model_copy(update={"processes": 8, "wall_seconds": 2})
+    outcome = await run_python(bomb, limits)
+    assert outcome.status == "processes", outcome.reason
+    assert "8" in outcome.reason and "threads" in outcome.reason
+    assert sandbox_processes(outcome.uid) == []
+
+
+@needs_root
+async def test_threads_that_run_out_of_memory_first_are_reported_as_memory():
+    # 16 threads' 8 MB stacks do not fit in 64 MB: the memory limit, not the process limit, stopped it.
+    limits = SMALL.model_copy(update={"processes": 32, "memory_mb": 64, "wall_seconds": 2})
+    outcome = await run_python(THREAD_BOMBS["dies-on-error"], limits)
+    assert outcome.status == "memory", outcome.reason
+    assert "64 MB" in outcome.reason and "thread" in outcome.reason
+
+
 @needs_root
 async def test_background_children_do_not_survive_the_program():
     program = code(
@@ -447,6 +489,246 @@ async def test_runs_at_the_same_time_do_not_share_a_process_budget():
         assert results[f"fine{i}"].stdout == "forked 3\n"
 
 
+# --------------------------------------------------------------------------- system calls
+#
+# Each test makes a call through ctypes inside the sandbox, once with the seccomp filter and once
+# without (seccomp=False turns off the filter alone). With it the call must fail with EPERM (or
+# ENOSYS); without it the same call must succeed, or at least fail for another reason, one the
+# kernel gives only after seccomp let the call through: so each test fails if its rule goes.
+
+# The system call numbers of this machine, handed to the program.
+NUMBERS = {
+    name: pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+    for name in (
+        "unshare", "clone", "clone3", "setns", "mount", "umount2", "chroot", "pivot_root", "fsopen", "ptrace",
+        "process_vm_readv", "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "personality",
+        "userfaultfd", "io_uring_setup", "open_by_handle_at",
+    )
+}
+
+SYSCALLS = code(
+    """
+    import ctypes, errno, json, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    NUMBERS = json.loads(NUMBERS_JSON)
+    CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+
+    def call(name, *args):  # the raw system call: "ok", or the name of its errno
+        args = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+        if libc.syscall(ctypes.c_long(NUMBERS[name]), *args) == -1:
+            return errno.errorcode[ctypes.get_errno()]
+        return "ok"
+
+    results = {}
+    """
+)
+
+
+async def _with_and_without_filter(probe: str) -> tuple[dict, dict]:
+    """What ``probe`` put in ``results``, run with the filter and then without it."""
+    program = SYSCALLS.replace("NUMBERS_JSON", repr(json.dumps(NUMBERS))) + code(probe) + "print(json.dumps(results))\n"
+    found = {}
+    for seccomp in (True, False):
+        outcome = await run_python(program, SMALL, seccomp=seccomp)
+        assert outcome.status == "ok", outcome.stderr
+        assert ("seccomp filter" in outcome.protections) is seccomp
+        found[seccomp] = json.loads(outcome.stdout.splitlines()[-1])
+    return found[True], found[False]
+
+
+@needs_namespaces
+async def test_a_nested_user_namespace_cannot_be_made_to_mount_and_chroot_in():
+    # The issue's path: a user namespace of one's own hands out the capabilities, then a mount
+    # namespace in it lets the program mount, pivot_root and chroot, the usual first steps of a
+    # kernel exploit. Without the filter each step works (pivot_root gets past the capability
+    # check to a missing path); with it the first step, and every later one, is refused.
+    filtered, unfiltered = await _with_and_without_filter(
+        """
+        outer_uid, outer_gid = os.getuid(), os.getgid()
+        results["unshare user"] = call("unshare", CLONE_NEWUSER)
+        if results["unshare user"] == "ok":
+            for name, text in (("setgroups", "deny"), ("uid_map", f"0 {outer_uid} 1"), ("gid_map", f"0 {outer_gid} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+        results["unshare mount"] = call("unshare", CLONE_NEWNS)
+        results["mount"] = call("mount", b"none", b"/tmp", b"tmpfs", 0, None)
+        results["fsopen"] = call("fsopen", b"tmpfs", 0)
+        results["pivot_root"] = call("pivot_root", b"/no/such/dir", b"/no/such/dir")
+        results["chroot"] = call("chroot", b"/tmp")
+        """
+    )
+    steps = ["unshare user", "unshare mount", "mount", "fsopen", "pivot_root", "chroot"]
+    assert unfiltered == {**dict.fromkeys(steps, "ok"), "pivot_root": "ENOENT"}
+    assert filtered == dict.fromkeys(steps, "EPERM")
+
+
+async def test_clone_with_any_namespace_flag_is_refused_and_clone3_is_not_implemented():
+    # CLONE_SIGHAND without CLONE_VM is invalid, which the kernel says before it looks at any
+    # namespace or capability: the unfiltered calls get EINVAL, and no child is ever made.
+    filtered, unfiltered = await _with_and_without_filter(
+        """
+        FLAGS = {"NEWNS": 0x00020000, "NEWCGROUP": 0x02000000, "NEWUTS": 0x04000000, "NEWIPC": 0x08000000,
+                 "NEWUSER": 0x10000000, "NEWPID": 0x20000000, "NEWNET": 0x40000000}
+        CLONE_SIGHAND = 0x00000800
+        for name, flag in FLAGS.items():
+            results[name] = call("clone", flag | CLONE_SIGHAND, 0, 0, 0, 0)
+        results["clone3"] = call("clone3", None, 0)
+        """
+    )
+    assert filtered == {**dict.fromkeys(["NEWNS", "NEWCGROUP", "NEWUTS", "NEWIPC", "NEWUSER", "NEWPID", "NEWNET"], "EPERM"),
+                        "clone3": "ENOSYS"}
+    assert unfiltered == {**dict.fromkeys(filtered, "EINVAL")}
+
+
+async def test_processes_threads_and_the_persona_query_still_work_under_the_filter():
+    # libc starts threads and subprocesses with clone3 first: "not implemented" must send it to clone.
+    program = code(
+        """
+        import ctypes, os, subprocess, threading
+        started = []
+        thread = threading.Thread(target=started.append, args=("thread",))
+        thread.start()
+        thread.join()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        print(*started, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        print(subprocess.run(["/bin/echo", "spawned"], capture_output=True, text=True).stdout.strip())
+        personality = ctypes.CDLL(None).personality
+        personality.argtypes = [ctypes.c_ulong]
+        print("persona", personality(0xFFFFFFFF))  # the query: the persona is not changed
+        print(open("/proc/self/status").read().split("Seccomp:")[1].split()[0])
+        """
+    )
+    outcome = await run_python(program, SMALL)
+    assert outcome.status == "ok", outcome.stderr
+    assert outcome.stdout.splitlines() == ["thread 7", "spawned", "persona 0", "2"]  # 2: a seccomp filter is on
+    assert "seccomp filter" in outcome.protections
+
+
+PERF_TASK_CLOCK = """
+attr = ctypes.create_string_buffer(128)  # perf_event_attr: type, size, config, ..., flags at byte 40
+attr[0:16] = (1).to_bytes(4, "little") + (128).to_bytes(4, "little") + (1).to_bytes(8, "little")  # software, task clock
+attr[40] = 0x60  # exclude_kernel | exclude_hv: what an unprivileged process may count
+results["call"] = call("perf_event_open", ctypes.addressof(attr), 0, -1, -1, 0)
+"""
+
+READ_OWN_MEMORY = """
+class iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+source, target = ctypes.create_string_buffer(b"12345678"), ctypes.create_string_buffer(8)
+here, there = iovec(ctypes.addressof(target), 8), iovec(ctypes.addressof(source), 8)
+results["call"] = call("process_vm_readv", os.getpid(), ctypes.addressof(here), 1, ctypes.addressof(there), 1, 0)
+"""
+
+ATTACH_TO_OWN_CHILD = """
+import signal, time
+child = os.fork()
+if child == 0:
+    time.sleep(30)
+    os._exit(0)
+results["call"] = call("ptrace", 16, child, None, None)  # PTRACE_ATTACH
+os.kill(child, signal.SIGKILL)
+os.waitpid(child, 0)
+"""
+
+# name -> (what the program does, what it gets without the filter: "ok" or an errno's name)
+REFUSED_CALLS = {
+    "setns": ('results["call"] = call("setns", -1, 0)', "EBADF"),
+    "mount": ('results["call"] = call("mount", b"none", b"/no/such/dir", b"tmpfs", 0, None)', "ENOENT"),
+    "umount2": ('results["call"] = call("umount2", b"/", 0x80000000)', "EINVAL"),  # an unknown flag
+    "chroot": ('results["call"] = call("chroot", b"/no/such/dir")', "ENOENT"),
+    "ptrace-traceme": ('results["call"] = call("ptrace", 0, 0, None, None)', "ok"),
+    "ptrace-attach": (ATTACH_TO_OWN_CHILD, "ok"),
+    "process_vm_readv": (READ_OWN_MEMORY, "ok"),
+    "keyctl": ('results["call"] = call("keyctl", 0, -2, 1)', "ok"),  # the process keyring's id, made on demand
+    "add_key": ('results["call"] = call("add_key", b"user", b"arena-probe", b"x", 1, -2)', "ok"),
+    "request_key": ('results["call"] = call("request_key", b"user", b"arena-no-such-key", None, 0)', "ENOKEY"),
+    "bpf": ('results["call"] = call("bpf", 0x7FFF, None, 0)', "EINVAL"),  # an unknown command
+    "perf_event_open": (PERF_TASK_CLOCK, "ok"),
+    "userfaultfd": ('results["call"] = call("userfaultfd", 1)', "ok"),  # user-mode faults only: allowed to anyone
+    "io_uring_setup": ('results["call"] = call("io_uring_setup", 1, None)', "EFAULT"),
+    "open_by_handle_at": ('results["call"] = call("open_by_handle_at", -1, None, 0)', "EFAULT"),
+    "personality": ('results["call"] = call("personality", 0x0040000)', "ok"),  # ADDR_NO_RANDOMIZE
+}
+
+
+@pytest.mark.parametrize("probe, unfiltered_result", REFUSED_CALLS.values(), ids=REFUSED_CALLS.keys())
+async def test_a_risky_system_call_is_refused_with_eperm(probe, unfiltered_result):
+    filtered, unfiltered = await _with_and_without_filter(probe)
+    assert unfiltered == {"call": unfiltered_result}
+    assert filtered == {"call": "EPERM"}
+
+
+I386_CALL = """
+import mmap
+def i386_call(number, argument):
+    # push rbx; mov eax, number; mov ebx, edi; int 0x80; pop rbx; ret
+    machine_code = b"\\x53\\xb8" + number.to_bytes(4, "little") + b"\\x89\\xfb\\xcd\\x80\\x5b\\xc3"
+    page = mmap.mmap(-1, mmap.PAGESIZE, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+    page.write(machine_code)
+    function = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))
+    return function(argument)
+results["getpid"] = i386_call(20, 0) == os.getpid() or i386_call(20, 0)
+results["unshare user"] = i386_call(310, CLONE_NEWUSER)
+"""
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the other ABI tried here is x86_64's int 0x80")
+async def test_32_bit_system_calls_do_not_go_around_the_filter():
+    # Through int 0x80 the kernel takes i386 numbers, which no x86_64 rule would match: the
+    # filter refuses every call that does not come through the native ABI.
+    filtered, unfiltered = await _with_and_without_filter(I386_CALL)
+    if unfiltered["getpid"] == -38:
+        pytest.skip("this kernel has no 32-bit emulation, so there is no such way around")
+    assert unfiltered == {"getpid": True, "unshare user": 0}
+    assert filtered == {"getpid": -38, "unshare user": -38}  # ENOSYS
+
+
+def test_the_filter_holds_every_call_the_docs_name(tmp_path):
+    shown = subprocess.run(
+        [sys.executable, "-m", "arena.referees.execution.seccomp_filter"],
+        capture_output=True, text=True, check=True, cwd=tmp_path, env={},
+    ).stdout
+    in_filter = set(re.findall(r'# filter for syscall "(\w+)"', shown))
+    docs = (ROOT / "docs" / "sandbox.md").read_text()
+    for name in [*seccomp_filter.DENIED_CALLS, "clone", "clone3", "personality"]:
+        assert name in in_filter, name
+        assert f"`{name}`" in docs, f"docs/sandbox.md does not name {name}"
+    for flag in seccomp_filter.NAMESPACE_FLAGS:
+        assert f"`{flag}`" in docs, f"docs/sandbox.md does not name {flag}"
+    assert "# invalid architecture action\naction ERRNO(38);" in shown  # other ABIs: ENOSYS
+
+
+@pytest.fixture
+def fresh_filter():
+    """The filter is built once per process: build it again for this test, and after it."""
+    seccomp_filter.compiled.cache_clear()
+    yield
+    seccomp_filter.compiled.cache_clear()
+
+
+async def test_without_the_binding_the_sandbox_runs_and_says_the_filter_is_missing(monkeypatch, fresh_filter):
+    monkeypatch.setitem(sys.modules, "pyseccomp", None)  # what an import of a missing module meets
+    outcome = await run_python("print('ran')", SMALL)
+    assert outcome.status == "ok" and outcome.stdout == "ran\n"
+    assert "seccomp filter" not in outcome.protections
+    assert [m for m in outcome.missing if "seccomp" in m] == [
+        "no seccomp filter (pyseccomp could not be loaded: import of pyseccomp halted; None in sys.modules): "
+        "the program may make any system call its uid allows, user namespaces included"
+    ]
+
+
+async def test_a_filter_the_kernel_refuses_leaves_a_run_that_says_so(monkeypatch):
+    # One instruction that is not a "return": the kernel rejects the program as invalid.
+    monkeypatch.setattr(seccomp_filter, "compiled", lambda: (bytes(8), ()))
+    outcome = await run_python("print('ran')", SMALL)
+    assert outcome.status == "ok" and outcome.stdout == "ran\n"
+    assert "seccomp filter" not in outcome.protections
+    assert any(m.startswith("no seccomp filter (the kernel refused it: Invalid argument)") for m in outcome.missing), outcome.missing
+
+
 # --------------------------------------------------------------------------- what was in force
 
 
@@ -462,6 +744,7 @@ async def test_the_outcome_lists_the_protections_in_force():
         "network namespace",
         "read-only root, only the work directory writable",
         "no new privileges",
+        "seccomp filter",
     ):
         assert protection in outcome.protections
     assert f"unprivileged uid {outcome.uid}" in outcome.protections

@@ -40,6 +40,9 @@ LAUNCHER = Path(__file__).with_name("sandbox_child.py")
 UID_BASE = 1_500_000_000
 UID_SPAN = 100_000_000
 
+# What a run without the seccomp filter gives up, whatever the reason.
+_WITHOUT_FILTER = "the program may make any system call its uid allows, user namespaces included"
+
 # Beyond the wall limit, how long the launcher gets to clean up before the
 # parent kills it outright.
 GRACE_SECONDS = 5.0
@@ -89,17 +92,19 @@ async def run_python(
     files: dict[str, str | bytes] | None = None,
     *,
     namespaces: bool = True,
+    seccomp: bool = True,
 ) -> Outcome:
     """Run ``code`` as ``main.py`` in a fresh directory holding ``files``.
 
     ``namespaces=False`` skips the kernel namespaces (network, mount, PID...),
-    for machines where they misbehave; the outcome's ``missing`` says what that
-    gave up.
+    for machines where they misbehave; ``seccomp=False`` skips the system-call
+    filter alone, so a test can show a call the filter refuses working without
+    it. The outcome's ``missing`` says what either gave up.
     """
     limits = limits or Limits()
     all_files = dict(files or {})
     all_files["main.py"] = code
-    raw = await _execute(all_files, "main.py", limits, namespaces)
+    raw = await _execute(all_files, "main.py", limits, namespaces, seccomp)
     return _judge(raw, limits)
 
 
@@ -140,7 +145,7 @@ async def run_tests(program: str, tests: str, entry_point: str, limits: Limits |
         raise ValueError(f"entry_point must be a Python name, not {entry_point!r}")
     runner = _TEST_RUNNER.replace("ENTRY_POINT", repr(entry_point))
     files = {"main.py": runner, "solution.py": program, "tests.py": tests}
-    raw = await _execute(files, "main.py", limits, True)
+    raw = await _execute(files, "main.py", limits, True, True)
     outcome = _judge(raw, limits)
     if outcome.status == "ok":
         # Exiting with 0 is not enough: os._exit(0) in the program would do
@@ -206,8 +211,25 @@ async def _drain(stream: trio.abc.ReceiveStream, sink: _Capped, on_exceeded=None
                 on_exceeded = None
 
 
-async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, namespaces: bool) -> dict:
+def _seccomp(wanted: bool) -> tuple[str | None, list[str]]:
+    """The filter for the launcher (hex BPF, or None) and what ``missing`` must say about it."""
+    if not wanted:
+        return None, [f"seccomp filter turned off: {_WITHOUT_FILTER}"]
+    # Imported here, not with this package, so that `python -m` can run it as the script that prints the filter.
+    from arena.referees.execution.seccomp_filter import FilterUnavailable, compiled
+
+    try:
+        bpf, unknown = compiled()
+    except FilterUnavailable as e:
+        return None, [f"no seccomp filter ({e}): {_WITHOUT_FILTER}"]
+    if unknown:
+        return bpf.hex(), [f"seccomp filter without {', '.join(unknown)}: this libseccomp does not know them, so they stay allowed"]
+    return bpf.hex(), []
+
+
+async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, namespaces: bool, seccomp: bool) -> dict:
     python, roots = _interpreter()
+    bpf, filter_missing = _seccomp(seccomp)
     base = Path(tempfile.mkdtemp(prefix="arena-sandbox-"))
     try:
         # Traversable but not listable: without a mount namespace the program
@@ -226,6 +248,7 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
             "fallback_pythons": ["/usr/local/bin/python3", "/usr/bin/python3"],
             "uid": UID_BASE + secrets.randbelow(UID_SPAN),
             "namespaces": namespaces,
+            "seccomp_bpf": bpf,
             "report_fd": report_w,
             "result_fd": result_w,
             "limits": {
@@ -298,6 +321,9 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
     if info.get("error") or info.get("exec_error") or "exitcode" not in info:
         detail = info.get("error") or info.get("exec_error") or err.data.decode(errors="replace")
         raise SandboxError(f"the sandbox could not run the program: {detail.strip() or 'no report from the launcher'}")
+    if info.get("seccomp_refused"):
+        filter_missing.append(f"no seccomp filter (the kernel refused it: {info['seccomp_refused']}): {_WITHOUT_FILTER}")
+    info["missing"] = info["missing"] + filter_missing
     info.update(
         stdout=_text(out),
         stderr=_text(err),
@@ -338,6 +364,9 @@ def _signal_name(number: int) -> str:
 
 
 _FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+)')
+# What CPython says when pthread_create fails: the process limit counts threads, and each
+# thread's stack takes address space.
+_NO_MORE_THREADS = re.compile(r"^RuntimeError: can't start new thread\s*$", re.MULTILINE)
 
 
 def _last_error(stderr: str) -> str | None:
@@ -366,16 +395,27 @@ def _judge(raw: dict, limits: Limits) -> Outcome:
     signal = _signal_name(-code) if code is not None and code < 0 else None
     cpu = raw.get("cpu_seconds")
     error = _last_error(raw["stderr"]) or ""
-    live = raw.get("processes_at_end")
+    live = raw.get("tasks_at_end")
+    # A program whose threads cannot start usually waits on the ones it has, or spins, until the
+    # wall or CPU limit ends it; but what it ran into first was the process (or memory) limit.
+    out_of_threads = _NO_MORE_THREADS.search(raw["stderr"])
     cpu_limit = max(1, -(-limits.cpu_seconds // 1))
     if raw.get("output_exceeded"):
         which = "stdout" if raw["stdout_exceeded"] else "stderr"
         status, reason = "output", f"it wrote more than {limits.output_kb} KB to {which} (the output limit) and was stopped"
+    elif out_of_threads and not raw["stopped"]:
+        error = out_of_threads.group(0).strip()
+        if raw["timed_out"] and live is not None and live < limits.processes:
+            # Its threads were still there, fewer than the limit: their stacks used up the address space.
+            status, reason = "memory", (f"it could not start another thread with {live} threads running: each one's "
+                                        f"stack counts against its {limits.memory_mb} MB (the memory limit)")
+        else:
+            status, reason = "processes", f"it tried to run more than {limits.processes} processes or threads at once (the process limit)"
     elif raw["timed_out"]:
         status, reason = "timeout", f"it was still running after {_num(limits.wall_seconds)} s (the wall-time limit) and was stopped"
         if live is not None and live >= limits.processes:
             status = "processes"
-            reason = (f"it started processes up to the limit of {limits.processes} and was still running "
+            reason = (f"it started processes or threads up to the limit of {limits.processes} and was still running "
                       f"after {_num(limits.wall_seconds)} s; all were stopped")
     elif raw["stopped"]:
         status, reason = "crashed", "it was stopped by the sandbox"

@@ -8,13 +8,15 @@ program sees as fd 3 (its "result" channel).
 
 It only uses the standard library and never imports ``arena``: ``-I`` keeps the
 environment and the user's site-packages out, and the code must keep working
-after ``pivot_root`` has hidden everything but the interpreter.
+after ``pivot_root`` has hidden everything but the interpreter. The seccomp
+filter comes in CONFIG ready-made (``seccomp_filter.py`` builds it with libseccomp).
 
 Three processes:
   launcher  (what the parent started)  unshares a PID namespace, forks:
   supervisor (pid 1 of that namespace) unshares mount/net/ipc/uts, builds the
-             new root, forks the program, enforces the wall limit, kills
-             everything left at the end and writes the report;
+             new root, loads the seccomp filter, forks the program (which
+             inherits it), enforces the wall limit, kills everything left at
+             the end and writes the report;
   program   drops to the sandbox uid, sets rlimits, execs Python.
 Whatever a namespace refuses is noted under "missing" and the run goes on with
 what is left: the parent decides whether that is good enough.
@@ -57,6 +59,8 @@ MNT_DETACH = 2
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "s390x": 217}.get(platform.machine())
 
@@ -156,6 +160,10 @@ def copy_files(source: str, target: str, uid: int) -> None:
             os.chown(os.path.join(dest, name), uid, uid)
 
 
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 class Run:
     def __init__(self, cfg: dict):
         self.cfg = cfg
@@ -172,6 +180,7 @@ class Run:
         self.uid = cfg["uid"] if self.root else os.getuid()
         self.gid = cfg["uid"] if self.root else os.getgid()
         self.program: int | None = None
+        self.seccomp_refused: str | None = None
         self.status: int | None = None
         self.usage = None
 
@@ -275,7 +284,25 @@ class Run:
         else:
             self.missing.append(f"not root: the program keeps your uid {self.uid}, and your file permissions")
         self.protections.append("no new privileges")
+        self.load_filter()
         return self.run_program(python, workdir, devnull, proc_fd)
+
+    def load_filter(self) -> None:
+        """Filter the system calls of the supervisor, and so of the program it forks, across exec."""
+        bpf = self.cfg["seccomp_bpf"]
+        if bpf is None:
+            return  # turned off, or no libseccomp: the parent says so
+        code = bytes.fromhex(bpf)
+        buffer = ctypes.create_string_buffer(code, len(code))
+        fprog = SockFprog(len(code) // 8, ctypes.addressof(buffer))  # 8 bytes per instruction
+        try:
+            # Without the capability to skip it, the kernel takes a filter only after this.
+            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            _check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0), "seccomp")
+        except OSError as e:
+            self.seccomp_refused = os.strerror(e.errno)
+        else:
+            self.protections.append("seccomp filter")
 
     def unshare_rest(self) -> None:
         wanted = [
@@ -378,7 +405,11 @@ class Run:
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
 
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir}
+        # glibc gives each new thread a malloc arena that reserves 64 MB of address space: under
+        # RLIMIT_AS a dozen threads would exhaust the memory limit on reservations alone, long
+        # before they used memory or reached the process limit. Python needs no more than one.
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
+               "MALLOC_ARENA_MAX": "1"}
         argv = [python, "-I", "-B", "-u", "-X", "utf8", self.cfg["main"]]
         started = time.monotonic()
         pid = os.fork()
@@ -423,7 +454,7 @@ class Run:
             except BlockingIOError:
                 pass
         seconds = time.monotonic() - started
-        live = self.count_processes(proc_fd)
+        live = self.count_tasks(proc_fd)
         # Without a way to kill them all, do not wait for escaped processes.
         self.reap(block=self.kill_all(pid, proc_fd))
         status, usage = self.status, self.usage
@@ -436,10 +467,11 @@ class Run:
                 "stopped": stopped,
                 "seconds": seconds,
                 "cpu_seconds": None if usage is None else usage.ru_utime + usage.ru_stime,
-                "processes_at_end": live,
+                "tasks_at_end": live,
                 "uid": self.uid if self.root else None,
                 "protections": self.protections,
                 "missing": self.missing,
+                "seccomp_refused": self.seccomp_refused,
             }
         )
         return 0
@@ -490,30 +522,53 @@ class Run:
                 return
             if got == 0:
                 return
-            if got == self.program:
+            # A program that made itself our tracee reports its stops too; only its end counts.
+            if got == self.program and not os.WIFSTOPPED(status):
                 self.status, self.usage = status, usage
 
-    def count_processes(self, proc_fd: int, living: bool = False) -> int | None:
-        """Processes of the sandbox uid (zombies too, unless ``living``)."""
+    def count_tasks(self, proc_fd: int) -> int | None:
+        """Threads of the sandbox uid, every process's included: what RLIMIT_NPROC counts."""
         if not self.root:
             return None
         count = 0
+        for name in self.sandbox_pids(proc_fd):
+            try:
+                fd = os.open(f"{name}/task", os.O_RDONLY | os.O_DIRECTORY, dir_fd=proc_fd)
+            except OSError:
+                continue  # gone already
+            try:
+                count += len(os.listdir(fd))
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+        return count
+
+    def sandbox_pids(self, proc_fd: int) -> list[str]:
         me = str(os.getpid())
+        found = []
         for name in os.listdir(proc_fd):
             if not name.isdigit() or name == me:
                 continue
             try:
-                if os.stat(name, dir_fd=proc_fd).st_uid != self.uid:
-                    continue
-                if living:
-                    fd = os.open(f"{name}/stat", os.O_RDONLY, dir_fd=proc_fd)
-                    try:
-                        state = os.read(fd, 4096).rpartition(b")")[2].split()[0]
-                    finally:
-                        os.close(fd)
-                    if state in (b"Z", b"X"):
-                        continue
-                count += 1
+                if os.stat(name, dir_fd=proc_fd).st_uid == self.uid:
+                    found.append(name)
+            except OSError:
+                pass
+        return found
+
+    def count_living(self, proc_fd: int) -> int:
+        """Processes of the sandbox uid that are not zombies yet."""
+        count = 0
+        for name in self.sandbox_pids(proc_fd):
+            try:
+                fd = os.open(f"{name}/stat", os.O_RDONLY, dir_fd=proc_fd)
+                try:
+                    state = os.read(fd, 4096).rpartition(b")")[2].split()[0]
+                finally:
+                    os.close(fd)
+                if state not in (b"Z", b"X"):
+                    count += 1
             except (OSError, IndexError):
                 pass
         return count
@@ -541,7 +596,7 @@ class Run:
                     deadline = time.monotonic() + 10
                     while time.monotonic() < deadline:
                         os.kill(-1, signal.SIGKILL)
-                        if not self.count_processes(proc_fd, living=True):
+                        if not self.count_living(proc_fd):
                             break
                 finally:
                     os._exit(0)
