@@ -339,6 +339,7 @@ def test_a_second_run_is_answered_from_the_cache(tmp_path, openai_mock):
     assert asked == 2 * 2 * 2
     calls = calls_table(run_dir)
     assert len(calls) == asked and not any(c.cached for c in calls)
+    paid = {(c.match, c.seat, c.round): (c.prompt_tokens, c.completion_tokens, c.cost, c.latency) for c in calls}
     results = arena("export", run_dir).stdout
 
     # the same scenario again, as a new run in the same directory: the old run is set aside,
@@ -349,7 +350,9 @@ def test_a_second_run_is_answered_from_the_cache(tmp_path, openai_mock):
     assert "from the earlier run" not in fresh.stdout
     assert openai_mock.count == asked  # zero requests
     calls = calls_table(run_dir)
-    assert len(calls) == asked and all(c.cached and c.cost == 0 and c.retries == 0 for c in calls)
+    assert len(calls) == asked and all(c.cached and c.retries == 0 for c in calls)
+    # each cached reply keeps what it cost when first asked (reported as saved; the budget ignores it)
+    assert {(c.match, c.seat, c.round): (c.prompt_tokens, c.completion_tokens, c.cost, c.latency) for c in calls} == paid
     assert arena("export", run_dir).stdout == results  # the same games, replayed from the cache
 
     # resuming that finished run plays nothing at all
