@@ -117,9 +117,10 @@ class LLMAgent(Agent):
         base = dict(match=turn.match, seat=turn.seat, round=turn.round, attempt=turn.attempt, agent=self.name,
                     backend=self.backend_name, model=config.model)
         hit = services.cached(**key)
-        if hit is not None:
+        if hit is not None:  # recorded at what it cost when first asked: reports count it as saved, the budget not at all
+            cost = hit.cost if hit.cost is not None else self.cost_of(hit.prompt_tokens, hit.completion_tokens, services.prices)
             services.record_call(CallRecord(**base, prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
-                                            cost=0.0, cached=True))
+                                            cost=cost, latency=hit.latency or 0.0, cached=True))
             return hit.text
         try:
             await self.prepare()  # also here: the first call's timeout must not be spent importing an SDK
@@ -158,9 +159,10 @@ class LLMAgent(Agent):
                 raise RuntimeError(f"the model call failed{tries}: {message}")
             await trio.sleep(self._wait(failures, error.retry_after, rng))
         spent = self.cost_of(completion.prompt_tokens, completion.completion_tokens, services.prices)
+        latency = time.monotonic() - started
         services.record_call(CallRecord(**base, prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-                                        cost=spent, latency=time.monotonic() - started, retries=failures))
-        services.remember(CachedReply(completion.text, completion.prompt_tokens, completion.completion_tokens), **key)
+                                        cost=spent, latency=latency, retries=failures))
+        services.remember(CachedReply(completion.text, completion.prompt_tokens, completion.completion_tokens, spent, latency), **key)
         return completion.text
 
     def cost_of(self, prompt_tokens, completion_tokens, extra_prices) -> float | None:

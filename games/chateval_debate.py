@@ -24,6 +24,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice
+from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
 
@@ -157,6 +158,14 @@ class ChatEvalDebate(Game):
 
     def default_action(self, seat: str, round: int) -> Any:
         return None
+
+    def example_reply(self, seat: str, round: int) -> str:
+        if seat == self.summarizer:
+            return example_prose(100, "this turn of the debate")
+        first = self.debaters.index(seat) % 2 == 0
+        verdict = ("Verdict: 1" if first else "Verdict: 2") if self.params.output == "choice" else \
+            ("Scores: 8 6" if first else "Scores: 6 8")
+        return f"{example_prose(150, 'the two answers')}\n\n{verdict}"
 
     def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
         for seat, value in actions.items():

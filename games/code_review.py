@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from arena.contract import Game, InvalidReply, JudgeRequest, Notice, Program
+from arena.contract.game import example_prose
 
 from .questions import case_of, load_jsonl
 
@@ -145,6 +146,13 @@ class CodeReview(Game):
         if not text:
             raise InvalidReply(f"Give review comments, or '{self.params.done_word}' alone to accept the code.")
         return text
+
+    def example_reply(self, seat: str, round: int) -> str:
+        # the reviewer never accepts: the match takes every review it may
+        if seat == PROGRAMMER:
+            body = self.problem.canonical_solution or "    raise NotImplementedError\n"
+            return f"```python\n{self.problem.prompt}{body}```"
+        return example_prose(100, "the code")
 
     def default_action(self, seat: str, round: int) -> str | None:
         if seat == PROGRAMMER:

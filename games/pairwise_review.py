@@ -38,6 +38,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice
+from arena.contract.game import example_prose
 
 from .questions import case_of, load_questions
 
@@ -203,6 +204,13 @@ class PairwiseReview(Game):
 
     def default_action(self, seat: str, round: int) -> Any:
         return "" if round == 1 else None  # no answer; or no verdict, left out of the calibration
+
+    def example_reply(self, seat: str, round: int) -> str:
+        if round == 1:
+            return example_prose(200, "the question")
+        verdict = "7 8" if self.params.output == "scores" else "2"
+        evidence = example_prose(120, "the two answers")
+        return f"{verdict}\n{evidence}" if self.params.template == "verdict_first" else f"{evidence}\n{verdict}"
 
     def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
         if round == 1:

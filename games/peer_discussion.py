@@ -23,6 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice
+from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
 
@@ -115,6 +116,13 @@ class PeerDiscussion(Game):
 
     def default_action(self, seat: str, round: int) -> int | None:
         return None  # no stated preference: the previous one stands
+
+    def example_reply(self, seat: str, round: int) -> str:
+        # the reviewers hold opposite views to the end: the discussion takes all its turns
+        side = "1" if seat == self.seats[0] else "2"
+        if round == 1:
+            return f"{example_prose(200, 'the two answers')}\n\nPreference: {side}"
+        return f"{example_prose(120, 'what the other reviewer said')}\n\nPreference: {side}"
 
     def apply(self, round: int, actions: Mapping[str, int | None]) -> list[Notice]:
         for seat, preference in actions.items():

@@ -128,6 +128,10 @@ class Translation(Game):
             raise InvalidReply(f"Your reply was empty. Reply with the {self._languages()[1]} text only.")
         return text
 
+    def example_reply(self, seat: str, round: int) -> str:
+        # a translation is about as long as the reference, or else the source
+        return self.text.reference or self.text.source
+
     def default_action(self, seat: str, round: int) -> str:
         return "" if seat == TRANSLATOR else (self.draft or "")  # a silent proofreader leaves the draft as it was
 

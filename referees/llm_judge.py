@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Referee, Scores, Transcript
+from arena.contract.game import example_prose
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 
@@ -65,6 +66,15 @@ class LLMJudge(Referee):
     @classmethod
     def agents_needed(cls, params: JudgeParams) -> list[str]:
         return [params.agent]
+
+    def example_reply(self, game: Game, agent: str) -> str | None:
+        p: JudgeParams = self.params
+        request = game.judge_request()
+        if agent != p.agent or request is None:
+            return None
+        middle = (p.low + p.high + 1) // 2
+        return json.dumps({seat: {"evaluation": example_prose(40, f"the work of {seat}"), "score": middle}
+                           for seat in request.seats})
 
     async def score(self, game: Game, pool: Transcript) -> Scores:
         p: JudgeParams = self.params

@@ -339,6 +339,7 @@ def test_a_second_run_is_answered_from_the_cache(tmp_path, openai_mock):
     assert asked == 2 * 2 * 2
     calls = calls_table(run_dir)
     assert len(calls) == asked and not any(c.cached for c in calls)
+    paid = {(c.match, c.seat, c.round): (c.prompt_tokens, c.completion_tokens, c.cost, c.latency) for c in calls}
     results = arena("export", run_dir).stdout
 
     # the same scenario again, as a new run in the same directory: the old run is set aside,
@@ -349,7 +350,9 @@ def test_a_second_run_is_answered_from_the_cache(tmp_path, openai_mock):
     assert "from the earlier run" not in fresh.stdout
     assert openai_mock.count == asked  # zero requests
     calls = calls_table(run_dir)
-    assert len(calls) == asked and all(c.cached and c.cost == 0 and c.retries == 0 for c in calls)
+    assert len(calls) == asked and all(c.cached and c.retries == 0 for c in calls)
+    # each cached reply keeps what it cost when first asked (reported as saved; the budget ignores it)
+    assert {(c.match, c.seat, c.round): (c.prompt_tokens, c.completion_tokens, c.cost, c.latency) for c in calls} == paid
     assert arena("export", run_dir).stdout == results  # the same games, replayed from the cache
 
     # resuming that finished run plays nothing at all
@@ -476,16 +479,17 @@ def test_dry_run_plans_calls_and_cost_without_asking_anything(tmp_path, openai_m
     assert "dry: 2 matches planned" in priced
     assert re.search(r"│ public_goods\s+│ 2\s+│ 6\s+│", priced)  # 3 rounds x 2 model seats per match
     for agent in ("alice", "bob"):
-        name, backend, model, calls, prompt, replies, cost = agent_row(priced, agent)
+        name, backend, model, calls, prompt, replies, cost, most = agent_row(priced, agent)
         assert (backend, model, calls) == ("openai", "gpt-4o-mini", "6")  # 3 rounds x 2 matches
-        assert int(prompt) > 0 and replies == str(6 * 512)  # replies at most max_tokens each
-        assert re.fullmatch(r"\$0\.\d{4}", cost) and float(cost[1:]) > 0
-    total = re.search(r"Total: 12 calls, at most \$(\d+\.\d+)\.", flat(priced))
-    assert total and float(total.group(1)) > 0 and "no known price" not in priced
+        assert int(prompt) > 0 and 0 < int(replies) < 6 * 512  # replies as long as the game's example, under max_tokens
+        assert re.fullmatch(r"\$0\.\d{4}", most) and 0 < float(cost[1:]) < float(most[1:])
+    total = re.search(r"Total: 12 calls, \d+ prompt tokens, about \d+ reply tokens \(at most 6144\); "
+                      r"about \$(\d+\.\d+), at most \$(\d+\.\d+)\.", flat(priced))
+    assert total and 0 < float(total.group(1)) < float(total.group(2)) and "no known price" not in priced
 
     unknown = dry_run(tmp_path, openai_mock, "mock-model")
-    assert [agent_row(unknown, a)[-1] for a in ("alice", "bob")] == ["unknown", "unknown"]
-    assert "Total: 12 calls, cost unknown (no model has a known price" in flat(unknown)
+    assert [agent_row(unknown, a)[-2:] for a in ("alice", "bob")] == [["unknown", "unknown"]] * 2
+    assert "; cost unknown (no model has a known price" in flat(unknown) and "Total: 12 calls," in flat(unknown)
     assert openai_mock.count == 0
     assert not (tmp_path / "run").exists()
 

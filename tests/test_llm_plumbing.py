@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from arena.contract import plugins
+from arena.contract import CachedReply, plugins
 from arena.engine.anonymity import scrub
 from arena.services.cache import ResponseCache, cache_key
 from arena.services.ratelimit import CallLimits
@@ -87,9 +87,9 @@ def test_the_cache_key_separates_samples_and_parameters(tmp_path):
     assert cache_key(**base, sample=1) != cache_key(**base, sample=2)  # k samples are k entries
     assert cache_key(**base, sample=1) != cache_key(**{**base, "model": "n"}, sample=1)
     cache = ResponseCache(tmp_path / "c.sqlite")
-    cache.put("k", "reply", 10, 2)
+    cache.put("k", CachedReply("reply", 10, 2, 0.0001, 1.5))
     cache.close()
-    assert ResponseCache(tmp_path / "c.sqlite").get("k") == ("reply", 10, 2)  # on disk, not in memory
+    assert ResponseCache(tmp_path / "c.sqlite").get("k") == ("reply", 10, 2, 0.0001, 1.5)  # on disk, not in memory
 
 
 def test_prices_match_model_families_and_unknown_models_cost_nothing_known():

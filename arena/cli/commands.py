@@ -195,43 +195,55 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(scenario) -> int:
+    from arena.cli.tables import usd
     from arena.run.dryrun import estimate
 
     console = Console(highlight=False, soft_wrap=True)
     found = estimate(scenario)
     table = Table(title=f"{scenario.name}: {found.matches} matches planned", title_justify="left")
-    for column in ("Game entry", "Matches", "Model calls per match"):
+    for column in ("Game entry", "Matches", "Model calls per match", "Prompt tokens per match", "Reply tokens per match"):
         table.add_column(column)
     for e in found.entries:
         more = f" (until_stable: up to {e.until_stable_cap})" if e.until_stable_cap else ""
-        table.add_row(e.group, f"{e.matches}{more}", f"{e.calls_per_match:g}")
+        table.add_row(e.group, f"{e.matches}{more}", f"{e.calls_per_match:g}", str(e.prompt_tokens_per_match),
+                      str(e.completion_tokens_per_match))
     console.print(table)
+    for e in found.entries:
+        if e.defaulted:
+            console.print(f"[yellow]{e.group}: {e.defaulted} turns of the sample match had no valid example reply and "
+                          "took the game's default, so a run may take another path than this estimate.[/]")
     if not found.agents:
         console.print("No agent calls a model: this scenario costs nothing.")
         return 0
-    table = Table(title="estimate per agent (prompts: low estimate; replies: at most max_tokens)", title_justify="left")
-    for column in ("Agent", "Backend", "Model", "Calls", "Prompt tokens", "Reply tokens (max)", "Cost (max)"):
-        table.add_column(column, justify="right" if column not in ("Agent", "Backend", "Model") else "left")
-    total, unknown = 0.0, False
+    table = Table(title="estimate per agent (replies as long as the games' examples; cost (max): every reply at "
+                  "max_tokens)", title_justify="left")
+    for column in ("Agent", "Backend", "Model", "Calls", "Prompt tokens", "Reply tokens", "Cost", "Cost (max)"):
+        named = column in ("Agent", "Backend", "Model")  # a long name folds onto a second line rather than lose its end
+        table.add_column(column, justify="left" if named else "right", overflow="fold" if named else "ellipsis")
     for a in found.agents:
-        price = "unknown" if a.cost_max is None else f"${a.cost_max:.4f}"
-        unknown |= a.cost_max is None
-        total += a.cost_max or 0.0
-        table.add_row(a.agent, a.backend, a.model or "", str(a.calls), str(a.prompt_tokens), str(a.completion_tokens_max), price)
+        table.add_row(a.agent, a.backend, a.model or "", str(a.calls), str(a.prompt_tokens), str(a.completion_tokens),
+                      usd(a.cost), usd(a.cost_max))
     console.print(table)
     calls = sum(a.calls for a in found.agents)
-    if all(a.cost_max is None for a in found.agents):
+    expected = sum(a.cost or 0.0 for a in found.agents)
+    most = sum(a.cost_max or 0.0 for a in found.agents)
+    tokens = (f"{sum(a.prompt_tokens for a in found.agents)} prompt tokens, about "
+              f"{sum(a.completion_tokens for a in found.agents)} reply tokens "
+              f"(at most {sum(a.completion_tokens_max for a in found.agents)})")
+    priced = [a for a in found.agents if a.cost is not None]
+    if not priced:
         spend = "cost unknown (no model has a known price: add them under `prices:`)"
-    elif unknown:
-        spend = f"at most ${total:.4f} for the models with a known price; the others' cost is unknown (add them under `prices:`)"
+    elif len(priced) < len(found.agents):
+        spend = (f"about ${expected:.4f}, at most ${most:.4f} for the models with a known price; the others' cost is "
+                 "unknown (add them under `prices:`)")
     else:
-        spend = f"at most ${total:.4f}"
-    console.print(f"Total: {calls} calls, {spend}.")
+        spend = f"about ${expected:.4f}, at most ${most:.4f}"
+    console.print(f"Total: {calls} calls, {tokens}; {spend}.")
     capped = sum(e.until_stable_cap or e.matches for e in found.entries)
     if capped > found.matches:  # until_stable may add blocks: scale to its cap
         factor = capped / found.matches
-        priced = "" if all(a.cost_max is None for a in found.agents) else f", at most ${total * factor:.4f}"
-        console.print(f"If until_stable runs to its cap ({capped} matches): about {round(calls * factor)} calls{priced}.")
+        cost = f", about ${expected * factor:.4f}, at most ${most * factor:.4f}" if priced else ""
+        console.print(f"If until_stable runs to its cap ({capped} matches): about {round(calls * factor)} calls{cost}.")
     return 0
 
 

@@ -86,14 +86,29 @@ def _mean(mean: float | None, interval: tuple[float, float] | None) -> str:
 
 
 def print_usage(console: Console, rows: list[Usage]) -> None:
-    table = Table(title="model calls per agent (cached replies cost nothing)", title_justify="left")
+    """What the calls spent; then, when the response cache answered some, what it saved."""
+    table = Table(title="model calls per agent: spent by the calls that reached a model", title_justify="left")
     for column in ("Agent", "Calls", "Cached", "Retries", "Failed", "Prompt tokens", "Reply tokens", "Cost", "Mean latency"):
         table.add_column(column, justify="left" if column == "Agent" else "right")
     for r in rows:
-        cost = "unknown" if r.cost is None else f"${r.cost:.4f}"
         table.add_row(r.agent, str(r.calls), str(r.cached), str(r.retries), str(r.failed), str(r.prompt_tokens),
-                      str(r.completion_tokens), cost, f"{r.latency:.2f} s")
+                      str(r.completion_tokens), usd(r.cost), f"{r.latency:.2f} s")
     console.print(table)
+    saving = [r for r in rows if r.cached]
+    if not saving:
+        return
+    table = Table(title="saved by the response cache: its replies, at what they cost when first asked", title_justify="left")
+    for column in ("Agent", "Cached replies", "Prompt tokens", "Reply tokens", "Cost", "Time"):
+        table.add_column(column, justify="left" if column == "Agent" else "right")
+    for r in saving:
+        table.add_row(r.agent, str(r.cached), str(r.saved_prompt_tokens), str(r.saved_completion_tokens),
+                      usd(r.saved_cost), f"{r.saved_seconds:.2f} s")
+    console.print(table)
+
+
+def usd(cost: float | None) -> str:
+    """Dollars as the tables show them; None is a price nobody knows."""
+    return "unknown" if cost is None else f"${cost:.4f}"
 
 
 def print_leaderboard(console: Console, board) -> None:

@@ -15,7 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class CallRecord(BaseModel):
-    """One request to a model (or a cache hit standing in for it)."""
+    """One request to a model (or a cache hit standing in for it).
+
+    A cache hit (``cached``) carries the tokens, cost and latency of the request it replays, as
+    they were when it was first asked: reports show them as saved, and the budget ignores them."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -52,11 +55,14 @@ class CallStarted(BaseModel):
 
 
 class CachedReply(NamedTuple):
-    """A reply the response cache holds, with what it cost when it was first asked."""
+    """A reply the response cache holds, with what it cost when it was first asked: a hit is
+    reported as saved at these figures (None: not known, as for entries older than the figure)."""
 
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cost: float | None = None  # USD
+    latency: float | None = None  # seconds the first asking took
 
 
 class Slot:

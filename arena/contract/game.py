@@ -63,6 +63,19 @@ class Program(BaseModel):
     seats: tuple[str, ...]
 
 
+def example_prose(words: int, topic: str = "the task") -> str:
+    """Plain sentences of about ``words`` words about ``topic``: the body of an example reply whose
+    content does not matter, only its length (see ``Game.example_reply``)."""
+    sentences = [f"Looking at {topic}, the first thing to weigh is whether each claim is supported.",
+                 "Some points are stated clearly and follow from what was given, which counts in their favour.",
+                 "Others are vague or leave out a step, and a careful reader would ask for more.",
+                 "On balance the stronger parts outweigh the weaker ones, though not by a wide margin."]
+    out: list[str] = []
+    while sum(len(s.split()) for s in out) < words:
+        out.append(sentences[len(out) % len(sentences)])
+    return " ".join(out)
+
+
 class Game(ABC):
     """Rules of one game. One instance plays one match.
 
@@ -157,6 +170,14 @@ class Game(ABC):
     @abstractmethod
     def default_action(self, seat: str, round: int) -> Any:
         """The action taken for a seat that gave no valid reply in time."""
+
+    def example_reply(self, seat: str, round: int) -> str | None:
+        """A valid reply this seat might give now, about as long as a model's would, for
+        ``arena run --dry-run``: it plays a match on these replies to count what a run will ask.
+        Where the replies decide how long a match lasts, play it the long way (reviewers who keep
+        disagreeing, a chain that goes on), so the estimate errs towards cost. None: no idea (the
+        dry run replies "" and the turn takes the default)."""
+        return None
 
     @abstractmethod
     def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:

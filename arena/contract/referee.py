@@ -65,6 +65,12 @@ class Referee(ABC):
         """Scenario agents this referee asks (checked by ``arena validate``)."""
         return []
 
+    def example_reply(self, game: Game, agent: str) -> str | None:
+        """A valid reply of typical length that ``agent`` might give when this referee asks it
+        about ``game`` (now over), for ``arena run --dry-run``; None when this referee does not
+        ask ``agent`` or has no idea."""
+        return None
+
     async def is_over(self, game: Game, pool: Transcript, round: int) -> bool:
         return game.is_over(round)
 

@@ -212,12 +212,29 @@ def usage(summary: dict) -> str:
     if not rows_in:
         return section("cost", "Cost and tokens", note("No model calls in this run (scripted agents cost nothing)."))
     rows = [[u["agent"], u["calls"], u["cached"], u["retries"], u["failed"], u["prompt_tokens"], u["completion_tokens"],
-             "unknown" if u["cost"] is None else f"${u['cost']:.4f}", f"{u['latency']:.2f} s"] for u in rows_in]
-    costs = [u["cost"] for u in rows_in]
-    total_cost = "unknown" if any(c is None for c in costs) else f"${sum(costs):.4f}"
-    rows.append(["total", sum(u["calls"] for u in rows_in), sum(u["cached"] for u in rows_in),
-                 sum(u["retries"] for u in rows_in), sum(u["failed"] for u in rows_in),
-                 sum(u["prompt_tokens"] for u in rows_in), sum(u["completion_tokens"] for u in rows_in), total_cost, ""])
-    return section("cost", "Cost and tokens", note("Cached replies cost nothing.") + table(
+             _usd(u["cost"]), f"{u['latency']:.2f} s"] for u in rows_in]
+    rows.append(["total", *(sum(u[k] for u in rows_in) for k in ("calls", "cached", "retries", "failed", "prompt_tokens",
+                                                                  "completion_tokens")), _usd(_total(rows_in, "cost")), ""])
+    spent = note("Spent: the calls that reached a model.") + table(
         ["Agent", "Calls", "Cached", "Retries", "Failed", "Prompt tokens", "Reply tokens", "Cost", "Mean latency"], rows,
-        row_classes=[""] * len(rows_in) + ["total"]))
+        row_classes=[""] * len(rows_in) + ["total"])
+    saving = [u for u in rows_in if u["cached"]]
+    if not saving:
+        return section("cost", "Cost and tokens", spent)
+    rows = [[u["agent"], u["cached"], u["saved_prompt_tokens"], u["saved_completion_tokens"], _usd(u["saved_cost"]),
+             f"{u['saved_seconds']:.2f} s"] for u in saving]
+    rows.append(["total", *(sum(u[k] for u in saving) for k in ("cached", "saved_prompt_tokens", "saved_completion_tokens")),
+                 _usd(_total(saving, "saved_cost")), f"{sum(u['saved_seconds'] for u in saving):.2f} s"])
+    saved = note("Saved: the replies the response cache gave back, at what they cost when they were first asked.") + table(
+        ["Agent", "Cached replies", "Prompt tokens", "Reply tokens", "Cost", "Time"], rows,
+        row_classes=[""] * len(saving) + ["total"], attrs=' class="saved"')
+    return section("cost", "Cost and tokens", spent + saved)
+
+
+def _total(rows: list[dict], field: str) -> float | None:
+    values = [u[field] for u in rows]
+    return None if any(v is None for v in values) else sum(values)
+
+
+def _usd(cost: float | None) -> str:
+    return "unknown" if cost is None else f"${cost:.4f}"

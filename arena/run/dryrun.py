@@ -1,13 +1,16 @@
 """`arena run --dry-run`: what a scenario would ask of its models, before it asks anything.
 
-One match of each game entry is played offline with stand-ins for the agents
-that call models: a stand-in notes what it is asked and replies nothing, so
-every turn is one call and the game's default action applies. Scripted
-agents play as themselves. From that match come calls per seat and prompt
-tokens per call (about four characters a token); replies are counted at their
-`max_tokens`. Prompts are therefore a low estimate (empty replies add no
-history, and a game that ends early on a failed move ends early here too) and
-replies a high one.
+One match of each game entry is played offline with stand-ins for the agents that call
+models. A stand-in answers with the game's example reply (``Game.example_reply``; a judge,
+with that of the referee asking it, ``Referee.example_reply``): a valid reply about as long
+as a model's, so the match takes the path a run takes, and later prompts carry replies of a
+run's length. Scripted agents play as themselves.
+
+That match gives, per entry, the calls, the prompt tokens of each call as a backend sends it
+(the system prompt and the whole conversation so far, see ``prompt_tokens``) and the reply
+tokens expected (the example replies, counted the same way). Replies are also bounded by
+``max_tokens`` per call, which gives the most a run can cost. A turn the game has no valid
+example for takes the game's default and is reported, as the match may then end early.
 """
 
 from __future__ import annotations
@@ -18,12 +21,26 @@ import trio
 from pydantic import BaseModel
 
 from arena.contract.agent import Agent
-from arena.engine.match import JUDGE, play_match
-from arena.contract.records import MatchSettings
+from arena.contract.events import ActionTaken
 from arena.contract.messages import Turn
+from arena.contract.records import MatchSettings
+from arena.engine.match import JUDGE, Match
 from arena.run.runner import build_agents
 from arena.run.scenario import Scenario
 from arena.run.tournament import plan, plan_entry
+
+CHARS_PER_TOKEN = 4  # English text in the usual tokenizers, near enough for a budget
+TOKENS_PER_MESSAGE = 3  # what a chat format adds around each message (role markers)
+
+
+def prompt_tokens(system: str | None, messages: list[dict[str, str]]) -> float:
+    """About how many tokens a request of this system prompt and these chat messages is."""
+    chars = len(system or "") + sum(len(m["content"]) for m in messages)
+    return chars / CHARS_PER_TOKEN + TOKENS_PER_MESSAGE * (len(messages) + bool(system))
+
+
+def reply_tokens(text: str) -> float:
+    return len(text) / CHARS_PER_TOKEN
 
 
 class AgentEstimate(BaseModel):
@@ -32,14 +49,19 @@ class AgentEstimate(BaseModel):
     model: str | None
     calls: int
     prompt_tokens: int
-    completion_tokens_max: int
-    cost_max: float | None  # USD; None when the model's price is unknown
+    completion_tokens: int  # expected: replies as long as the games' examples
+    completion_tokens_max: int  # every reply at max_tokens
+    cost: float | None  # USD, expected; None when the model's price is unknown
+    cost_max: float | None
 
 
 class EntryEstimate(BaseModel):
     group: str
     matches: int
     calls_per_match: float
+    prompt_tokens_per_match: int
+    completion_tokens_per_match: int
+    defaulted: int  # turns of the sample match with no valid example reply: they took the game's default
     until_stable_cap: int | None  # matches at most, when repeats are until_stable
 
 
@@ -50,58 +72,85 @@ class Estimate(BaseModel):
 
 
 class _StandIn(Agent):
-    def __init__(self, real: Agent):
+    """Plays a model agent in the sample match: notes each turn, answers with the example reply."""
+
+    def __init__(self, real: Agent, match: Match):
         super().__init__(real.name, real.config)
-        self.turns: list[Turn] = []
+        self.match = match
+        config = real.config
+        self.system = "\n\n".join(p for p in (getattr(config, "system", None), getattr(config, "persona", None)) if p) or None
+        self.asked: list[tuple[Turn, str, bool]] = []  # (turn, reply, asked by a referee rather than seated)
 
     async def reply(self, turn: Turn) -> str:
-        self.turns.append(turn)
-        return ""
+        match, game = self.match, self.match.game
+        # a game may have a seat called "Judge" too: what tells a referee's question apart is that this agent holds no seat
+        by_referee = turn.seat == JUDGE and match.agents.get(turn.seat) is not self
+        if by_referee:
+            found = (referee.example_reply(game, self.name) for referee in match.referees)
+            text = next((t for t in found if t is not None), None)
+        else:
+            text = game.example_reply(turn.seat, turn.round)
+        self.asked.append((turn, text or "", by_referee))
+        return text or ""
 
-
-def _prompt_chars(agent: Agent, turn: Turn) -> int:
-    system = sum(len(getattr(agent.config, f, None) or "") for f in ("system", "persona"))
-    return system + sum(len(m["content"]) for m in turn.as_chat())
+    def prompt_tokens(self, turn: Turn) -> float:
+        return prompt_tokens(self.system, turn.as_chat())
 
 
 def estimate(scenario: Scenario) -> Estimate:
     real = build_agents(scenario)
     specs = plan(scenario)
     calls: dict[str, float] = defaultdict(float)
-    prompt_chars: dict[str, float] = defaultdict(float)
+    prompt: dict[str, float] = defaultdict(float)
+    completion: dict[str, float] = defaultdict(float)
     entries = []
     for entry in scenario.games:
         members = [s for s in specs if s.group == entry.name]
         settings = MatchSettings(turn_timeout=60, max_retries=0, max_rounds=scenario.match.max_rounds)
-        stand_ins = {name: _StandIn(agent) if agent.makes_calls else agent for name, agent in real.items()}
-        trio.run(play_match, members[0].model_copy(update={"settings": settings}), stand_ins)
-        every = [(agent, turn) for agent in stand_ins.values() if isinstance(agent, _StandIn) for turn in agent.turns]
-        asked = [(a, t) for a, t in every if t.seat != JUDGE]
-        for agent, turn in every:  # a referee's judge is asked in every match, whoever is seated
-            if turn.seat == JUDGE:
+        agents: dict[str, Agent] = {}
+        match = Match(members[0].model_copy(update={"settings": settings}), agents)  # reads its agents when it plays
+        agents.update({name: _StandIn(agent, match) if agent.makes_calls else agent for name, agent in real.items()})
+        record = trio.run(match.play)
+        stand_ins = [a for a in agents.values() if isinstance(a, _StandIn)]
+        every = [(agent, turn, text, judging) for agent in stand_ins for turn, text, judging in agent.asked]
+        for agent, turn, text, judging in every:  # a referee's judge is asked in every match, whoever is seated
+            if judging:
                 calls[agent.name] += len(members)
-                prompt_chars[agent.name] += len(members) * _prompt_chars(agent, turn)
+                prompt[agent.name] += len(members) * agent.prompt_tokens(turn)
+                completion[agent.name] += len(members) * reply_tokens(text)
+        seated = [(a, t, text) for a, t, text, judging in every if not judging]
         model_seats = sum(1 for name in members[0].agents if real[name].makes_calls)
-        per_seat = len(asked) / model_seats if model_seats else 0.0
-        per_call = sum(_prompt_chars(a, t) for a, t in asked) / len(asked) if asked else 0.0
-        for spec in members:
-            for name in spec.agents:
-                if real[name].makes_calls:
-                    calls[name] += per_seat
-                    prompt_chars[name] += per_seat * per_call
+        if model_seats:  # spread over the model seats of every match: with seats rotated, each agent plays each
+            per_seat = len(seated) / model_seats
+            prompt_per_seat = sum(a.prompt_tokens(t) for a, t, _ in seated) / model_seats
+            completion_per_seat = sum(reply_tokens(text) for _, _, text in seated) / model_seats
+            for spec in members:
+                for name in spec.agents:
+                    if real[name].makes_calls:
+                        calls[name] += per_seat
+                        prompt[name] += prompt_per_seat
+                        completion[name] += completion_per_seat
+        asked = {(t.seat, t.round) for _, t, _, _ in every}
+        defaulted = sum(1 for e in record.events if isinstance(e, ActionTaken) and e.defaulted and (e.seat, e.round) in asked)
         rule = scenario.tournament_for(entry).repeats
         cap = None if isinstance(rule, int) else len(plan_entry(scenario, entry, 1, rule.max))
-        entries.append(EntryEstimate(group=entry.name, matches=len(members), calls_per_match=len(every), until_stable_cap=cap))
-    agents = []
+        entries.append(EntryEstimate(
+            group=entry.name, matches=len(members), calls_per_match=len(every),
+            prompt_tokens_per_match=round(sum(a.prompt_tokens(t) for a, t, _, _ in every)),
+            completion_tokens_per_match=round(sum(reply_tokens(text) for _, _, text, _ in every)),
+            defaulted=defaulted, until_stable_cap=cap,
+        ))
+    prices = {m: (p.input, p.output) for m, p in scenario.prices.items()}
+    out = []
     for name, agent in real.items():
         if not agent.makes_calls:
             continue
         n = round(calls[name])
-        prompt = round(prompt_chars[name] / 4)
-        completion = n * agent.config.max_tokens
-        agents.append(AgentEstimate(
+        most = n * agent.config.max_tokens
+        expected = min(round(completion[name]), most)
+        out.append(AgentEstimate(
             agent=name, backend=agent.config.backend, model=getattr(agent.config, "model", None), calls=n,
-            prompt_tokens=prompt, completion_tokens_max=completion,
-            cost_max=agent.cost_of(prompt, completion, {m: (p.input, p.output) for m, p in scenario.prices.items()}),
+            prompt_tokens=round(prompt[name]), completion_tokens=expected, completion_tokens_max=most,
+            cost=agent.cost_of(round(prompt[name]), expected, prices), cost_max=agent.cost_of(round(prompt[name]), most, prices),
         ))
-    return Estimate(matches=len(specs), entries=entries, agents=agents)
+    return Estimate(matches=len(specs), entries=entries, agents=out)

@@ -2,7 +2,9 @@
 
 The key holds everything that shapes a reply: backend, model, endpoint,
 parameters, the exact messages and a sample index, so k samples of one prompt
-at a temperature above zero are k entries, not one.
+at a temperature above zero are k entries, not one. Each reply keeps what it
+cost when it was first asked (tokens, dollars, seconds), so a rerun can say what
+the cache saved.
 """
 
 from __future__ import annotations
@@ -13,6 +15,11 @@ import sqlite3
 import time
 from pathlib import Path
 from typing import Any
+
+from arena.contract.calls import CachedReply
+
+# columns added after the first release of the cache: a file written before them gains them on open
+_LATER_COLUMNS = {"cost": "REAL", "latency": "REAL"}
 
 
 def cache_key(**parts: Any) -> str:
@@ -28,18 +35,25 @@ class ResponseCache:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
-            "prompt_tokens INTEGER, completion_tokens INTEGER, at REAL)"
+            "prompt_tokens INTEGER, completion_tokens INTEGER, at REAL, cost REAL, latency REAL)"
         )
+        present = {row[1] for row in self.db.execute("PRAGMA table_info(responses)")}
+        for column, kind in _LATER_COLUMNS.items():
+            if column not in present:  # older entries keep NULL there: their cost and time are unknown
+                self.db.execute(f"ALTER TABLE responses ADD COLUMN {column} {kind}")
 
-    def get(self, key: str) -> tuple[str, int | None, int | None] | None:
-        return self.db.execute(
-            "SELECT text, prompt_tokens, completion_tokens FROM responses WHERE key = ?", (key,)
+    def get(self, key: str) -> CachedReply | None:
+        row = self.db.execute(
+            "SELECT text, prompt_tokens, completion_tokens, cost, latency FROM responses WHERE key = ?", (key,)
         ).fetchone()
+        return None if row is None else CachedReply(*row)
 
-    def put(self, key: str, text: str, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+    def put(self, key: str, reply: CachedReply) -> None:
         # committed at once: a reply paid for is never lost to a crash
         self.db.execute(
-            "INSERT OR REPLACE INTO responses VALUES (?, ?, ?, ?, ?)", (key, text, prompt_tokens, completion_tokens, time.time())
+            "INSERT OR REPLACE INTO responses (key, text, prompt_tokens, completion_tokens, at, cost, latency) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (key, reply.text, reply.prompt_tokens, reply.completion_tokens, time.time(), reply.cost, reply.latency),
         )
 
     def close(self) -> None:

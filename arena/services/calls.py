@@ -32,6 +32,9 @@ class Budget(BaseModel):
 
 @dataclass
 class Spending:
+    """What the run has spent, for the budget: calls that reached a model. A reply the cache
+    gave back costs nothing now, whatever it cost when it was first asked."""
+
     usd: float = 0.0
     tokens: int = 0
     calls: int = 0
@@ -79,12 +82,11 @@ class RunServices(Services):
     def cached(self, **key: Any) -> CachedReply | None:
         if self.cache is None or not self.use_cache:
             return None
-        hit = self.cache.get(cache_key(**key))
-        return None if hit is None else CachedReply(*hit)
+        return self.cache.get(cache_key(**key))
 
     def remember(self, reply: CachedReply, **key: Any) -> None:
         if self.cache is not None:
-            self.cache.put(cache_key(**key), reply.text, reply.prompt_tokens, reply.completion_tokens)
+            self.cache.put(cache_key(**key), reply)
 
     def call_started(self, call: CallStarted) -> None:
         self._on_call_started(call)

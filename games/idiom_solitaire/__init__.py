@@ -128,6 +128,13 @@ class IdiomSolitaire(Game):
     def default_action(self, seat: str, round: int) -> str | None:
         return None  # no idiom given: that is a loss
 
+    def example_reply(self, seat: str, round: int) -> str:
+        # a player who always knows a move, and one that leaves the other a move: the game runs to max_moves
+        homophone = self.params.homophone
+        options = [i for i in successors(self.chain[-1][-1], homophone) if i not in self.chain]
+        onward = [i for i in options if any(j not in self.chain and j != i for j in successors(i[-1], homophone))]
+        return min(onward or options) if options else self.chain[-1]
+
     def judge(self, idiom: str | None) -> str | None:
         """Why a move loses, or None when it stands."""
         if idiom is None:

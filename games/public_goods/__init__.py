@@ -117,6 +117,11 @@ class PublicGoods(Game):
     def default_action(self, seat: str, round: int) -> int:
         return 0  # a player that does not answer puts nothing in
 
+    def example_reply(self, seat: str, round: int) -> str:
+        reason = ("Half in: the pool pays back more than it takes if others do the same, "
+                  "and what I keep protects me if they do not.")
+        return json.dumps({"reason": reason, "coins": self.params.endowment // 2})
+
     def apply(self, round: int, actions: Mapping[str, int]) -> list[Notice]:
         n, e = len(self.seats), self.params.endowment
         contributed = {seat: int(actions[seat]) for seat in self.seats}

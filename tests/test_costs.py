@@ -1,0 +1,223 @@
+"""True costs on reruns: a reply the response cache gives back keeps the tokens, cost and latency
+of its first asking; every usage report (``arena rank --json``, the tables of ``arena run`` and
+``arena rank``, the report's cost section) shows what was spent beside what the cache saved; the
+budget counts only what was spent.
+
+Nothing here leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from arena.contract.calls import CachedReply, CallRecord
+from arena.results.usage import usage_by_agent
+from arena.services.cache import ResponseCache
+
+from mock_llm import OpenAIMock
+
+LOCAL = "127.0.0.1,localhost"
+SPENT = "model calls per agent: spent"
+SAVED = "saved by the response cache"
+
+
+@pytest.fixture(autouse=True)
+def local_only(monkeypatch):
+    for variable in ("OPENAI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("NO_PROXY", LOCAL)
+    monkeypatch.setenv("no_proxy", LOCAL)
+
+
+def arena(*args, cwd: Path, timeout=180) -> subprocess.CompletedProcess:
+    env = {**os.environ, "COLUMNS": "200", "NO_PROXY": LOCAL, "no_proxy": LOCAL}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def table_rows(output: str, title: str) -> dict[str, list[str]]:
+    """The rows of the table whose title starts with ``title``, by their first cell."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(title))
+    rows = {}
+    for line in lines[start + 1:]:
+        if line.startswith("└"):
+            break
+        if line.startswith("│"):
+            cells = [c.strip() for c in line.strip("│").split("│")]
+            rows[cells[0]] = cells
+    return rows
+
+
+def scenario(mock: OpenAIMock, **top) -> dict:
+    agent = {"backend": "openai", "base_url": mock.base_url, "model": "gpt-4o-mini", "backoff": 0.01, "timeout": 20}
+    return {"name": "costs", "seed": 7, "agents": {"alice": agent, "bob": dict(agent),
+                                                    "carol": {"backend": "scripted", "strategy": "tit_for_tat"}},
+            "games": [{"game": "public_goods", "params": {"rounds": 2}}], "tournament": {"repeats": 2}, **top}
+
+
+def write(path: Path, raw: dict) -> Path:
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def usage(run_dir: Path, cwd: Path) -> dict[str, dict]:
+    shown = arena("rank", run_dir, "--json", cwd=cwd)
+    assert shown.returncode == 0, shown.stderr
+    return {u["agent"]: u for u in json.loads(shown.stdout)["usage"]}
+
+
+def test_usage_splits_what_was_spent_from_what_the_cache_saved():
+    def call(agent, cached=False, cost=0.01, latency=1.0, error=None, tokens=(100, 10)):
+        return CallRecord(match="m#1", seat="Player 1", round=1, attempt=0, agent=agent, backend="openai", model="x",
+                          prompt_tokens=None if error else tokens[0], completion_tokens=None if error else tokens[1],
+                          cost=None if error else cost, latency=latency, cached=cached, error=error)
+
+    rows = {u.agent: u for u in usage_by_agent([
+        call("ada"), call("ada", latency=3.0, tokens=(200, 20)), call("ada", error="500: down", latency=0.5),
+        call("ada", cached=True, cost=0.02, latency=2.5, tokens=(300, 30)),
+        call("bo", cached=True, cost=None, latency=4.0),  # cached from a run that did not know the price
+    ])}
+    ada, bo = rows["ada"], rows["bo"]
+    assert (ada.calls, ada.cached, ada.failed) == (4, 1, 1)
+    assert (ada.prompt_tokens, ada.completion_tokens, ada.cost, ada.seconds) == (300, 30, pytest.approx(0.02), 4.5)
+    assert ada.latency == pytest.approx(1.5)  # mean over the three calls that reached the model
+    assert (ada.saved_prompt_tokens, ada.saved_completion_tokens, ada.saved_cost, ada.saved_seconds) == (300, 30, 0.02, 2.5)
+    assert (bo.prompt_tokens, bo.cost, bo.seconds, bo.latency) == (0, 0.0, 0.0, 0.0)  # nothing spent
+    assert (bo.saved_prompt_tokens, bo.saved_cost, bo.saved_seconds) == (100, None, 4.0)  # price unknown: cost unknown
+
+
+def test_an_old_cache_file_opens_and_gains_cost_and_latency(tmp_path):
+    path = tmp_path / "responses.sqlite"
+    db = sqlite3.connect(path)  # the table as the first release of the cache wrote it
+    db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, prompt_tokens INTEGER, "
+               "completion_tokens INTEGER, at REAL)")
+    db.execute("INSERT INTO responses VALUES ('old', 'an old reply', 12, 3, 0)")
+    db.commit()
+    db.close()
+
+    cache = ResponseCache(path)
+    assert cache.get("old") == CachedReply("an old reply", 12, 3, None, None)  # kept; its cost and time unknown
+    cache.put("new", CachedReply("a new reply", 40, 5, 0.00123, 0.75))
+    cache.close()
+    cache = ResponseCache(path)  # and opened again, the columns already there
+    assert cache.get("new") == ("a new reply", 40, 5, 0.00123, 0.75) and cache.get("old").text == "an old reply"
+    assert cache.get("missing") is None
+    cache.close()
+
+
+def test_a_cached_rerun_spends_nothing_and_saves_what_the_first_run_spent(tmp_path):
+    with OpenAIMock() as mock:
+        path = write(tmp_path / "s.yaml", scenario(mock))
+        run_dir = tmp_path / "run"
+        first = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
+        assert first.returncode == 0, first.stdout + first.stderr
+        asked = mock.count
+        assert asked == 2 * 2 * 2  # 2 matches x 2 rounds x 2 model seats
+        paid = usage(run_dir, tmp_path)
+        for u in paid.values():
+            assert u["calls"] == 4 and u["cached"] == 0 and u["prompt_tokens"] > 0 and u["completion_tokens"] > 0
+            assert u["cost"] > 0 and u["seconds"] > 0
+            assert (u["saved_prompt_tokens"], u["saved_completion_tokens"], u["saved_cost"], u["saved_seconds"]) == (0, 0, 0, 0)
+        spent_first = table_rows(first.stdout, SPENT)
+        assert SAVED not in first.stdout  # nothing came from the cache
+
+        again = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert mock.count == asked  # every reply from the cache
+
+    rerun = usage(run_dir, tmp_path)
+    assert set(rerun) == set(paid) == {"alice", "bob"}
+    for agent, u in rerun.items():
+        before = paid[agent]
+        assert (u["calls"], u["cached"]) == (4, 4)
+        assert (u["prompt_tokens"], u["completion_tokens"], u["cost"], u["seconds"], u["latency"]) == (0, 0, 0, 0, 0)
+        assert (u["saved_prompt_tokens"], u["saved_completion_tokens"]) == (before["prompt_tokens"], before["completion_tokens"])
+        assert u["saved_cost"] == pytest.approx(before["cost"]) and u["saved_seconds"] == pytest.approx(before["seconds"])
+
+    ranked = arena("rank", run_dir, cwd=tmp_path)
+    assert ranked.returncode == 0, ranked.stderr
+    for output in (again.stdout, ranked.stdout):  # the table at the end of the run, and arena rank's
+        spent, saved = table_rows(output, SPENT), table_rows(output, SAVED)
+        for agent in ("alice", "bob"):
+            _, calls, cached, _, _, prompt, reply, cost, _ = spent[agent]
+            assert (calls, cached, prompt, reply, cost) == ("4", "4", "0", "0", "$0.0000")
+            _, replies, prompt, reply, cost, seconds = saved[agent]
+            first_row = spent_first[agent]
+            assert (replies, prompt, reply, cost) == ("4", *first_row[5:8])
+            assert float(seconds.removesuffix(" s")) == pytest.approx(paid[agent]["seconds"], abs=0.01)
+
+    report = arena("report", run_dir, "-o", tmp_path / "report.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('<section id="cost">'):]
+    section = section[:section.index("</section>")]
+    spent_html, saved_html = section.split('<table class="saved">')
+    total = sum(u["saved_prompt_tokens"] for u in rerun.values())
+    assert f'<td class="num">{total}</td>' in saved_html  # the saved total: the first run's prompt tokens
+    assert f"${sum(u['saved_cost'] for u in rerun.values()):.4f}" in saved_html
+    assert f"${sum(u['cost'] for u in paid.values()):.4f}" not in spent_html  # nothing of it spent again
+
+
+def test_the_budget_counts_only_what_was_spent(tmp_path):
+    """A rerun answered from the cache spends nothing, so the smallest budget does not stop it;
+    the first run, which paid, is stopped by that budget after its first match."""
+    with OpenAIMock() as mock:
+        run_dir = tmp_path / "run"
+        paid = write(tmp_path / "paid.yaml", scenario(mock, concurrency=1))
+        first = arena("run", paid, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
+        assert first.returncode == 0, first.stdout + first.stderr
+        asked = mock.count
+
+        tight = write(tmp_path / "tight.yaml", scenario(mock, concurrency=1, budget={"tokens": 1}))
+        cached = arena("run", tight, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
+        assert cached.returncode == 0, cached.stdout + cached.stderr
+        assert "Stopped" not in cached.stdout and "2 of 2 matches finished" in " ".join(cached.stdout.split())
+        assert mock.count == asked
+
+        fresh = arena("run", tight, "--quiet", "--run-dir", tmp_path / "fresh", "--no-cache", cwd=tmp_path)
+        assert fresh.returncode == 3, fresh.stdout + fresh.stderr
+        assert re.search(r"Stopped: the budget of 1 tokens is used \(\d+\); 1 matches were not started",
+                         " ".join(fresh.stdout.split()))
+
+
+def test_replies_cached_before_costs_were_kept_are_priced_from_their_tokens(tmp_path):
+    """A cache file written before it kept cost and latency still answers a rerun; the saved cost
+    is worked out from the stored tokens and the model's price, the saved time is unknown (0)."""
+    with OpenAIMock() as mock:
+        path = write(tmp_path / "s.yaml", scenario(mock))
+        run_dir = tmp_path / "run"
+        first = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
+        assert first.returncode == 0, first.stdout + first.stderr
+        paid = usage(run_dir, tmp_path)
+
+        db = sqlite3.connect(run_dir / "responses.sqlite")  # back to the old table: no cost, no latency
+        db.executescript("""
+            CREATE TABLE old (key TEXT PRIMARY KEY, text TEXT NOT NULL, prompt_tokens INTEGER, completion_tokens INTEGER, at REAL);
+            INSERT INTO old SELECT key, text, prompt_tokens, completion_tokens, at FROM responses;
+            DROP TABLE responses;
+            ALTER TABLE old RENAME TO responses;
+        """)
+        db.close()
+
+        again = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert mock.count == 8
+
+    for agent, u in usage(run_dir, tmp_path).items():
+        assert u["cached"] == 4 and u["cost"] == 0
+        assert u["saved_prompt_tokens"] == paid[agent]["prompt_tokens"]
+        assert u["saved_cost"] == pytest.approx(paid[agent]["cost"]) and u["saved_seconds"] == 0
+    db = sqlite3.connect(run_dir / "responses.sqlite")
+    assert {"cost", "latency"} <= {row[1] for row in db.execute("PRAGMA table_info(responses)")}
+    db.close()
