@@ -19,9 +19,7 @@ import trio
 import yaml
 from rich.console import Console
 
-from arena.agents.openai_backend import OpenAIAgent
 from arena.cli.dashboard import Dashboard
-from arena.contract import plugins
 from arena.results.progress import Snapshot
 from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import parse_scenario
@@ -29,7 +27,7 @@ from arena.run.tournament import plan
 from arena.store import RunStore
 from arena.store.follower import Follower
 
-from helpers import ROOT
+from helpers import ROOT, mock_tokens
 from mock_llm import OpenAIMock
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -150,21 +148,6 @@ async def test_dashboard_flags_invalid_replies_and_counts_resumed_matches_as_don
 
 
 # -- model runs: the runner's view and the watcher's agree ------------------------------------
-class NotingOpenAI(OpenAIAgent):
-    """The openai backend, saying a fact about its endpoint the way a backend does (once per run)."""
-
-    async def reply(self, turn):
-        self.services.note(self.name, self.endpoint(), "test", f"agent {self.name} at {self.endpoint()}: answers in JSON")
-        return await super().reply(turn)
-
-
-@pytest.fixture
-def noting_backend():
-    plugins.register("agent backend", "noting_openai", NotingOpenAI)
-    yield "noting_openai"
-    plugins.unregister("agent backend", "noting_openai")
-
-
 def model_scenario(url: str, backend: str = "openai", repeats: int = 3, rounds: int = 3, **agent) -> dict:
     return {
         "name": "live",
@@ -177,11 +160,6 @@ def model_scenario(url: str, backend: str = "openai", repeats: int = 3, rounds: 
         "prices": {"mock-model": {"input": 1.0, "output": 2.0}},
         "match": {"max_retries": 1},
     }
-
-
-def mock_tokens(value) -> int:
-    """The usage the mock reports (see tests/mock_llm.py)."""
-    return max(1, len(json.dumps(value)) // 4)
 
 
 def figures(snap: Snapshot) -> dict:

@@ -502,11 +502,18 @@ def _follow_plain(follower: Follower, store: RunStore, console: Console, name: s
         if first:
             done = sum(n for status, n in store.counts().items() if status in ("finished", "failed"))
             say(f"Watching {name} in {run_dir}: {done} of {changes.planned} matches done so far.")
-        ended: list[MatchEnded | MatchFailed] = []
-        for at, fact in changes.facts:
+        for _, fact in changes.facts:
             if isinstance(fact, MatchStarted):
                 seats[fact.match] = {s.label: s.agent for s in fact.seats}
-            elif isinstance(fact, Note):
+        # the messages of rounds that closed, then what happened since: calls asked for the next round, ends
+        for key, message in changes.messages:
+            match_seats = seats.get(key, {})
+            to = _recipients(match_seats, message.sender, message.recipients)
+            sender = message.sender if message.sender == REFEREE else _who(match_seats, message.sender)
+            say(f"[{key}] r{message.round} {sender} -> {to}: {_one_line(message.content, 160)}")
+        ended: list[MatchEnded | MatchFailed] = []
+        for _, fact in changes.facts:
+            if isinstance(fact, Note):
                 say(f"note: {fact.text}")
             elif isinstance(fact, CallRecord):
                 tally.add(fact)
@@ -517,11 +524,6 @@ def _follow_plain(follower: Follower, store: RunStore, console: Console, name: s
                     f"attempt {fact.attempt}: {fact.reason}")
             elif isinstance(fact, (MatchEnded, MatchFailed)):
                 ended.append(fact)
-        for key, message in changes.messages:
-            match_seats = seats.get(key, {})
-            to = _recipients(match_seats, message.sender, message.recipients)
-            sender = message.sender if message.sender == REFEREE else _who(match_seats, message.sender)
-            say(f"[{key}] r{message.round} {sender} -> {to}: {_one_line(message.content, 160)}")
         for end in ended:
             calls = tally.pop_line(end.match)
             seats.pop(end.match, None)

@@ -285,7 +285,7 @@ class RunProgress:
         else:
             eta_from = "matches"
             eta = remaining / match_rate if match_rate else None
-        if remaining == 0:
+        if remaining == 0 and planned:
             eta = 0.0
         agents = {name: replace(f) for name, f in sorted(self._agents.items())}
         return Snapshot(
