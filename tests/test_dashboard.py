@@ -297,6 +297,35 @@ async def test_the_dashboard_shows_a_model_call_in_flight_and_the_turn_it_belong
         assert re.search(r"matches .*\b0/1\b", screen), screen
 
 
+async def test_a_resumed_runs_dashboard_counts_what_earlier_sessions_spent_as_arena_watch_does(tmp_path):
+    with OpenAIMock() as mock:
+        raw = model_scenario(mock.base_url, repeats=2)
+        scenario = parse_scenario(raw)
+        run_dir = tmp_path / "run"
+        store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        await run_tournament(scenario, store)
+        store.close()
+        asked = mock.count
+        # the same command again: every match is kept, nothing is asked again
+        store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        runner = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=store.spec)
+        runner.catch_up(run_dir)
+        await run_tournament(scenario, store, runner)
+        store.close()
+        assert mock.count == asked == 2 * 3  # two matches of three rounds, the model asked once a round
+    watch_store = RunStore.open(run_dir)
+    watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
+    watcher.follow(Follower(watch_store).poll(), time.time())
+    watch_store.close()
+    now = time.time()
+    assert figures(runner.snapshot(now)) == figures(watcher.snapshot(now))
+    snap = runner.snapshot(now)
+    assert (snap.done, snap.planned, snap.agents["model"].calls) == (2, 2, asked)
+    screen = screen_of(runner)
+    assert "public_goods · 2 matches" in screen  # each earlier match counted once on the leaderboard
+    assert re.search(r"^\s*model\s+2\s+\d+\.\d\d\s*$", screen, re.M), screen
+
+
 # -- arena watch: following a run another process plays ----------------------------------------
 def test_watch_follows_a_run_in_another_process_and_ends_with_its_results(tmp_path):
     # The model's first request is held until the watcher has shown it in flight: the watcher

@@ -154,7 +154,9 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
         return RoundLog(console, plain=False)
     from arena.cli.dashboard import Dashboard
 
-    return Dashboard(console, title=scenario.name, specs=store.spec)
+    view = Dashboard(console, title=scenario.name, specs=store.spec)
+    view.catch_up(store.run_dir)  # a resumed run's earlier calls and spend count too
+    return view
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -266,15 +266,27 @@ class Dashboard(Observer):
                 self.progress.call_gone(token)
             # a match the store no longer has running, with no end among the events (cut short, or wiped
             # by a resume to be played again), is not running any more
-            for match in self.progress.snapshot(now).running:
-                if match.key not in changes.running:
-                    self.progress.match_done(match.key, "left", now)
+            for key in self.progress.running_keys() - changes.running:
+                self.progress.match_done(key, "left", now)
         for group, outcomes in changes.outcomes.values():
             self.tally(group, [(o.agent, o.role, o.payoff) for o in outcomes])
 
+    def catch_up(self, run_dir: str | Path) -> None:
+        """Start from what earlier sessions of a resumed run left in its store (their calls, spend and
+        finished matches), as `arena watch` would see it; nothing of theirs is running any more."""
+        store = RunStore.open(run_dir)
+        try:
+            now = time.time()
+            changes = Follower(store, first_messages=0, skip_kinds=FEED_SKIPS).poll()
+            changes.running = set()
+            changes.outcomes = {}  # the runner hands over each earlier match for the leaderboard itself
+            self.follow(changes, now)
+        finally:
+            store.close()
+
     def snapshot(self, now: float | None = None) -> Snapshot:
         with self._lock:
-            return self.progress.snapshot(self._stopped or self.clock() if now is None else now)
+            return self.progress.snapshot((self._stopped or self.clock()) if now is None else now)
 
     def _rounds(self, key: str, n_seats: int) -> int | None:
         spec = self.specs(key) if self.specs else None

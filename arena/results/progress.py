@@ -184,6 +184,8 @@ class RunProgress:
         """A match begins (again, when a resume replays it)."""
         if key in self._done:
             self._undo(key)
+        for token in [t for t, f in self._flights.items() if f.match == key]:  # left by an attempt that crashed
+            self._drop_flight(token)
         self._running[key] = RunningMatch(key, dict(seats), rounds, at)
         if self._first is None or at < self._first:
             self._first = at
@@ -272,6 +274,9 @@ class RunProgress:
             del self._notes[next(iter(self._notes))]
 
     # -- figures -------------------------------------------------------------------
+    def running_keys(self) -> set[str]:
+        return set(self._running)
+
     def snapshot(self, now: float) -> Snapshot:
         match_rate = recent_rate(self._match_spans, now, self.window)
         call_rate = recent_rate(self._call_spans, now, self.window)
