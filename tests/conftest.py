@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from helpers import ROOT
+from helpers import ROOT, NotingOpenAI
 
 
 @pytest.fixture
@@ -19,3 +19,13 @@ def run_cli():
         )
 
     return run
+
+
+@pytest.fixture
+def noting_backend():
+    """The agent backend "noting_openai": openai, saying a note about its endpoint."""
+    from arena.contract import plugins
+
+    plugins.register("agent backend", "noting_openai", NotingOpenAI)
+    yield "noting_openai"
+    plugins.unregister("agent backend", "noting_openai")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from arena.agents.openai_backend import OpenAIAgent
 from arena.contract.agent import Agent
 from arena.contract.game import Game, Notice
 from arena.agents.scripted import ScriptedAgent, ScriptedConfig
@@ -28,6 +29,20 @@ class Recording(Agent):
     async def reply(self, turn: Turn) -> str:
         self.turns.append(turn)
         return await self.inner.reply(turn)
+
+
+class NotingOpenAI(OpenAIAgent):
+    """The openai backend, saying a fact about its endpoint the way a backend does (once per run);
+    registered as the backend "noting_openai" by the fixture of that name."""
+
+    async def reply(self, turn):
+        self.services.note(self.name, self.endpoint(), "test", f"agent {self.name} at {self.endpoint()}: answers in JSON")
+        return await super().reply(turn)
+
+
+def mock_tokens(value) -> int:
+    """The usage tests/mock_llm.py reports for a request's messages or a reply's text."""
+    return max(1, len(json.dumps(value)) // 4)
 
 
 def coins(n: int) -> str:

@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import defaultdict
 
+import pytest
+import trio
 import yaml
 from rich.console import Console
 
 from arena.cli.dashboard import Dashboard
-from arena.run.runner import run_tournament
+from arena.results.progress import Snapshot
+from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import parse_scenario
+from arena.run.tournament import plan
 from arena.store import RunStore
+from arena.store.follower import Follower
 
-from helpers import ROOT
+from helpers import ROOT, mock_tokens
+from mock_llm import OpenAIMock
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ERASE_LINE = "\x1b[2K"  # rich's live display erases its previous frame line by line before drawing the next
@@ -139,54 +147,276 @@ async def test_dashboard_flags_invalid_replies_and_counts_resumed_matches_as_don
     store.close()
 
 
+# -- model runs: the runner's view and the watcher's agree ------------------------------------
+def model_scenario(url: str, backend: str = "openai", repeats: int = 3, rounds: int = 3, **agent) -> dict:
+    return {
+        "name": "live",
+        "seed": 5,
+        "agents": {"giver": AGENTS["giver"], "taker": AGENTS["taker"],
+                   "model": {"backend": backend, "model": "mock-model", "base_url": url, "backoff": 0.01, **agent}},
+        "games": [{"game": "public_goods", "seats": 3, "params": {"rounds": rounds}}],
+        "tournament": {"format": "round_robin", "repeats": repeats},
+        "concurrency": 2,
+        "prices": {"mock-model": {"input": 1.0, "output": 2.0}},
+        "match": {"max_retries": 1},
+    }
+
+
+def figures(snap: Snapshot) -> dict:
+    """What a person reads off the screen, rates and ETA aside."""
+    return {
+        "planned": snap.planned, "done": snap.done, "failed": snap.failed, "calls": snap.calls, "cached": snap.cached,
+        "in flight": [(f.match, f.seat, f.round, f.agent) for f in snap.flights],
+        "running": [(m.key, m.turn, m.calls) for m in snap.running],
+        "agents": {a: (f.calls, f.in_flight, f.prompt_tokens, f.completion_tokens, f.unpriced, f.answered, f.retries,
+                       f.errors, f.invalid, f.timeouts, f.cached) for a, f in snap.agents.items()},
+        "spend": {a: pytest.approx(f.spend) for a, f in snap.agents.items()},
+        "latency": {a: pytest.approx(f.mean_latency) for a, f in snap.agents.items()},
+        "calls per match": snap.calls_per_match, "eta from": snap.eta_from, "notes": snap.notes,
+    }
+
+
+def close(a: float | None, b: float | None) -> bool:
+    """Two views' rates or ETAs: computed from times the store wrote and times the callbacks came, a moment apart."""
+    return (a is None) == (b is None) and (a is None or a == pytest.approx(b, rel=0.02, abs=0.05))
+
+
+def screen_of(view: Dashboard) -> str:
+    console = Console(file=io.StringIO(), width=160, record=True)
+    console.print(view.render())
+    return console.export_text()
+
+
+class WatchAlongside(Observer):
+    """Passes everything to the runner's dashboard and, each time a match ends (the store has just
+    committed it), lets a watcher's dashboard read the store: both views are kept for comparison."""
+
+    def __init__(self, runner: Dashboard, watcher: Dashboard, follower: Follower):
+        self.runner, self.watcher, self.follower = runner, watcher, follower
+        self.views: list[tuple[Snapshot, Snapshot]] = []
+        self.planned, self.event = runner.planned, runner.event
+        self.call_started, self.call, self.note = runner.call_started, runner.call, runner.note
+
+    def finished(self, record, resumed):
+        self.runner.finished(record, resumed)
+        self.compare()
+
+    def compare(self) -> None:
+        self.watcher.follow(self.follower.poll(), time.time())
+        now = time.time()
+        self.views.append((self.runner.snapshot(now), self.watcher.snapshot(now)))
+
+
+async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(tmp_path, noting_backend):
+    # the second request fails once (a retry), the third gets a reply the game rejects (an invalid turn)
+    with OpenAIMock(["ok", "500", "garbage"]) as mock:
+        raw = model_scenario(mock.base_url, backend=noting_backend)
+        scenario = parse_scenario(raw)
+        store = RunStore.create_or_resume(tmp_path / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        watch_store = RunStore.open(tmp_path / "run")
+        specs = {spec.key: spec for spec in plan(scenario)}
+        runner = Dashboard(Console(file=io.StringIO()), "live", specs=specs.get)
+        watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
+        both = WatchAlongside(runner, watcher, Follower(watch_store))
+        result = await run_tournament(scenario, store, both)
+        both.compare()  # and once more after the run
+        requests, url = mock.answered(), mock.base_url
+        store.close()
+        watch_store.close()
+    assert len(result.records) == 3 and all(r.status == "finished" for r in result.records)
+    assert len(both.views) == 4
+    for runner_view, watcher_view in both.views:
+        assert figures(runner_view) == figures(watcher_view)
+        assert close(runner_view.call_rate, watcher_view.call_rate), (runner_view.call_rate, watcher_view.call_rate)
+        assert close(runner_view.match_rate, watcher_view.match_rate)
+        assert close(runner_view.eta, watcher_view.eta), (runner_view.eta, watcher_view.eta)
+    assert [v.done for v, _ in both.views] == [1, 2, 3, 3]
+    assert both.views[0][0].eta_from == "calls" and both.views[0][0].eta > 0
+
+    end = both.views[-1][0]
+    model = end.agents["model"]
+    # every request the mock answered is a call; the one it refused was retried within its call
+    assert mock.count == len(requests) + 1
+    assert model.calls == len(requests) and model.retries == 1 and model.errors == 0 and model.invalid == 1
+    assert end.in_flight == 0 and model.in_flight == 0 and end.running == []
+    prompt = sum(mock_tokens(r.messages) for r in requests)
+    completion = sum(mock_tokens(r.reply) for r in requests)
+    assert (model.prompt_tokens, model.completion_tokens) == (prompt, completion)
+    assert model.spend == pytest.approx((prompt * 1.0 + completion * 2.0) / 1e6)
+    assert model.mean_latency > 0
+    assert end.calls_per_match == pytest.approx(len(requests) / 3)
+    assert end.notes == [f"agent model at {url}: answers in JSON"]
+    assert set(end.agents) == {"model"}  # the scripted players made no calls and no mistakes
+
+    # what the watcher's screen says, to the digit: the same calls, tokens and spend
+    screen = screen_of(watcher)
+    row = re.search(r"^\s*model\s+(\d+)\s+0\s+([\d,]+)\s+([\d,]+)\s+\$(\d+\.\d{4})\s+\d+\.\d\d s\s+1\s+1\s+0\s+0\s*$",
+                    screen, re.M)
+    assert row, screen
+    assert (int(row[1]), int(row[2].replace(",", "")), int(row[3].replace(",", ""))) == (len(requests), prompt, completion)
+    assert row[4] == f"{model.spend:.4f}"
+    assert f"note: agent model at {url}: answers in JSON" in screen
+    assert re.search(rf"calls {len(requests)} done · 0 in flight", screen), screen
+
+
+async def test_the_dashboard_shows_a_model_call_in_flight_and_the_turn_it_belongs_to(tmp_path):
+    arrived, release = threading.Event(), threading.Event()
+    requests = itertools.count(1)
+
+    def responder(body):
+        if next(requests) == 2:  # the model's turn in round 2: held until the test has looked
+            arrived.set()
+            release.wait(60)
+        return {"reason": "half", "coins": 5}
+
+    with OpenAIMock(responder=responder) as mock:
+        raw = model_scenario(mock.base_url, repeats=1)
+        scenario = parse_scenario(raw)
+        run_dir = tmp_path / "run"
+        store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        runner = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=store.spec)
+        watch_store = RunStore.open(run_dir)
+        watcher = Dashboard(Console(file=io.StringIO(), width=160), "live (watching)", specs=watch_store.spec)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run_tournament, scenario, store, runner)
+            try:
+                assert await trio.to_thread.run_sync(arrived.wait, 60), "the model was never asked a second time"
+                watcher.follow(Follower(watch_store).poll(), time.time())
+                screens = [screen_of(runner), screen_of(watcher)]
+            finally:
+                release.set()
+        store.close()
+        watch_store.close()
+    for screen in screens:
+        # the match, its round out of the rounds it can take, and whom it waits for
+        assert re.search(r"public_goods#1:giver\+taker\+model\s+turn 2 of 3\s+model call: Player \d \(model\) \d+ s",
+                         screen), screen
+        assert re.search(r"^\s*model\s+1\s+1\s+[\d,]+\s+[\d,]+\s+\$\d+\.\d{4}\s+\d+\.\d\d s\s+0\s+0\s+0\s+0\s*$",
+                         screen, re.M), screen
+        assert "calls 1 done · 1 in flight" in screen
+        assert re.search(r"matches .*\b0/1\b", screen), screen
+
+
+async def test_a_resumed_runs_dashboard_counts_what_earlier_sessions_spent_as_arena_watch_does(tmp_path):
+    with OpenAIMock() as mock:
+        raw = model_scenario(mock.base_url, repeats=2)
+        scenario = parse_scenario(raw)
+        run_dir = tmp_path / "run"
+        store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        await run_tournament(scenario, store)
+        store.close()
+        asked = mock.count
+        # the same command again: every match is kept, nothing is asked again
+        store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        runner = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=store.spec)
+        runner.catch_up(run_dir)
+        await run_tournament(scenario, store, runner)
+        store.close()
+        assert mock.count == asked == 2 * 3  # two matches of three rounds, the model asked once a round
+    watch_store = RunStore.open(run_dir)
+    watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
+    watcher.follow(Follower(watch_store).poll(), time.time())
+    watch_store.close()
+    now = time.time()
+    assert figures(runner.snapshot(now)) == figures(watcher.snapshot(now))
+    snap = runner.snapshot(now)
+    assert (snap.done, snap.planned, snap.agents["model"].calls) == (2, 2, asked)
+    screen = screen_of(runner)
+    assert "public_goods · 2 matches" in screen  # each earlier match counted once on the leaderboard
+    assert re.search(r"^\s*model\s+2\s+\d+\.\d\d\s*$", screen, re.M), screen
+
+
 # -- arena watch: following a run another process plays ----------------------------------------
 def test_watch_follows_a_run_in_another_process_and_ends_with_its_results(tmp_path):
-    scenario_file = tmp_path / "dash.yaml"
-    scenario_file.write_text(yaml.safe_dump(scenario_dict(delay=0.05, rounds=10, concurrency=2)), encoding="utf-8")
-    run_dir = tmp_path / "run"
-    run_log, watch_log = tmp_path / "run.out", tmp_path / "watch.out"
-    with open(run_log, "w") as run_out, open(watch_log, "w") as watch_out:
-        run = subprocess.Popen(cli("run", scenario_file, "--run-dir", run_dir, "--plain"), cwd=ROOT,
-                               stdout=run_out, stderr=subprocess.STDOUT)
-        watch = None
-        try:
-            wait_for(lambda: (run_dir / "run.sqlite").exists(), 30, "the run to create its store")
-            watch = subprocess.Popen(cli("watch", run_dir, "--interval", "0.1"), cwd=ROOT,
-                                     stdout=watch_out, stderr=subprocess.PIPE, text=True)
-            assert watch.wait(timeout=120) == 0, watch.stderr.read()
-            assert run.wait(timeout=30) == 0, run_log.read_text()
-        finally:
-            stop(run)
-            if watch is not None:
-                stop(watch)
-                watch.stderr.close()
-    lines = watch_log.read_text(encoding="utf-8").splitlines()
-    text = "\n".join(lines) + "\n"
+    # The model's first request is held until the watcher has shown it in flight: the watcher
+    # really follows the run, however loaded the machine (the run cannot end before it looked).
+    shown = threading.Event()
+    requests = itertools.count(1)
 
-    # it says what it is watching, then one line per message, seat labels beside agent names
+    def responder(body):
+        if next(requests) == 1:
+            shown.wait(120)
+        return {"reason": "a few", "coins": 3}
+
+    watch_lines: list[str] = []
+
+    def read(stream) -> None:
+        for line in stream:
+            watch_lines.append(line.rstrip("\n"))
+            if "is asked: model call in flight" in line:
+                shown.set()
+
+    with OpenAIMock(responder=responder) as mock:
+        raw = scenario_dict(rounds=3, concurrency=2)
+        del raw["agents"]["dice"]
+        raw["agents"]["model"] = {"backend": "openai", "model": "mock-model", "base_url": mock.base_url, "timeout": 600}
+        raw["match"] = {"turn_timeout": 600}
+        scenario_file = tmp_path / "dash.yaml"
+        scenario_file.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        run_dir = tmp_path / "run"
+        run_log = tmp_path / "run.out"
+        with open(run_log, "w") as run_out:
+            run = subprocess.Popen(cli("run", scenario_file, "--run-dir", run_dir, "--plain"), cwd=tmp_path,
+                                   stdout=run_out, stderr=subprocess.STDOUT)
+            watch = reader = None
+            try:
+                wait_for(lambda: (run_dir / "run.sqlite").exists() or run.poll() is not None, 60,
+                         "the run to create its store")
+                watch = subprocess.Popen(cli("watch", run_dir, "--interval", "0.1"), cwd=tmp_path,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                reader = threading.Thread(target=read, args=(watch.stdout,), daemon=True)
+                reader.start()
+                assert shown.wait(120), "\n".join(watch_lines) + run_log.read_text()
+                assert watch.wait(timeout=120) == 0, watch.stderr.read()
+                assert run.wait(timeout=60) == 0, run_log.read_text()
+                reader.join(timeout=30)
+            finally:
+                shown.set()
+                stop(run)
+                if watch is not None:
+                    stop(watch)
+                    watch.stdout.close()
+                    watch.stderr.close()
+    lines = watch_lines
+    text = "\n".join(lines) + "\n"
+    agents = ("giver", "taker", "mirror", "model")
+
+    # it says what it is watching, shows the call it waits for, then one line per message, seat labels beside agent names
     head = re.fullmatch(rf"Watching dash in {re.escape(str(run_dir))}: (\d+) of 8 matches done so far\.", lines[0])
     assert head, lines[0]
     already = int(head.group(1))
     assert already < 8  # it really did follow the run
+    assert any(re.fullmatch(r"\[public_goods#\d:[a-z+]+\] r1 Player \d \(model\) is asked: model call in flight", l)
+               for l in lines), lines[:5]
     said = [l for l in lines if re.match(r"\[public_goods#\d:[a-z+]+\] r\d+ ", l)]
-    assert any(re.match(r"\[public_goods#\d:[a-z+]+\] r\d+ Player \d \((giver|taker|mirror|dice)\) -> referee only: \{", l)
+    assert any(re.match(r"\[public_goods#\d:[a-z+]+\] r\d+ Player \d \((giver|taker|mirror|model)\) -> referee only: \{", l)
                for l in said), said[:5]
     assert any(re.match(r"\[public_goods#\d:[a-z+]+\] r\d+ Referee -> Player \d: Round \d+ is over", l) for l in said)
 
-    # one line per match finished while it watched, with each seat's agent and payoff
-    ended = [l for l in lines if re.match(r"\[public_goods#\d:[a-z+]+\] finished: ", l)]
-    keys = [l[1:l.index("]")] for l in ended]
+    # one line per match finished while it watched, with each seat's agent and payoff; then, for a match
+    # the model played, its calls: one a round, with the tokens the mock counted
+    ended = [i for i, l in enumerate(lines) if re.match(r"\[public_goods#\d:[a-z+]+\] finished: ", l)]
+    keys = [lines[i][1:lines[i].index("]")] for i in ended]
     assert len(keys) == len(set(keys)) == 8 - already
-    assert all(re.search(r"finished: Player 1 \(\w+\)=[\d.]+, Player 2 \(\w+\)=[\d.]+, Player 3 \(\w+\)=[\d.]+$", l)
-               for l in ended), ended
+    assert all(re.search(r"finished: Player 1 \(\w+\)=[\d.]+, Player 2 \(\w+\)=[\d.]+, Player 3 \(\w+\)=[\d.]+$", lines[i])
+               for i in ended), ended
+    for i, key in zip(ended, keys):
+        if "model" in key.split(":")[1].split("+"):
+            assert re.fullmatch(rf"\[{re.escape(key)}\] calls: 3, tokens [\d,]+ in / [\d,]+ out, mean latency \d+\.\d\d s",
+                                lines[i + 1]), lines[i:i + 2]
+        else:
+            assert i + 1 == len(lines) or " calls: " not in lines[i + 1]
+    # the run's own log says the same of every match the model played
+    run_calls = re.findall(r"^\[(public_goods#\d:[a-z+]+)\] calls: 3, tokens ", run_log.read_text(), re.M)
+    assert len(run_calls) == 6 and all("model" in k for k in run_calls)
 
     # then the run's status and its results table: the same as `arena rank` prints
     status = next(i for i, l in enumerate(lines) if l.startswith("Run dash in "))
     assert lines[status] == f"Run dash in {run_dir}: finished — 8 finished, 0 failed, of 8 planned."
     results = "\n".join(lines[status + 1:]) + "\n"
-    for agent in AGENTS:
+    for agent in agents:
         assert re.search(rf"│ {agent}\s+│\s+6 │", results), results
-    rank = subprocess.run(cli("rank", run_dir), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    rank = subprocess.run(cli("rank", run_dir), cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert rank.returncode == 0
     assert results == rank.stdout
     assert text.endswith(rank.stdout)

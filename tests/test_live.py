@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import io
+import re
 
+import pytest
 from rich.console import Console
 
 from arena.cli.live import RoundLog
 from arena.engine.match import play_match
 from arena.contract.records import MatchSettings, MatchSpec
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
 
-from helpers import scripted
+from helpers import mock_tokens, scripted
+from mock_llm import OpenAIMock
 
 
 async def test_terminal_log_prints_a_table_per_round_with_names_and_flags():
@@ -41,3 +46,37 @@ async def test_plain_log_is_one_line_per_event_when_not_a_terminal():
     assert any(l.startswith("[m] r1 Player") and "(giver) -> 10 |" in l for l in lines)
     assert any("Referee -> Player" in l and "the pool paid you 7.5 coins" in l for l in lines)
     assert lines[-1].startswith("[m] end after 1 rounds:")
+
+
+@pytest.mark.parametrize("plain", [True, False])
+async def test_the_log_says_each_note_once_and_the_model_calls_of_each_match(noting_backend, plain):
+    with OpenAIMock(["ok", "500"]) as mock:  # the second request fails once and is tried again
+        url = mock.base_url
+        scenario = parse_scenario({
+            "name": "log",
+            "agents": {"giver": {"backend": "scripted", "strategy": "always_all"},
+                       "model": {"backend": noting_backend, "model": "mock-model", "base_url": url, "backoff": 0.01}},
+            "games": [{"game": "public_goods", "params": {"rounds": 2}}],
+            "tournament": {"format": "fixed", "repeats": 2},
+            "concurrency": 1,
+            "prices": {"mock-model": {"input": 1.0, "output": 2.0}},
+        })
+        buffer = io.StringIO()
+        log = RoundLog(Console(file=buffer, width=300, force_terminal=not plain, color_system=None), plain=plain)
+        await run_tournament(scenario, None, log)
+        requests = mock.answered()
+    lines = buffer.getvalue().splitlines()
+    assert [l.strip() for l in lines if "note:" in l] == [f"note: agent model at {url}: answers in JSON"]
+    said = [re.search(r"calls: (\d+), tokens ([\d,]+) in / ([\d,]+) out, \$(\d+\.\d{4}), mean latency \d+\.\d\d s(, 1 retry)?$", l)
+            for l in lines if "calls: " in l]
+    assert len(said) == 2 and all(said), lines
+    assert [int(m[1]) for m in said] == [2, 2]  # one call a round
+    assert [bool(m[5]) for m in said] == [True, False]
+    prompt = sum(int(m[2].replace(",", "")) for m in said)
+    completion = sum(int(m[3].replace(",", "")) for m in said)
+    assert prompt == sum(mock_tokens(r.messages) for r in requests)
+    assert completion == sum(mock_tokens(r.reply) for r in requests)
+    # each match's calls are said right after it ends
+    for i, line in enumerate(lines):
+        if "calls: " in line:
+            assert ("] end after 2 rounds" if plain else "ended after 2 rounds") in lines[i - 1], lines[i - 1:i + 1]

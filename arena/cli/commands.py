@@ -142,7 +142,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # -- run -------------------------------------------------------------------------------
-def _observer(args: argparse.Namespace, console: Console, scenario):
+def _observer(args: argparse.Namespace, console: Console, scenario, store: RunStore):
     from arena.cli.live import RoundLog
     from arena.run.runner import Observer
 
@@ -154,7 +154,9 @@ def _observer(args: argparse.Namespace, console: Console, scenario):
         return RoundLog(console, plain=False)
     from arena.cli.dashboard import Dashboard
 
-    return Dashboard(console, title=scenario.name)
+    view = Dashboard(console, title=scenario.name, specs=store.spec)
+    view.catch_up(store.run_dir)  # a resumed run's earlier calls and spend count too
+    return view
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -171,7 +173,7 @@ def _run(args: argparse.Namespace) -> int:
     kept = len(store.finished_keys())
     if kept:
         console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
-    observer = _observer(args, console, scenario)
+    observer = _observer(args, console, scenario, store)
     try:
         with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
             result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache)

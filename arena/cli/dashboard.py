@@ -1,30 +1,29 @@
-"""The dashboard: progress, the latest messages and a running leaderboard, on one screen.
+"""The dashboard: progress, model calls, running matches, the latest messages and a running
+leaderboard, on one screen.
 
-`Dashboard` is an observer of a run played in this process; `watch_run` feeds
-the same dashboard from the run store of a run that another process is playing.
+`Dashboard` is an observer of a run played in this process; `watch_run` feeds the same
+dashboard from the run store of a run that another process is playing. Both feed one
+`RunProgress` with the same facts stamped with the same clock (see arena.results.progress), so
+`arena run` and `arena watch` show the same figures, rate and ETA.
 
-It must stay cheap on long runs: observer calls only update counters and a
-short ring of messages (O(1) each, under a lock, since rich refreshes from its
-own thread); everything is laid out only when the screen refreshes, four times
-a second. The leaderboard keeps running sums; the bootstrap intervals are left
-to the final results table.
+It must stay cheap on long runs: observer calls only update counters and a short ring of
+messages (O(1) each, under a lock, since rich refreshes from its own thread); everything is laid
+out only when the screen refreshes, four times a second. The leaderboard keeps running sums; the
+bootstrap intervals are left to the final results table.
 
-The watcher may know which agent sits in which seat, so names are shown beside
-seat labels here; they never reach a prompt.
+The watcher may know which agent sits in which seat, so names are shown beside seat labels
+here; they never reach a prompt.
 """
 
 from __future__ import annotations
 
-import json
-import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import TypeAdapter
 from rich import box
 from rich.columns import Columns
 from rich.console import Console, Group, RenderableType
@@ -33,14 +32,28 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColum
 from rich.table import Table
 from rich.text import Text
 
-from arena.contract.events import Event, MatchFailed, MatchStarted, MessagePosted, SeatInfo, TurnFailed
-from arena.contract.records import MatchRecord
+from arena.cli.live import CallTally
+from arena.contract.calls import CallRecord, CallStarted
+from arena.contract.events import Event, MatchEnded, MatchFailed, MatchStarted, MessagePosted, RoundClosed, TurnFailed
 from arena.contract.messages import REFEREE, Message
+from arena.contract.records import MatchRecord, MatchSpec
+from arena.results.progress import RunProgress, Snapshot, rounds_needed
 from arena.run.runner import Observer
 from arena.store import RunStore
+from arena.store.follower import Changes, Follower, Note
 
 FEED_SIZE = 8
 """Messages shown at once."""
+
+RUNNING_SHOWN = 6
+"""Running matches listed at once; the others are counted."""
+
+FEED_SKIPS = ("rules", "prompt")
+"""Kinds of message left out of the feed: every match opens with the same rules, and a prompt
+says again what the running matches table already shows (who is being asked)."""
+
+Specs = Callable[[str], MatchSpec | None]
+"""Finds a match's specification by its key (its game and params say how many rounds it can take)."""
 
 
 def _one_line(text: str | None, width: int = 200) -> str:
@@ -57,10 +70,15 @@ def _clock(seconds: float | None) -> str:
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
+def _rate(per_second: float | None) -> str:
+    if not per_second:
+        return "—/s"
+    return f"{per_second:.1f}/s" if per_second >= 1 else f"{per_second * 60:.1f}/min"
+
+
 class _RateColumn(ProgressColumn):
     def render(self, task: Task) -> Text:
-        rate = task.fields.get("rate")
-        return Text("—/s" if not rate else f"{rate:.1f}/s" if rate >= 1 else f"{rate * 60:.1f}/min", style="progress.data.speed")
+        return Text(_rate(task.fields.get("rate")), style="progress.data.speed")
 
 
 class _ElapsedColumn(ProgressColumn):
@@ -89,23 +107,25 @@ class _Line:
 
 
 class Dashboard(Observer):
-    """A `rich.live.Live` view of a run; use it as a context manager around the run."""
+    """A `rich.live.Live` view of a run; use it as a context manager around the run.
 
-    def __init__(self, console: Console, title: str, feed_size: int = FEED_SIZE):
+    ``specs`` finds a match's specification by key, for "turn k of n" (without it: "turn k");
+    ``clock`` stamps the facts the observer callbacks bring (the store's clock, ``time.time``)."""
+
+    def __init__(self, console: Console, title: str, feed_size: int = FEED_SIZE, specs: Specs | None = None,
+                 clock: Callable[[], float] = time.time):
         self.console = console
         self.title = title
+        self.specs = specs
+        self.clock = clock
         self._lock = threading.Lock()
-        self._total = 0
-        self._done = 0
-        self._resumed = 0  # done before this view started looking: not counted in the rate
-        self._failed = 0
-        self._started = time.monotonic()
+        self.progress = RunProgress()
         self._stopped: float | None = None
         self._seats: dict[str, dict[str, str]] = {}
         self._feed: deque[_Line] = deque(maxlen=feed_size)
         self._board: dict[str, dict[tuple[str, str], list[float]]] = {}  # group -> (agent, role) -> [n, sum]
         self._board_matches: dict[str, int] = {}
-        self._progress = Progress(
+        self._bar = Progress(
             TextColumn("[bold]matches"),
             BarColumn(bar_width=None),
             MofNCompleteColumn(),
@@ -117,18 +137,17 @@ class Dashboard(Observer):
             auto_refresh=False,
             expand=True,
         )
-        self._task = self._progress.add_task("", total=None)
-        self._live = Live(console=console, get_renderable=self._render, refresh_per_second=4, transient=False)
+        self._task = self._bar.add_task("", total=None)
+        self._live = Live(console=console, get_renderable=self.render, refresh_per_second=4, transient=False)
 
     # -- as a context manager ----------------------------------------------------
     def __enter__(self) -> "Dashboard":
-        self._started, self._stopped = time.monotonic(), None
-        self._progress.reset(self._task, total=self._total or None, completed=self._done)
+        self._stopped = None
         self._live.start(refresh=True)
         return self
 
     def __exit__(self, *exc) -> bool:
-        self._stopped = time.monotonic()
+        self._stopped = self.clock()
         self._live.stop()
         return False
 
@@ -136,90 +155,225 @@ class Dashboard(Observer):
         """Redraw now (the live view also redraws by itself, four times a second)."""
         self._live.refresh()
 
-    # -- the observer ------------------------------------------------------------
+    # -- the observer (a run in this process) ----------------------------------------
     def planned(self, total: int) -> None:
-        self._total = total
+        with self._lock:
+            self.progress.planned(total)
 
     def event(self, event: Event) -> None:
+        self.take(event, self.clock())
+
+    def finished(self, record: MatchRecord, resumed: bool) -> None:
+        at = self.clock()
+        outcomes = ([(s.agent, s.role, record.payoffs[s.label]) for s in record.seats if s.label in record.payoffs]
+                    if record.status == "finished" else [])
+        with self._lock:
+            self.progress.match_done(record.key, record.status, None if resumed else at)
+            self._seats.pop(record.key, None)
+        self.tally(record.group, outcomes)
+
+    def call_started(self, call: CallStarted) -> None:
+        at = self.clock()
+        with self._lock:
+            self.progress.call_started(call, at)
+
+    def call(self, call: CallRecord) -> None:
+        at = self.clock()
+        with self._lock:
+            self.progress.call_ended(call, at)
+
+    def note(self, text: str) -> None:
+        at = self.clock()
+        with self._lock:
+            self.progress.note(text, at)
+
+    # -- what both feeds bring ---------------------------------------------------------
+    def take(self, event: Event, at: float) -> None:
+        """One event of a match, that happened at ``at``."""
+        line = None
         if isinstance(event, MessagePosted):
             self.message(event.match, event.message)
         elif isinstance(event, MatchStarted):
-            self.learn_seats(event.match, event.seats)
+            seats = {s.label: s.agent for s in event.seats}
+            rounds = self._rounds(event.match, len(seats))
+            with self._lock:
+                self._seats[event.match] = seats
+                self.progress.match_started(event.match, seats, rounds, at)
+        elif isinstance(event, RoundClosed):
+            with self._lock:
+                self.progress.round_closed(event.match, event.round, at)
         elif isinstance(event, TurnFailed):
             text = f"{event.failure.upper()} (attempt {event.attempt}): {event.reason}"
             line = _Line(event.match, event.round, self._seats.get(event.match, {}), event.seat, (), text, "yellow")
             with self._lock:
-                self._feed.append(line)
+                self.progress.turn_failed(event.match, event.seat, event.round, event.attempt, event.failure, at)
+        elif isinstance(event, MatchEnded):
+            with self._lock:
+                self.progress.match_done(event.match, "finished", at)
         elif isinstance(event, MatchFailed):
             line = _Line(event.match, None, {}, None, (), f"✖ failed: {_first_line(event.error)}", "bold red")
             with self._lock:
+                self.progress.match_done(event.match, "failed", at)
+        if line is not None:
+            with self._lock:
                 self._feed.append(line)
 
-    def finished(self, record: MatchRecord, resumed: bool) -> None:
-        outcomes = ([(s.agent, s.role, record.payoffs[s.label]) for s in record.seats if s.label in record.payoffs]
-                    if record.status == "finished" else [])
-        self.tally(record.group, outcomes, failed=record.status != "finished", resumed=resumed)
-        self._seats.pop(record.key, None)
-
-    # -- feeding it directly (the store watcher) --------------------------------------
-    def learn_seats(self, match: str, seats: Iterable[SeatInfo]) -> None:
-        self._seats[match] = {s.label: s.agent for s in seats}
-
-    def forget_seats(self, match: str) -> None:
-        self._seats.pop(match, None)
-
     def message(self, match: str, message: Message) -> None:
-        if message.kind == "rules":  # every match opens with the same rules: noise in a feed this short
+        if message.kind in FEED_SKIPS:
             return
         line = _Line(match, message.round, self._seats.get(match, {}), message.sender, message.recipients, message.content)
         with self._lock:
             self._feed.append(line)
 
-    def tally(self, group: str, outcomes: list[tuple[str, str, float]], failed: bool = False, resumed: bool = False) -> None:
-        """A finished match: ``outcomes`` holds (agent, role, payoff) per seat; empty when it failed."""
+    def tally(self, group: str, outcomes: list[tuple[str, str, float]]) -> None:
+        """A scored match for the leaderboard: ``outcomes`` holds (agent, role, payoff) per seat."""
+        if not outcomes:
+            return
         with self._lock:
-            self._done += 1
-            self._resumed += resumed
-            self._failed += failed
-            if outcomes:
-                board = self._board.setdefault(group, {})
-                for agent, role, payoff in outcomes:
-                    cell = board.get((agent, role))
-                    if cell is None:
-                        board[(agent, role)] = [1, payoff]
-                    else:
-                        cell[0] += 1
-                        cell[1] += payoff
-                self._board_matches[group] = self._board_matches.get(group, 0) + 1
+            board = self._board.setdefault(group, {})
+            for agent, role, payoff in outcomes:
+                cell = board.get((agent, role))
+                if cell is None:
+                    board[(agent, role)] = [1, payoff]
+                else:
+                    cell[0] += 1
+                    cell[1] += payoff
+            self._board_matches[group] = self._board_matches.get(group, 0) + 1
 
-    def set_counts(self, done: int, failed: int) -> None:
-        """Overrule the counts of done and failed matches (the store watcher knows them exactly)."""
+    def follow(self, changes: Changes, now: float) -> None:
+        """What a poll of the run store found (`arena watch`)."""
         with self._lock:
-            self._done, self._failed = done, failed
+            self.progress.planned(changes.planned)
+        for at, fact in changes.facts:
+            if isinstance(fact, CallRecord):
+                with self._lock:
+                    self.progress.call_ended(fact, at)
+            elif isinstance(fact, CallStarted):
+                with self._lock:
+                    self.progress.call_started(fact, at)
+            elif isinstance(fact, Note):
+                with self._lock:
+                    self.progress.note(fact.text, at)
+            else:
+                self.take(fact, at)
+        for key, message in changes.messages[-(self._feed.maxlen or 0):]:
+            self.message(key, message)
+        for _, fact in changes.facts:  # their last messages are in the feed: their seats are no longer needed
+            if isinstance(fact, (MatchEnded, MatchFailed)):
+                self._seats.pop(fact.match, None)
+        with self._lock:
+            for token in changes.gone:
+                self.progress.call_gone(token)
+            # a match the store no longer has running, with no end among the events (cut short, or wiped
+            # by a resume to be played again), is not running any more
+            for key in self.progress.running_keys() - changes.running:
+                self.progress.match_done(key, "left", now)
+        for group, outcomes in changes.outcomes.values():
+            self.tally(group, [(o.agent, o.role, o.payoff) for o in outcomes])
+
+    def catch_up(self, run_dir: str | Path) -> None:
+        """Start from what earlier sessions of a resumed run left in its store (their calls, spend and
+        finished matches), as `arena watch` would see it; nothing of theirs is running any more."""
+        store = RunStore.open(run_dir)
+        try:
+            now = time.time()
+            changes = Follower(store, first_messages=0, skip_kinds=FEED_SKIPS).poll()
+            changes.running = set()
+            changes.outcomes = {}  # the runner hands over each earlier match for the leaderboard itself
+            self.follow(changes, now)
+        finally:
+            store.close()
+
+    def snapshot(self, now: float | None = None) -> Snapshot:
+        with self._lock:
+            return self.progress.snapshot((self._stopped or self.clock()) if now is None else now)
+
+    def _rounds(self, key: str, n_seats: int) -> int | None:
+        spec = self.specs(key) if self.specs else None
+        if spec is None:
+            return None
+        return rounds_needed(spec.game, spec.params, n_seats, spec.settings.max_rounds)
 
     # -- laying it out, at refresh time only ----------------------------------------------
-    def _render(self) -> RenderableType:
+    def render(self) -> RenderableType:
+        """The screen as it stands (what the live view draws at each refresh)."""
+        snap = self.snapshot()
         with self._lock:
-            total, done, resumed, failed = self._total, self._done, self._resumed, self._failed
             feed = list(self._feed)
             board = {g: [(a, r, n, s / n) for (a, r), (n, s) in cells.items()] for g, cells in self._board.items()}
             board_matches = dict(self._board_matches)
-        elapsed = (self._stopped or time.monotonic()) - self._started
-        rate = (done - resumed) / elapsed if elapsed > 0 and done > resumed else None
-        eta = (max(total, done) - done) / rate if rate else None
-        notes = []
-        if failed:
-            notes.append(f"[red]{failed} failed[/]")
-        if resumed:
-            notes.append(f"{resumed} done before")
-        self._progress.update(self._task, total=max(total, done) or None, completed=done, rate=rate, eta=eta, elapsed=elapsed,
-                              description="".join(f"· {note} " for note in notes))
-        parts: list[RenderableType] = [Text(self.title, style="bold"), self._progress.get_renderable()]
+        said = []
+        if snap.failed:
+            said.append(f"[red]{snap.failed} failed[/]")
+        if snap.resumed:
+            said.append(f"{snap.resumed} done before")
+        self._bar.update(self._task, total=snap.planned or None, completed=snap.done, rate=snap.match_rate,
+                         eta=snap.eta, elapsed=snap.elapsed, description="".join(f"· {s} " for s in said))
+        parts: list[RenderableType] = [Text(self.title, style="bold"), self._bar.get_renderable()]
+        if snap.calls or snap.cached or snap.flights:
+            parts.append(self._calls_line(snap))
+        if any(f.calls or f.cached or f.in_flight or f.invalid or f.timeouts for f in snap.agents.values()):
+            parts.append(self._agents_table(snap))
+        if snap.running:
+            parts.append(self._running_table(snap))
         parts.append(self._feed_table(feed))
+        if snap.notes:
+            parts.append(Group(*(Text(f"note: {note}", style="yellow", no_wrap=True, overflow="ellipsis")
+                                 for note in snap.notes)))
         if board:
             parts.append(Columns([self._board_table(g, board[g], board_matches.get(g, 0)) for g in sorted(board)],
                                  padding=(0, 4)))
         return Group(*parts)
+
+    @staticmethod
+    def _calls_line(snap: Snapshot) -> Text:
+        text = f"calls {snap.calls} done · {snap.in_flight} in flight · {_rate(snap.call_rate)}"
+        if snap.cached:
+            text += f" · {snap.cached} from the cache"
+        if snap.calls_per_match is not None:
+            text += f" · {snap.calls_per_match:.1f} per match"
+        if snap.eta_from == "calls" and snap.done < snap.planned:
+            text += f" · ETA from calls {_clock(snap.eta)}"
+        return Text(text, style="cyan")
+
+    @staticmethod
+    def _agents_table(snap: Snapshot) -> Table:
+        table = Table(box=box.SIMPLE_HEAD, show_edge=False, padding=(0, 1), pad_edge=False,
+                      title="model calls", title_justify="left", title_style="dim")
+        for name, justify in (("Agent", "left"), ("Calls", "right"), ("In flight", "right"), ("Tokens in", "right"),
+                              ("Tokens out", "right"), ("Spend", "right"), ("Latency", "right"), ("Retries", "right"),
+                              ("Invalid", "right"), ("Timeouts", "right"), ("Cached", "right")):
+            table.add_column(name, justify=justify, no_wrap=True)
+        for agent, f in snap.agents.items():
+            if not (f.calls or f.cached or f.in_flight or f.invalid or f.timeouts):
+                continue
+            spend = "—" if f.calls == f.unpriced else f"${f.spend:.4f}" + ("+?" if f.unpriced else "")
+            latency = "—" if f.mean_latency is None else f"{f.mean_latency:.2f} s"
+            errors = f" ({f.errors} failed)" if f.errors else ""
+            table.add_row(Text(agent), f"{f.calls}{errors}", str(f.in_flight), f"{f.prompt_tokens:,}",
+                          f"{f.completion_tokens:,}", spend, latency, str(f.retries), str(f.invalid), str(f.timeouts),
+                          str(f.cached))
+        return table
+
+    def _running_table(self, snap: Snapshot) -> Table:
+        width = self.console.width
+        table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True,
+                      title="running", title_justify="left", title_style="dim")
+        key_width = max(12, min(32, width // 5))
+        table.add_column("match", style="cyan", no_wrap=True, overflow="ellipsis", max_width=key_width)
+        table.add_column("turn", no_wrap=True)
+        table.add_column("waiting for", no_wrap=True, overflow="ellipsis", ratio=1)
+        flights: dict[str, list] = {}
+        for flight in snap.flights:
+            flights.setdefault(flight.match, []).append(flight)
+        for match in snap.running[:RUNNING_SHOWN]:
+            waiting = ", ".join(
+                f"{_who(match.seats, f.seat) if f.seat in match.seats else f'{f.seat} ({f.agent})'} "
+                f"{max(0.0, snap.now - f.started):.0f} s" for f in flights.get(match.key, []))
+            table.add_row(Text(_short_key(match.key, key_width)), match.turn, Text(waiting and f"model call: {waiting}"))
+        if len(snap.running) > RUNNING_SHOWN:
+            table.add_row(Text(f"… and {len(snap.running) - RUNNING_SHOWN} more", style="dim"), "", "")
+        return table
 
     def _feed_table(self, feed: list[_Line]) -> Table:
         width = self.console.width
@@ -294,101 +448,7 @@ def _recipients(seats: dict[str, str], sender: str | None, recipients: tuple[str
 
 
 # -- following a run from its store ---------------------------------------------------------
-_event = TypeAdapter(Event)
 _ACTIVE = "running"
-
-
-class _StoreReader:
-    """Cheap incremental reads of a run store that another process writes.
-
-    Each poll reads only rows added since the last one (by rowid), in one read
-    transaction so that what it sees is consistent.
-    """
-
-    def __init__(self, store: RunStore):
-        self.store = store
-        self.db: sqlite3.Connection = store.db
-        self.message_mark = 0
-        self.event_mark = 0
-        self.outcome_mark = 0
-        self.failed_seen: set[str] = set()
-        self.seats: dict[str, dict[str, str]] = {}
-
-    def forget(self, match: str) -> None:
-        """A match is over: its seats are no longer needed."""
-        self.seats.pop(match, None)
-
-    def wait_for_run(self, timeout: float = 10.0) -> dict:
-        """The run row; a run that is just starting may not have written it yet."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                info = self.store.run_info()
-            except sqlite3.OperationalError:  # the schema is not there yet
-                info = {}
-            if info or time.monotonic() > deadline:
-                return info
-            time.sleep(0.05)
-
-    def poll(self, first: bool = False):
-        """What changed: (planned, counts, seats of newly seen matches, new messages, new turn and match
-        failures, newly finished matches, newly failed matches)."""
-        db = self.db
-        db.execute("BEGIN")
-        try:
-            planned = db.execute("SELECT planned FROM run WHERE id = 1").fetchone()[0]
-            counts = dict(db.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall())
-            if first:
-                # The board counts every finished match; the feed starts with the last few messages of
-                # the matches in play and goes on from there.
-                messages = db.execute(
-                    "SELECT m.rowid, m.match_key, m.idx, m.round, m.sender, m.recipients, m.kind, m.content "
-                    "FROM messages m JOIN matches x ON x.key = m.match_key "
-                    "WHERE x.status = 'running' AND m.kind != 'rules' ORDER BY m.rowid DESC LIMIT ?",
-                    (FEED_SIZE,)).fetchall()[::-1]
-                self.message_mark = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM messages").fetchone()[0]
-                self.event_mark = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM events").fetchone()[0]
-            else:
-                messages = db.execute(
-                    "SELECT rowid, match_key, idx, round, sender, recipients, kind, content FROM messages "
-                    "WHERE rowid > ? ORDER BY rowid", (self.message_mark,)).fetchall()
-            events = db.execute(
-                "SELECT rowid, match_key, body FROM events WHERE rowid > ? AND type IN ('turn_failed', 'match_failed') "
-                "ORDER BY rowid", (self.event_mark,)).fetchall()
-            self.event_mark = db.execute("SELECT COALESCE(MAX(rowid), ?) FROM events", (self.event_mark,)).fetchone()[0]
-            outcomes = db.execute(
-                "SELECT o.rowid, o.match_key, x.grp, o.seat, o.agent, o.role, o.payoff FROM outcomes o "
-                "JOIN matches x ON x.key = o.match_key WHERE o.rowid > ? ORDER BY o.rowid",
-                (self.outcome_mark,)).fetchall()
-            failed = [
-                (key, group, db.execute("SELECT error FROM matches WHERE key = ?", (key,)).fetchone()[0])
-                for key, group in db.execute("SELECT key, grp FROM matches WHERE status = 'failed'").fetchall()
-                if key not in self.failed_seen
-            ]
-            unknown = {key for _, key, *_ in messages if key not in self.seats}
-            unknown |= {key for _, key, _ in events if key not in self.seats}
-            new_seats = {}
-            for key in unknown:
-                row = db.execute("SELECT seats FROM matches WHERE key = ?", (key,)).fetchone()
-                if row and row[0]:
-                    new_seats[key] = [SeatInfo(**s) for s in json.loads(row[0])]
-                    self.seats[key] = {s.label: s.agent for s in new_seats[key]}
-        finally:
-            db.execute("COMMIT")
-        if messages:
-            self.message_mark = max(self.message_mark, messages[-1][0])
-        if outcomes:
-            self.outcome_mark = outcomes[-1][0]
-        new_messages = [
-            (key, Message(index=idx, round=rnd, sender=sender, recipients=tuple(json.loads(rcpt)), kind=kind, content=content))
-            for _, key, idx, rnd, sender, rcpt, kind, content in messages
-        ]
-        new_events = [_event.validate_json(body) for _, _, body in events]
-        finished: dict[str, tuple[str, list[tuple[str, str, str, float]]]] = {}
-        for _, key, group, seat, agent, role, payoff in outcomes:
-            finished.setdefault(key, (group, []))[1].append((seat, agent, role, payoff))
-        self.failed_seen.update(key for key, _, _ in failed)
-        return planned, counts, new_seats, new_messages, new_events, finished, failed
 
 
 def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plain: bool = False) -> int:
@@ -397,9 +457,9 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
 
     run_dir = Path(run_dir)
     store = RunStore.open(run_dir)
-    reader = _StoreReader(store)
+    follower = Follower(store, first_messages=FEED_SIZE, skip_kinds=FEED_SKIPS)
     try:
-        info = reader.wait_for_run()
+        info = follower.wait_for_run()
         if not info:
             console.print(f"{run_dir} holds no run yet.")
             return 0
@@ -407,9 +467,9 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
         status = store.status()
         if status == _ACTIVE:
             if plain:
-                _follow_plain(reader, store, console, name, run_dir, interval)
+                _follow_plain(follower, store, console, name, run_dir, interval)
             else:
-                _follow_live(reader, store, console, name, interval)
+                _follow_live(follower, store, console, name, interval)
             status = store.status()
         counts, planned = store.counts(), store.run_info().get("planned", 0)
         console.print(
@@ -427,74 +487,68 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
         store.close()
 
 
-def _still_running(store: RunStore) -> bool:
-
-    return store.status() == _ACTIVE
-
-
-def _follow_live(reader: _StoreReader, store: RunStore, console: Console, name: str, interval: float) -> None:
-    view = Dashboard(console, title=f"{name} (watching {store.run_dir})")
-    first = True
+def _follow_live(follower: Follower, store: RunStore, console: Console, name: str, interval: float) -> None:
+    view = Dashboard(console, title=f"{name} (watching {store.run_dir})", specs=store.spec)
     with view:
         while True:
-            running = _still_running(store)  # asked before the poll, so the last poll sees everything
-            planned, counts, seats, messages, events, finished, failed = reader.poll(first)
-            view.planned(planned)
-            for key, seated in seats.items():
-                view.learn_seats(key, seated)
-            for event in events:
-                view.event(event)
-            for key, message in messages[-FEED_SIZE:]:
-                view.message(key, message)
-            for key, (group, outcomes) in finished.items():
-                view.tally(group, [(a, r, p) for _, a, r, p in outcomes], resumed=first)
-                view.forget_seats(key)
-                reader.forget(key)
-            for key, group, _ in failed:
-                view.tally(group, [], failed=True, resumed=first)
-                view.forget_seats(key)
-                reader.forget(key)
-            # a failed match that a resumed run plays again leaves 'failed': the store's counts are the truth
-            view.set_counts(counts.get("finished", 0) + counts.get("failed", 0), counts.get("failed", 0))
-            first = False
+            running = store.status() == _ACTIVE  # asked before the poll, so the last poll sees everything
+            view.follow(follower.poll(), time.time())
             if not running:
                 view.refresh()
                 return
             time.sleep(interval)
 
 
-def _follow_plain(reader: _StoreReader, store: RunStore, console: Console, name: str, run_dir: Path, interval: float) -> None:
-    def say(line: str, style: str | None = None) -> None:
-        console.print(line, markup=False, highlight=False, soft_wrap=True, style=style)
+def _follow_plain(follower: Follower, store: RunStore, console: Console, name: str, run_dir: Path, interval: float) -> None:
+    """One line per new message, note, call in flight, failed turn and match end; the first look
+    says how far the run is and what is in flight, not its history."""
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
+    seats: dict[str, dict[str, str]] = {}
+    tally = CallTally()
     first = True
     while True:
-        running = _still_running(store)
-        planned, counts, _, messages, events, finished, failed = reader.poll(first)
+        running = store.status() == _ACTIVE
+        changes = follower.poll()
         if first:
-            done = counts.get("finished", 0) + counts.get("failed", 0)
-            say(f"Watching {name} in {run_dir}: {done} of {planned} matches done so far.")
-        first_poll, first = first, False
-        for key, message in messages:
-            if message.kind == "rules":
-                continue
-            seats = reader.seats.get(key, {})
-            to = _recipients(seats, message.sender, message.recipients)
-            sender = message.sender if message.sender == REFEREE else _who(seats, message.sender)
+            done = sum(n for status, n in store.counts().items() if status in ("finished", "failed"))
+            say(f"Watching {name} in {run_dir}: {done} of {changes.planned} matches done so far.")
+        for _, fact in changes.facts:
+            if isinstance(fact, MatchStarted):
+                seats[fact.match] = {s.label: s.agent for s in fact.seats}
+        # the messages of rounds that closed, then what happened since: calls asked for the next round, ends
+        for key, message in changes.messages:
+            match_seats = seats.get(key, {})
+            to = _recipients(match_seats, message.sender, message.recipients)
+            sender = message.sender if message.sender == REFEREE else _who(match_seats, message.sender)
             say(f"[{key}] r{message.round} {sender} -> {to}: {_one_line(message.content, 160)}")
-        for event in events:
-            seats = reader.seats.get(event.match, {})
-            if isinstance(event, TurnFailed):
-                say(f"[{event.match}] r{event.round} {_who(seats, event.seat)} {event.failure.upper()} "
-                    f"attempt {event.attempt}: {event.reason}")
-        if not first_poll:
-            for key, (group, outcomes) in finished.items():
-                scores = ", ".join(f"{_who({s: a}, s)}={p:g}" for s, a, _, p in outcomes)
-                say(f"[{key}] finished: {scores}")
-            for key, group, error in failed:
-                say(f"[{key}] FAILED: {_first_line(error)}")
-        for key in list(finished) + [k for k, _, _ in failed]:
-            reader.forget(key)
+        ended: list[MatchEnded | MatchFailed] = []
+        for _, fact in changes.facts:
+            if isinstance(fact, Note):
+                say(f"note: {fact.text}")
+            elif isinstance(fact, CallRecord):
+                tally.add(fact)
+            elif isinstance(fact, CallStarted) and fact.match in changes.running:
+                say(f"[{fact.match}] r{fact.round} {_who(seats.get(fact.match, {}), fact.seat)} is asked: model call in flight")
+            elif isinstance(fact, TurnFailed) and not first:
+                say(f"[{fact.match}] r{fact.round} {_who(seats.get(fact.match, {}), fact.seat)} {fact.failure.upper()} "
+                    f"attempt {fact.attempt}: {fact.reason}")
+            elif isinstance(fact, (MatchEnded, MatchFailed)):
+                ended.append(fact)
+        for end in ended:
+            calls = tally.pop_line(end.match)
+            seats.pop(end.match, None)
+            if first:  # finished before we looked
+                continue
+            if isinstance(end, MatchFailed):
+                say(f"[{end.match}] FAILED: {_first_line(end.error)}")
+            else:
+                outcomes = changes.outcomes.get(end.match, ("", []))[1]
+                say(f"[{end.match}] finished: " + ", ".join(f"{_who({o.seat: o.agent}, o.seat)}={o.payoff:g}" for o in outcomes))
+            if calls is not None:
+                say(f"[{end.match}] {calls}")
+        first = False
         if not running:
             return
         time.sleep(interval)

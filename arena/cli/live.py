@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from arena.run.runner import Observer
+from arena.contract.calls import CallRecord
 from arena.contract.events import ActionTaken, Event, MatchEnded, MatchFailed, MatchStarted, MessagePosted, RoundClosed, TurnFailed
+from arena.run.runner import Observer
 
 
 def _short(text: str | None, width: int = 80) -> str:
@@ -28,8 +30,67 @@ def _action(action) -> str:
     return action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
 
 
+@dataclass(slots=True)
+class _MatchCalls:
+    calls: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    unpriced: int = 0
+    latency: float = 0.0
+    answered: int = 0
+    retries: int = 0
+    errors: int = 0
+
+
+class CallTally:
+    """The model calls of each match in play, said in one line when the match ends."""
+
+    def __init__(self):
+        self._matches: dict[str, _MatchCalls] = {}
+
+    def add(self, call: CallRecord) -> None:
+        t = self._matches.setdefault(call.match, _MatchCalls())
+        if call.cached:
+            t.cached += 1
+            return
+        t.calls += 1
+        t.prompt_tokens += call.prompt_tokens or 0
+        t.completion_tokens += call.completion_tokens or 0
+        if call.cost is None:
+            t.unpriced += 1
+        else:
+            t.cost += call.cost
+        if call.error is None:
+            t.latency += call.latency
+            t.answered += 1
+        else:
+            t.errors += 1
+        t.retries += call.retries
+
+    def pop_line(self, match: str) -> str | None:
+        """'calls: …' for a match that made or reused model calls (and forgets it); None otherwise."""
+        t = self._matches.pop(match, None)
+        if t is None:
+            return None
+        parts = [f"calls: {t.calls}" + (f" ({t.cached} from the cache)" if t.cached else "")]
+        if t.calls:
+            parts.append(f"tokens {t.prompt_tokens:,} in / {t.completion_tokens:,} out")
+            if t.calls > t.unpriced:
+                parts.append(f"${t.cost:.4f}" + (f" (+{t.unpriced} unpriced)" if t.unpriced else ""))
+            if t.answered:
+                parts.append(f"mean latency {t.latency / t.answered:.2f} s")
+            if t.retries:
+                parts.append(f"{t.retries} {'retry' if t.retries == 1 else 'retries'}")
+            if t.errors:
+                parts.append(f"{t.errors} failed")
+        return ", ".join(parts)
+
+
 class RoundLog(Observer):
-    """Rich mode prints one table per closed round; plain mode one line per event.
+    """Rich mode prints one table per closed round; plain mode one line per event. Both print the
+    notes a run makes about its backends, and the model calls of each match when it ends.
 
     Also usable directly as a match's event sink."""
 
@@ -37,6 +98,7 @@ class RoundLog(Observer):
         self.console = console or Console()
         self.plain = (not self.console.is_terminal) if plain is None else plain
         self.seats: dict[str, dict[str, str]] = {}
+        self._calls = CallTally()
         self._failures: dict[tuple[str, int], dict[str, list[TurnFailed]]] = defaultdict(lambda: defaultdict(list))
         self._actions: dict[tuple[str, int], list[ActionTaken]] = defaultdict(list)
         self._notices: dict[tuple[str, int], list[str]] = defaultdict(list)
@@ -48,6 +110,19 @@ class RoundLog(Observer):
         if isinstance(event, MatchStarted):
             self.seats[event.match] = {s.label: s.agent for s in event.seats}
         (self._plain if self.plain else self._rich)(event)
+        if isinstance(event, (MatchEnded, MatchFailed)):
+            line = self._calls.pop_line(event.match)
+            if line is not None:
+                self._say(f"[{event.match}] {line}" if self.plain else Text(f"  {line}", style="dim"))
+
+    def call(self, call: CallRecord) -> None:
+        self._calls.add(call)
+
+    def note(self, text: str) -> None:
+        self._say(f"note: {text}" if self.plain else Text(f"note: {text}", style="yellow"))
+
+    def _say(self, line: str | Text) -> None:
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
 
     def _who(self, match: str, seat: str) -> str:
         agent = self.seats.get(match, {}).get(seat)
@@ -79,7 +154,7 @@ class RoundLog(Observer):
             line = f"{head} FAILED: {event.error.splitlines()[0]}"
         else:
             return
-        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        self._say(line)
 
     # -- a table per round -------------------------------------------------------
     def _rich(self, event: Event) -> None:

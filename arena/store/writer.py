@@ -277,11 +277,13 @@ class RunStore:
         self._seq.pop(record.key, None)
 
     def call_started(self, call: CallStarted) -> None:
-        """A call in flight, for `arena watch`; its record replaces it. Committed with the next write."""
+        """A call in flight, for `arena watch`; its record replaces it. Committed at once, with the match's
+        events so far: a model call can take minutes, and a watcher should see the match and the call meanwhile."""
         self._begin()
         self.db.execute("INSERT OR REPLACE INTO calls_in_flight VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (call.token, call.match, call.seat, call.round, call.attempt, call.agent, call.backend,
                          call.model, time.time()))
+        self._commit()
 
     def calls_in_flight(self) -> list[dict[str, Any]]:
         cursor = self.db.execute("SELECT match_key, seat, round, attempt, agent, backend, model, started "
@@ -367,6 +369,11 @@ class RunStore:
             "SELECT r.question, r.a, r.b, r.reviewer, r.score FROM reviews r JOIN matches m ON m.key = r.match_key "
             "WHERE m.status = 'finished' ORDER BY m.position, r.seq"
         ).fetchall()
+
+    def spec(self, key: str) -> MatchSpec | None:
+        """The specification of a match the store has registered, or None."""
+        row = self.db.execute("SELECT spec FROM matches WHERE key = ?", (key,)).fetchone()
+        return MatchSpec.model_validate_json(row[0]) if row else None
 
     def match_keys(self) -> list[tuple[str, str]]:
         return self.db.execute("SELECT key, status FROM matches ORDER BY position").fetchall()
