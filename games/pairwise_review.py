@@ -166,12 +166,12 @@ class PairwiseReview(Game):
                 f"[Assistant 2]\n{second}\n[End of Assistant 2]\n\n{how}")
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        # only what the prompt says: the question's id and category are not shown to a model, so not given here
         q = self.question
         if round == 1:
-            return {"task": "answer", "question_id": q.id, "question": q.question, "category": q.category}
-        return {"task": "judge", "question_id": q.id, "question": q.question,
-                "answers": [self.answers[s] for s in self._shown(round)], "output": self.params.output,
-                "template": self.params.template}
+            return {"task": "answer", "question": q.question}
+        return {"task": "judge", "question": q.question, "answers": [self.answers[s] for s in self._shown(round)],
+                "output": self.params.output, "template": self.params.template}
 
     def history(self, seat: str, round: int, messages: tuple) -> tuple:
         return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
