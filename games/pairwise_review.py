@@ -218,8 +218,10 @@ class PairwiseReview(Game):
             return []
         summary = [{"judge": j, "pair": list(pair), "results": r, "verdict": self._verdict(r), "bpde": self._bpde(r)}
                    for (j, pair), r in self.results.items()]
+        # the answers judged, by seat (or by source, for fixed answers, in the scenario's order): for people to judge too
         return [Notice(to=(), text=f"{len(summary)} calibrated verdicts on question {self.question.id}.",
-                       data={"question": self.question.id, "question_text": self.question.question, "verdicts": summary})]
+                       data={"question": self.question.id, "question_text": self.question.question, "verdicts": summary,
+                             "answers": dict(self.answers)})]
 
     @staticmethod
     def _verdict(results: list[float | None]) -> int | None:
