@@ -29,8 +29,10 @@ ANSWERS_HELP = ("Right answers it knows by heart: `humaneval` (HumanEval's canon
 
 def _answers_file(value: str | None) -> str | None:
     """Checked when the scenario is read, so a wrong path is reported before anything is played."""
-    if value is not None and value != "humaneval" and not Path(value).expanduser().is_file():
-        raise ValueError(f"no answers file at {value} (a JSONL file, or `humaneval`)")
+    if value is not None and value != "humaneval":
+        if not Path(value).expanduser().is_file():
+            raise ValueError(f"no answers file at {value} (a JSONL file, or `humaneval`)")
+        answer_book(value)  # read now: a line that is not JSON is reported with its number
     return value
 
 
@@ -45,8 +47,17 @@ def answer_book(answers: str) -> dict[str, str]:
 
         rows = list(read_problems().values())
     else:
-        lines = Path(answers).expanduser().read_text(encoding="utf-8").splitlines()
-        rows = [json.loads(line) for line in lines if line.strip()]
+        rows = []
+        for number, line in enumerate(Path(answers).expanduser().read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{answers}, line {number}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{answers}, line {number}: expected an object")
+            rows.append(row)
     book = {}
     for row in rows:
         if row.get("prompt") and row.get("canonical_solution"):

@@ -21,7 +21,7 @@ from arena.contract.messages import Turn
 from arena.contract.records import MatchSpec
 from arena.contract.referee import RefereeSpec
 from arena.engine.match import play_match
-from arena.games.translation import language
+from arena.games.translation import language, load_texts
 
 from helpers import ROOT, scripted
 
@@ -241,14 +241,14 @@ async def test_writers_editors_and_their_judge_read_only_the_conversation():
 async def test_stand_ins_that_know_the_answers_still_play_to_their_skill():
     """Knowing the right answers by heart (and reading nothing else), a perfect writer and editor
     hand in right work; without `answers` they know none, and the judge gives middling scores."""
-    text = next(iter(answer_book(TEXTS).values()))
+    text = load_texts(TEXTS)["de-en-1"]
+    assert answer_book(TEXTS)[text.source] == text.reference  # looked up by what it is shown
     perfect = {"answers": TEXTS, "write": 1.0, "edit": 1.0}
     agents = {"t": scripted("t", "writer_editor", params=perfect), "p": scripted("p", "writer_editor", params=perfect)}
     record = await play_match(MatchSpec(key="k", game="translation", agents=("t", "p"), seed=1, shuffle_seats=False,
                                         params={"texts": TEXTS, "case": "de-en-1"},
                                         referees=(RefereeSpec(use="rules", params={"metric": "chrf"}),)), agents)
     assert record.payoffs == {"Translator": pytest.approx(100.0), "Proofreader": pytest.approx(100.0)}
-    assert text  # the book is read from the file the scenario names
     blind = {"t": scripted("t", "writer_editor"), "p": scripted("p", "writer_editor"),
              "judge": scripted("judge", "reference_judge")}
     record = await play_match(MatchSpec(key="k", game="translation", agents=("t", "p"), seed=1, shuffle_seats=False,
@@ -266,4 +266,8 @@ def test_an_answers_file_that_is_not_there_is_reported_when_the_scenario_is_read
            "games": [{"game": "translation", "params": {"texts": TEXTS}}]}
     with pytest.raises(ConfigError, match=r"agents\.a\.params\.answers.*no answers file at .*nowhere\.jsonl"):
         parse_scenario(raw)
-    assert json.loads(json.dumps(raw))  # nothing was changed in place
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps({"source": "Hallo.", "reference": "Hello."}) + "\n{not json\n", encoding="utf-8")
+    raw["agents"]["a"]["params"]["answers"] = str(broken)
+    with pytest.raises(ConfigError, match=r"agents\.a\.params\.answers.*broken\.jsonl, line 2: not JSON"):
+        parse_scenario(raw)
