@@ -124,9 +124,11 @@ class ChatEvalDebate(Game):
         return "Your turn in the debate: give your arguments, then your verdict."
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        task = "summarize" if seat == self.summarizer else "debate"
-        return {"task": task, "question": self.case.question, "answers": [self.case.answer_a, self.case.answer_b],
-                "output": self.params.output}
+        data = {"task": "summarize" if seat == self.summarizer else "debate", "question": self.case.question,
+                "answers": [self.case.answer_a, self.case.answer_b]}
+        if seat != self.summarizer:  # only debaters are told how to give a verdict
+            data["output"] = self.params.output
+        return data
 
     def hears(self, round: int) -> nx.DiGraph:
         graph = nx.DiGraph()

@@ -34,7 +34,7 @@ class Problem(BaseModel):
     prompt: str = Field(description="The signature and docstring the code must complete.")
     entry_point: str
     test: str = Field(description="Defines check(candidate).")
-    canonical_solution: str | None = Field(None, description="A body that passes; shown only to scripted stand-ins.")
+    canonical_solution: str | None = Field(None, description="A body that passes; shown to no seat and no judge.")
 
     @field_validator("id", mode="before")
     @classmethod
@@ -129,10 +129,14 @@ class CodeReview(Game):
                 f"'{self.params.done_word}'; otherwise give your review comments.")
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        return {"task": "code", "stage": "write" if not self.versions else ("revise" if seat == PROGRAMMER else "review"),
+        # what the rules and the conversation say, and nothing more: the canonical solution is no seat's to read
+        data = {"task": "code", "stage": "write" if not self.versions else ("revise" if seat == PROGRAMMER else "review"),
                 "source": self.problem.prompt, "entry_point": self.problem.entry_point,
-                "reference": self.problem.reference, "current": self.versions[-1] if self.versions else None,
-                "last_review": self.comments[-1] if self.comments else None, "done_word": self.params.done_word}
+                "current": self.versions[-1] if self.versions else None,
+                "last_review": self.comments[-1] if self.comments else None}
+        if seat == REVIEWER:  # the word that accepts the code is the reviewer's to say, and only its rules give it
+            data["done_word"] = self.params.done_word
+        return data
 
     def parse(self, seat: str, reply: str) -> str | None:
         if seat == PROGRAMMER:
@@ -198,7 +202,7 @@ class CodeReview(Game):
                 "conversation. Criteria: (1) does the programmer's code meet the problem's requirements; (2) did the "
                 "programmer improve the code following the reviewer's suggestions; (3) was the reviewer's feedback "
                 f"sound and actionable.\n\nProblem:\n{self.problem.prompt}\n\nConversation:\n" + "\n\n".join(dialogue))
-        data = {"source": self.problem.prompt, "reference": self.problem.reference, "drafts": list(self.versions),
+        data = {"source": self.problem.prompt, "drafts": list(self.versions),
                 "first": self.versions[0] if self.versions else "", "final": self.versions[-1] if self.versions else "",
                 "reviews": list(self.comments), "accepted": self.accepted, "writer": PROGRAMMER, "editor": REVIEWER}
         return JudgeRequest(text=text, seats=(PROGRAMMER, REVIEWER), data=data)

@@ -167,12 +167,12 @@ class PairwiseReview(Game):
                 f"[Assistant 2]\n{second}\n[End of Assistant 2]\n\n{how}")
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        # only what the prompt says: the question's id and category are not shown to a model, so not given here
         q = self.question
         if round == 1:
-            return {"task": "answer", "question_id": q.id, "question": q.question, "category": q.category}
-        return {"task": "judge", "question_id": q.id, "question": q.question,
-                "answers": [self.answers[s] for s in self._shown(round)], "output": self.params.output,
-                "template": self.params.template}
+            return {"task": "answer", "question": q.question}
+        return {"task": "judge", "question": q.question, "answers": [self.answers[s] for s in self._shown(round)],
+                "output": self.params.output, "template": self.params.template}
 
     def history(self, seat: str, round: int, messages: tuple) -> tuple:
         return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
@@ -226,8 +226,10 @@ class PairwiseReview(Game):
             return []
         summary = [{"judge": j, "pair": list(pair), "results": r, "verdict": self._verdict(r), "bpde": self._bpde(r)}
                    for (j, pair), r in self.results.items()]
+        # the answers judged, by seat (or by source, for fixed answers, in the scenario's order): for people to judge too
         return [Notice(to=(), text=f"{len(summary)} calibrated verdicts on question {self.question.id}.",
-                       data={"question": self.question.id, "question_text": self.question.question, "verdicts": summary})]
+                       data={"question": self.question.id, "question_text": self.question.question, "verdicts": summary,
+                             "answers": dict(self.answers)})]
 
     @staticmethod
     def _verdict(results: list[float | None]) -> int | None:

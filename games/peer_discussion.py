@@ -68,6 +68,7 @@ class PeerDiscussion(Game):
         first, second = self.seats
         self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]
         self.preferences: dict[str, list[int]] = {s: [] for s in self.seats}
+        self.stated: dict[str, int] = {}  # the last preference each reviewer wrote (a defaulted turn writes none)
 
     def rules(self, seat: str) -> str:
         other = next(s for s in self.seats if s != seat)
@@ -101,7 +102,7 @@ class PeerDiscussion(Game):
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         return {"task": "review" if round == 1 else "discuss", "question": self.case.question,
                 "answers": [self.case.answer_a, self.case.answer_b],
-                "others": {s: p[-1] for s, p in self.preferences.items() if s != seat and p}}
+                "others": {s: p for s, p in self.stated.items() if s != seat}}
 
     def hears(self, round: int):
         import networkx as nx
@@ -126,7 +127,9 @@ class PeerDiscussion(Game):
 
     def apply(self, round: int, actions: Mapping[str, int | None]) -> list[Notice]:
         for seat, preference in actions.items():
-            if preference is None:
+            if preference is not None:
+                self.stated[seat] = preference
+            else:
                 preference = self.preferences[seat][-1] if self.preferences[seat] else 0
             self.preferences[seat].append(preference)
         if not self.is_over(round):

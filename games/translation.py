@@ -118,9 +118,9 @@ class Translation(Game):
         return f"Give the polished {tgt} translation."
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        # the reference translation scores the seats; it is shown to none of them
         return {"task": "translation", "stage": "write" if seat == TRANSLATOR else "edit", "source": self.text.source,
-                "source_lang": self.text.source_lang, "target_lang": self.text.target_lang,
-                "reference": self.text.reference, "current": self.draft}
+                "source_lang": self.text.source_lang, "target_lang": self.text.target_lang, "current": self.draft}
 
     def parse(self, seat: str, reply: str) -> str:
         text = reply.strip()
@@ -162,6 +162,6 @@ class Translation(Game):
                 "the translator's translation faithful in meaning to the source text; (2) did the proofreader's "
                 f"polishing make the translation more accurate and natural.\n\n{src} source text:\n{self.text.source}\n\n"
                 f"[{TRANSLATOR}] {tgt} translation:\n{self.draft}\n\n[{PROOFREADER}] polished {tgt} translation:\n{self.polished}")
-        data = {"source": self.text.source, "reference": self.text.reference, "first": self.draft or "",
+        data = {"source": self.text.source, "first": self.draft or "",
                 "final": self.polished or "", "writer": TRANSLATOR, "editor": PROOFREADER, "pair": self.text.pair}
         return JudgeRequest(text=text, seats=(TRANSLATOR, PROOFREADER), data=data)

@@ -68,10 +68,33 @@ class Recorded:
         return (self.body or {}).get("messages") or []
 
     @property
+    def text(self) -> str:
+        """Everything the model was sent, as one text (see ``body_text``)."""
+        return body_text(self.body)
+
+    @property
     def api_key(self) -> str | None:
         """The key the client presented: ``Authorization: Bearer ...`` or ``x-api-key`` (older Anthropic SDKs)."""
         auth = self.headers.get("authorization", "")
         return auth.removeprefix("Bearer ").strip() if auth.startswith("Bearer ") else self.headers.get("x-api-key")
+
+
+def body_text(body: Any) -> str:
+    """What a model reads in one request: the system prompt, then every message's text, in order.
+    Both APIs are read alike (Anthropic's content may be a list of blocks)."""
+    body = body or {}
+    parts = []
+    system = body.get("system")
+    if isinstance(system, list):
+        system = "\n\n".join(b.get("text", "") for b in system if isinstance(b, dict))
+    if system:
+        parts.append(system)
+    for message in body.get("messages") or []:
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "\n\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+        parts.append(content or "")
+    return "\n\n".join(parts)
 
 
 def coins_for(messages: Any, endowment: int) -> int:

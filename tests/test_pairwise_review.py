@@ -182,68 +182,7 @@ def test_peer_rank_and_bpc_undo_a_biased_judge():
     assert figures["braggart_accuracy_bpc"] > figures["braggart_accuracy_uncalibrated"] + 0.05
 
 
-def test_hitlc_routes_exactly_the_top_beta_and_human_verdicts_override(tmp_path):
-    import csv
-    import math
-    import subprocess
-    import sys
-
-    from helpers import ROOT
-
-    run = tmp_path / "run"
-    cli = lambda *a: subprocess.run([sys.executable, "-m", "arena.cli", *map(str, a)], cwd=ROOT, capture_output=True, text=True)
-    assert cli("run", "scenarios/pairwise-review-synthetic.yaml", "--quiet", "--run-dir", run).returncode == 0
-    store = RunStore.open(run)
-    everything = [item for record in store.records() for m in record.messages if m.kind == "notice"
-                  for item in m.data["verdicts"]]
-    store.close()
-    todo = tmp_path / "todo.csv"
-    exported = cli("annotate", "export", run, "--beta", "0.15", "-o", todo)
-    assert exported.returncode == 0, exported.stderr
-    rows = list(csv.DictReader(todo.open()))
-    assert len(rows) == math.ceil(0.15 * len(everything))
-    chosen = sorted(float(r["bpde"]) for r in rows)
-    everything_bpde = sorted((v["bpde"] for v in everything), reverse=True)
-    assert chosen[0] >= everything_bpde[len(rows)] - 1e-6  # nothing left out is more uncertain than what was sent
-    assert all(r["question"] and r["answer_a"] and r["human_verdict"] == "" for r in rows)
-
-    first = rows[0]
-    first["human_verdict"] = "2"  # b is better, says the person
-    with todo.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=rows[0].keys())
-        writer.writeheader()
-        writer.writerows(rows)
-    imported = cli("annotate", "import", run, todo)
-    assert imported.returncode == 0 and "1 human verdicts" in imported.stdout, imported.stderr
-    store = RunStore.open(run)
-    mine = [r for r in store.db.execute("SELECT a, b, reviewer, score FROM reviews WHERE match_key = ?", (first["match"],))
-            if r[2] == first["judge"] and {r[0], r[1]} == {first["a"], first["b"]}]
-    store.close()
-    assert mine == [(first["a"], first["b"], first["judge"], 1)]
-
-    rows[0]["human_verdict"] = "maybe"
-    with todo.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=rows[0].keys())
-        writer.writeheader()
-        writer.writerows(rows)
-    bad = cli("annotate", "import", run, todo)
-    assert bad.returncode == 2 and "line 2: human_verdict must be 1, 2 or tie" in bad.stderr
-
-
-def test_hitlc_at_the_terminal(tmp_path):
-    import subprocess
-    import sys
-
-    from helpers import ROOT
-
-    run = tmp_path / "run"
-    cli = lambda *a, stdin=None: subprocess.run([sys.executable, "-m", "arena.cli", *map(str, a)], cwd=ROOT, input=stdin,
-                                                capture_output=True, text=True)
-    assert cli("run", "scenarios/pairwise-review-synthetic.yaml", "--quiet", "--run-dir", run).returncode == 0
-    asked = cli("annotate", "ask", run, "--beta", "0.05", stdin="maybe\n2\ns\ntie\nq\n")
-    assert asked.returncode == 0, asked.stderr
-    assert "── 1 of 20" in asked.stdout and "Please type 1, 2, tie, s or q." in asked.stdout
-    assert "[Answer 1:" in asked.stdout and "2 human verdicts now replace the judges'" in asked.stdout
+# Human in the loop (arena annotate) is tested in test_annotate.py.
 
 
 async def test_fixed_answers_from_files_are_judged_by_every_seat(questions, tmp_path):

@@ -349,3 +349,56 @@ def test_cost_and_tokens_per_agent_are_those_of_arena_rank(tmp_path):
     assert '<td class="num">unknown</td>' in cost  # basil's model has no price, so neither has the total
     assert '<td class="num">303</td>' in cost  # prompt tokens of calls that reached a model: 100 + 101 + 102
 
+
+
+def test_a_transcript_can_be_read_as_the_seats_saw_it(browser, tmp_path):
+    """With the anonymity filter on, each seat got the others' words with names taken out: the
+    report shows the record (names and all) and, at a click, what the seats were actually shown."""
+    import trio
+
+    from arena.report.data import collect
+    from arena.report.page import write
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
+    from arena.store import RunStore
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"id": "p1", "question": "Why is the sea salty?", "answer_a": "Rivers carry salts.",
+                                 "answer_b": "Fish.", "label": -1}) + "\n", encoding="utf-8")
+    says = {"alice": "I am alice, a GPT-4o model from OpenAI. Answer 1 explains where the salt comes from.\nPreference: 1",
+            "bob": "bob here, running Claude. Answer 1 is the better one.\nPreference: 1"}
+    raw = {"name": "seen", "anonymity": {}, "games": [{"game": "peer_discussion", "params": {"pairs": str(pairs)}}],
+           "agents": {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": [r]}} for n, r in says.items()}}
+    scenario = parse_scenario(raw)
+    store = RunStore.create_or_resume(tmp_path / "run", "seen", yaml.safe_dump(raw), scenario.fingerprint())
+    try:
+        trio.run(run_tournament, scenario, store)
+        write(collect(store), tmp_path / "report.html")
+    finally:
+        store.close()
+    page = Page(browser, tmp_path / "report.html")
+    try:
+        p = page.page
+        p.locator("details.match > summary").first.click()
+        body = p.locator("details.match[open] .body")
+        body.locator(".msg").first.wait_for(timeout=10_000)
+        record_view = p.locator("#matches").inner_text()
+        assert says["alice"].splitlines()[0] in record_view and "Reviewer 1 (alice)" in record_view
+        assert "anonymity filter: removed" in record_view
+
+        p.check("#f-seen")
+        p.wait_for_selector("body[data-seen='1'] details.match[open] .body .msg", timeout=10_000)
+        seats_view = p.locator("#matches").inner_text()
+        for name in ("alice", "bob", "GPT", "OpenAI", "Claude"):
+            assert name not in seats_view, name
+        assert "I am [name withheld], a [name withheld] model from [name withheld]." in seats_view
+        assert "[name withheld] here, running [name withheld]." in seats_view
+        assert p.locator("details.match[open] .badge.scrubbed").count() == 2  # the two replies, as the other got them
+        assert p.locator("details.match[open] .msg.reply").count() == 2 and p.locator(".msg.action").count() == 0
+
+        p.uncheck("#f-seen")
+        p.wait_for_selector("body[data-seen='0'] details.match[open] .body .msg", timeout=10_000)
+        assert says["bob"].splitlines()[0] in p.locator("#matches").inner_text()
+        assert page.errors == [] and page.dialogs == []
+    finally:
+        page.close()

@@ -7,97 +7,202 @@ disagree with themselves), with the question and both answers, for annotators to
 ``human_verdict`` column (1, 2 or tie). `arena annotate import RUN_DIR todo.csv` brings the
 filled rows back: each human verdict replaces that judge's verdicts on that pair, in the run's
 review tuples, so `arena rank RUN_DIR` uses it.
+
+A person judging is a judge like any other: they are shown the two answers in an order drawn
+from a seed (recorded in the file, with the order itself, so a verdict on "answer 1" is
+credited to the right side), labelled by position and seat only, with the names of the run's
+agents, their models and model vendors scrubbed from every text. Nothing in the file names an
+agent: an item is known by an id the run can look up.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import math
+import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
+from arena.contract import seeding
+from arena.engine.anonymity import scrub
+from arena.run.scenario import VENDOR_TERMS
 from arena.store import RunStore, StoreError
 
-COLUMNS = ["match", "question_id", "judge", "a", "b", "question", "answer_a", "answer_b", "model_verdict", "bpde",
-           "human_verdict"]
-_VERDICT = {"1": -1, "2": 1, "tie": 0}
+COLUMNS = ["item", "question_id", "judge", "first", "second", "question", "answer_1", "answer_2", "model_verdict", "bpde",
+           "seed", "human_verdict"]
+_VERDICT = {"1": -1, "2": 1, "tie": 0}  # from the side of the answer shown first
+_SHOWN = {-1: "1", 0: "tie", 1: "2"}
+WITHHELD = "[name withheld]"
 
 
-def uncertain(store: RunStore, beta: float) -> list[dict]:
-    """The top-β (a share, 0 to 1) of calibrated verdicts by BPDE, most uncertain first; ties broken by key."""
-    items = []
+@dataclass(frozen=True)
+class Item:
+    """One judge's calibrated verdict on one pair of one match, as the run keeps it."""
+
+    id: str
+    match: str
+    question_id: str
+    question: str
+    judge: str  # a seat label
+    pair: tuple[str, str]  # labels of the two answers: seats, or "Answers N" for the scenario's N-th fixed answers
+    texts: tuple[str, str]
+    sides: tuple[str, str]  # what the review tuples call them: agents, or fixed answers' sources
+    judge_agent: str
+    verdict: int | None  # from the pair's first side: -1 it is better, 0 a tie, 1 the second is
+    bpde: float
+
+    def swapped(self, seed: int) -> bool:
+        """Whether the pair is shown second side first: drawn from the seed, item by item."""
+        return seeding.rng(seed, "annotate", self.id).random() < 0.5
+
+
+def item_id(match: str, judge: str, a: str, b: str) -> str:
+    return hashlib.blake2b("\x1f".join((match, judge, a, b)).encode(), digest_size=6).hexdigest()
+
+
+def filter_terms(store: RunStore) -> tuple[str, ...]:
+    """What an annotator must not read: the run's own anonymity terms, and whatever its settings, the
+    names of its agents, their models and the model vendors."""
+    raw = yaml.safe_load(store.run_info().get("scenario") or "") or {}
+    agents = raw.get("agents") or {}
+    terms = list(agents) + [str(a["model"]) for a in agents.values() if isinstance(a, dict) and a.get("model")]
+    terms += list(((raw.get("anonymity") or {}).get("terms") or [])) + list(VENDOR_TERMS)
+    return tuple(sorted({t for t in terms if len(t) >= 3}, key=lambda t: (-len(t), t)))
+
+
+def items(store: RunStore) -> list[Item]:
+    """Every calibrated verdict with a BPDE, in the run's order."""
+    found = []
     for record in store.records():
         agent = {s.label: s.agent for s in record.seats}
         for message in record.messages:
             data = message.data or {}
             if message.kind != "notice" or "verdicts" not in data:
                 continue
-            answers = {m.sender: m.content for m in record.messages if m.kind == "reply" and m.round == 1}
-            for item in data["verdicts"]:
-                if item["bpde"] is None:
+            # the answers judged: recorded with the verdicts; runs made before that kept them as round 1 replies only
+            answers = data.get("answers") or {m.sender: m.content for m in record.messages if m.kind == "reply" and m.round == 1}
+            sources = list(answers)
+            label = {side: side if side in agent else f"Answers {sources.index(side) + 1}" for side in sources}
+            for verdict in data["verdicts"]:
+                if verdict["bpde"] is None:
                     continue
-                a, b = item["pair"]
-                items.append({
-                    "match": record.key, "question_id": data["question"], "judge": agent[item["judge"]],
-                    "a": agent[a], "b": agent[b], "question": data.get("question_text", ""), "answer_a": answers.get(a, ""),
-                    "answer_b": answers.get(b, ""), "model_verdict": {-1: "1", 0: "tie", 1: "2"}.get(item["verdict"], ""),
-                    "bpde": round(item["bpde"], 6), "human_verdict": "",
-                })
-    items.sort(key=lambda i: (-i["bpde"], i["match"], i["judge"], i["a"], i["b"]))
-    return items[: math.ceil(beta * len(items) - 1e-9)]
+                a, b = verdict["pair"]
+                found.append(Item(
+                    id=item_id(record.key, verdict["judge"], a, b), match=record.key, question_id=str(data["question"]),
+                    question=data.get("question_text", ""), judge=verdict["judge"], pair=(label[a], label[b]),
+                    texts=(answers.get(a, ""), answers.get(b, "")), sides=(agent.get(a, a), agent.get(b, b)),
+                    judge_agent=agent[verdict["judge"]], verdict=verdict["verdict"], bpde=verdict["bpde"],
+                ))
+    return found
 
 
-def export(run_dir: str | Path, beta: float, output: str | Path) -> int:
+def uncertain(store: RunStore, beta: float) -> list[Item]:
+    """The top-β (a share, 0 to 1) of calibrated verdicts by BPDE, most uncertain first; ties broken by id."""
     if not 0 < beta <= 1:
         raise StoreError(f"--beta must be a share between 0 and 1, not {beta}")
+    ranked = sorted(items(store), key=lambda i: (-i.bpde, i.id))
+    return ranked[: math.ceil(beta * len(ranked) - 1e-9)]
+
+
+def shown(item: Item, seed: int, terms: tuple[str, ...]) -> dict[str, str]:
+    """The item as an annotator gets it: in the seed's order, names scrubbed, by position and seat only."""
+    order = (1, 0) if item.swapped(seed) else (0, 1)
+    clean = lambda text: scrub(text, terms, WITHHELD)[0]
+    verdict = None if item.verdict is None else (-item.verdict if item.swapped(seed) else item.verdict)
+    return {
+        "item": item.id, "question_id": clean(item.question_id), "judge": item.judge,
+        "first": item.pair[order[0]], "second": item.pair[order[1]], "question": clean(item.question),
+        "answer_1": clean(item.texts[order[0]]), "answer_2": clean(item.texts[order[1]]),
+        "model_verdict": _SHOWN.get(verdict, ""), "bpde": f"{item.bpde:.6f}", "seed": str(seed), "human_verdict": "",
+    }
+
+
+def new_seed() -> int:
+    return secrets.randbelow(2**31)
+
+
+def export(run_dir: str | Path, beta: float, output: str | Path, seed: int | None = None) -> tuple[int, int]:
+    """Write the top-β for annotators; (how many, the seed their order was drawn with)."""
+    seed = new_seed() if seed is None else seed
     store = RunStore.open(run_dir)
-    items = uncertain(store, beta)
+    try:
+        chosen, terms = uncertain(store, beta), filter_terms(store)
+    finally:
+        store.close()
     with Path(output).open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerows(items)
-    return len(items)
+        writer.writerows(shown(item, seed, terms) for item in chosen)
+    return len(chosen), seed
 
 
-def ask(run_dir: str | Path, beta: float, read=input, write=print) -> int:
+def credit(store: RunStore, item: Item, first: str, verdict: str) -> bool:
+    """Record a person's verdict, given on the pair shown ``first`` first, as that judge's on the pair."""
+    a, b = item.sides if first == item.pair[0] else item.sides[::-1]
+    return store.override_review(item.match, item.judge_agent, a, b, item.question_id, _VERDICT[verdict])
+
+
+def ask(run_dir: str | Path, beta: float, seed: int | None = None, read=input, write=print) -> int:
     """The same top-β, asked of a person at the terminal, one at a time; each answer is kept at once."""
+    seed = new_seed() if seed is None else seed
     store = RunStore.open(run_dir)
-    items = uncertain(store, beta)
-    done = 0
-    for n, item in enumerate(items, start=1):
-        write(f"\n── {n} of {len(items)} · {item['match']} · judge {item['judge']} (verdict {item['model_verdict']}, "
-              f"BPDE {item['bpde']:.3f})")
-        write(f"[Question]\n{item['question']}\n\n[Answer 1: {item['a']}]\n{item['answer_a']}\n\n"
-              f"[Answer 2: {item['b']}]\n{item['answer_b']}")
-        while True:
-            try:
-                answer = read("Which is better? 1, 2, tie; s to skip, q to stop: ").strip().lower()
-            except EOFError:
-                answer = "q"
-            if answer in _VERDICT or answer in ("s", "q"):
+    try:
+        chosen, terms = uncertain(store, beta), filter_terms(store)
+        write(f"{len(chosen)} verdicts to look at; the answers are shown in an order drawn with seed {seed}.")
+        done = 0
+        for n, item in enumerate(chosen, start=1):
+            view = shown(item, seed, terms)
+            write(f"\n── {n} of {len(chosen)} · item {item.id} · question {view['question_id']} · judge {item.judge} "
+                  f"(its verdict {view['model_verdict'] or 'none'}, BPDE {item.bpde:.3f})")
+            write(f"[Question]\n{view['question']}\n\n[Answer 1]\n{view['answer_1']}\n\n[Answer 2]\n{view['answer_2']}")
+            while True:
+                try:
+                    answer = read("Which is better? 1, 2, tie; s to skip, q to stop: ").strip().lower()
+                except EOFError:
+                    answer = "q"
+                if answer in _VERDICT or answer in ("s", "q"):
+                    break
+                write("Please type 1, 2, tie, s or q.")
+            if answer == "q":
                 break
-            write("Please type 1, 2, tie, s or q.")
-        if answer == "q":
-            break
-        if answer != "s":
-            store.override_review(item["match"], item["judge"], item["a"], item["b"], item["question_id"], _VERDICT[answer])
-            done += 1
-    store.close()
+            if answer != "s":
+                credit(store, item, view["first"], answer)
+                done += 1
+    finally:
+        store.close()
     return done
 
 
 def import_(run_dir: str | Path, path: str | Path) -> int:
+    """Bring back a filled-in export. Every row is checked before any verdict is kept, so a bad file changes nothing."""
     store = RunStore.open(run_dir)
-    done = 0
-    with Path(path).open(newline="", encoding="utf-8") as handle:
-        for number, row in enumerate(csv.DictReader(handle), start=2):
+    try:
+        known = {item.id: item for item in items(store)}
+        with Path(path).open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            lacking = [c for c in ("item", "first", "second", "human_verdict") if c not in (reader.fieldnames or [])]
+            if lacking:
+                raise StoreError(f"{path}: not a file written by `arena annotate export` (no column {', '.join(lacking)})")
+            rows = list(enumerate(reader, start=2))
+        todo = []
+        for number, row in rows:
             verdict = (row.get("human_verdict") or "").strip().lower()
             if not verdict:
                 continue
             if verdict not in _VERDICT:
                 raise StoreError(f"{path}, line {number}: human_verdict must be 1, 2 or tie, not {verdict!r}")
-            if not store.override_review(row["match"], row["judge"], row["a"], row["b"], row["question_id"], _VERDICT[verdict]):
-                raise StoreError(f"{path}, line {number}: no verdict of {row['judge']!r} on {row['a']!r} and {row['b']!r} "
-                                 f"in match {row['match']!r} of {run_dir}")
-            done += 1
-    store.close()
-    return done
+            item = known.get((row.get("item") or "").strip())
+            if item is None:
+                raise StoreError(f"{path}, line {number}: no item {row.get('item')!r} among the verdicts of {run_dir}")
+            if sorted((row["first"], row["second"])) != sorted(item.pair):
+                raise StoreError(f"{path}, line {number}: item {item.id} compares {item.pair[0]} and {item.pair[1]}, "
+                                 f"not {row['first']} and {row['second']}")
+            todo.append((item, row["first"], verdict))
+        for item, first, verdict in todo:
+            credit(store, item, first, verdict)
+    finally:
+        store.close()
+    return len(todo)

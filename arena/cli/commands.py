@@ -114,10 +114,12 @@ def _parser() -> argparse.ArgumentParser:
     out.add_argument("run_dir", type=Path)
     out.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to send to people (0 to 1)")
     out.add_argument("-o", "--output", type=Path, required=True)
+    out.add_argument("--seed", type=int, help="draws the order each pair is shown in (default: a fresh one, kept in the file)")
     out.set_defaults(handler=_annotate_export)
     ask = annotate_sub.add_parser("ask", help="the top-beta verdicts by BPDE, asked of you at the terminal")
     ask.add_argument("run_dir", type=Path)
     ask.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to ask about (0 to 1)")
+    ask.add_argument("--seed", type=int, help="draws the order each pair is shown in (default: a fresh one, printed)")
     ask.set_defaults(handler=_annotate_ask)
     back = annotate_sub.add_parser("import", help="bring filled-in human verdicts back; they replace the judge's")
     back.add_argument("run_dir", type=Path)
@@ -441,17 +443,16 @@ def _rank_reviews(args: argparse.Namespace) -> int:
 def _annotate_export(args: argparse.Namespace) -> int:
     from arena.cli.annotate import export
 
-    n = export(args.run_dir, args.beta, args.output)
-    print(f"{args.output}: {n} verdicts to annotate (fill in human_verdict: 1, 2 or tie)")
+    n, seed = export(args.run_dir, args.beta, args.output, args.seed)
+    print(f"{args.output}: {n} verdicts to annotate (fill in human_verdict: 1, 2 or tie); "
+          f"answers in an order drawn with seed {seed}")
     return 0
 
 
 def _annotate_ask(args: argparse.Namespace) -> int:
     from arena.cli.annotate import ask
 
-    if not 0 < args.beta <= 1:
-        raise StoreError(f"--beta must be a share between 0 and 1, not {args.beta}")
-    n = ask(args.run_dir, args.beta)
+    n = ask(args.run_dir, args.beta, args.seed)
     print(f"\n{n} human verdicts now replace the judges' in {args.run_dir}")
     return 0
 

@@ -96,7 +96,8 @@ def pack_transcripts(records: list[MatchRecord]) -> dict[str, Any]:
             # the structured data behind a verdict kept for the record is worth showing; elsewhere it repeats the text
             verdict = m.kind == "verdict" or (m.sender == REFEREE and not m.recipients)
             data = text(json.dumps(m.data, ensure_ascii=False)) if verdict and m.data else -1
-            messages.append([m.round, text(m.sender), KINDS.get(m.kind, 2), text(m.content), audience, data])
+            # shown: what the other seats got once the anonymity filter took names out (-1: the same words)
+            messages.append([m.round, text(m.sender), KINDS.get(m.kind, 2), text(m.content), audience, data, text(m.shown)])
         failures, actions, scrubbed, invalid = [], [], [], 0
         for e in record.events:
             if e.type == "turn_failed":

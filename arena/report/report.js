@@ -9,7 +9,7 @@
   var data = JSON.parse(document.getElementById("arena-transcripts").textContent);
   var S = data.strings, M = data.matches, AUD = data.audiences;
   var lower = null;  // lower-cased strings, built on the first search
-  var state = { group: "", agent: "", outcome: "", query: "", page: 0 };
+  var state = { group: "", agent: "", outcome: "", query: "", page: 0, seen: false };
   var shown = [];
   var $ = function (id) { return document.getElementById(id); };
 
@@ -38,7 +38,7 @@
   }
   function textIds(m) {
     var ids = [];
-    m.m.forEach(function (x) { ids.push(x[3]); if (x[5] >= 0) ids.push(x[5]); });
+    m.m.forEach(function (x) { ids.push(x[3]); if (x[5] >= 0) ids.push(x[5]); if (x[6] >= 0) ids.push(x[6]); });
     m.f.forEach(function (x) { if (x[4] >= 0) ids.push(x[4]); ids.push(x[5]); });
     m.a.forEach(function (x) { ids.push(x[2]); });
     if (m.e >= 0) ids.push(m.e);
@@ -95,7 +95,7 @@
   function who(m, label) {
     var span = el("span", "who", label);
     var i = seatIndex(m, label);
-    if (i >= 0) span.appendChild(el("span", "agent", " (" + agentOf(m, i) + ")"));
+    if (i >= 0 && !state.seen) span.appendChild(el("span", "agent", " (" + agentOf(m, i) + ")"));
     return span;
   }
   function audience(m, msg) {
@@ -114,8 +114,11 @@
     head.appendChild(who(m, sender));
     head.appendChild(el("span", "badge " + (verdict ? "verdict" : KINDS[msg[2]]), verdict ? "verdict" : KINDS[msg[2]]));
     head.appendChild(el("span", "audience", audience(m, msg)));
+    // as the seats saw it: the audience's version, when the filter changed it (its sender had its own words back)
+    var filtered = state.seen && msg[6] >= 0;
+    if (filtered) head.appendChild(el("span", "badge scrubbed", "names withheld"));
     box.appendChild(head);
-    box.appendChild(highlighted("div", "text", S[msg[3]]));
+    box.appendChild(highlighted("div", "text", S[filtered ? msg[6] : msg[3]]));
     if (msg[5] >= 0) {
       var more = el("details");
       more.appendChild(el("summary", null, "recorded data"));
@@ -150,11 +153,13 @@
     into.appendChild(info);
     var seats = el("table");
     var hr = el("tr");
-    ["Seat", "Role", "Agent", "Payoff"].forEach(function (h) { hr.appendChild(el("th", null, h)); });
+    var heads = state.seen ? ["Seat", "Role", "Payoff"] : ["Seat", "Role", "Agent", "Payoff"];
+    heads.forEach(function (h) { hr.appendChild(el("th", null, h)); });
     seats.appendChild(hr);
     m.seats.forEach(function (s, i) {
       var tr = el("tr", m.w.indexOf(i) >= 0 ? "winner" : "");
-      [S[s[0]], S[s[1]], data.agents[s[2]], num(m.p[i])].forEach(function (v) { tr.appendChild(el("td", null, v)); });
+      var cells = state.seen ? [S[s[0]], S[s[1]], num(m.p[i])] : [S[s[0]], S[s[1]], data.agents[s[2]], num(m.p[i])];
+      cells.forEach(function (v) { tr.appendChild(el("td", null, v)); });
       seats.appendChild(tr);
     });
     into.appendChild(seats);
@@ -167,6 +172,10 @@
     Object.keys(rounds).map(Number).sort(function (a, b) { return a - b; }).forEach(function (r) {
       into.appendChild(el("div", "round", "Round " + r + (r === 0 ? " (rules)" : "")));
       var R = rounds[r];
+      if (state.seen) {  // the messages only, as their audience got them: the rest is the record's, and names names
+        R.m.forEach(function (x) { into.appendChild(renderMessage(m, x)); });
+        return;
+      }
       R.f.forEach(function (f) { into.appendChild(renderFailure(m, f)); });
       R.m.forEach(function (x) { into.appendChild(renderMessage(m, x)); });
       R.x.forEach(function (x) {
@@ -174,16 +183,17 @@
       });
       R.a.forEach(function (a) { into.appendChild(renderAction(m, a)); });
     });
-    if (m.e >= 0) into.appendChild(highlighted("div", "error", "failed: " + S[m.e]));
+    if (m.e >= 0) into.appendChild(highlighted("div", "error", state.seen ? "failed (the record view says why)" : "failed: " + S[m.e]));
     else if (m.st === "finished") {
       into.appendChild(el("div", "payoffs", "payoffs: " + m.seats.map(function (s, i) {
-        return S[s[0]] + " (" + data.agents[s[2]] + ") " + num(m.p[i]);
+        return S[s[0]] + (state.seen ? "" : " (" + data.agents[s[2]] + ")") + " " + num(m.p[i]);
       }).join(", ")));
     }
   }
-  function renderSummary(m) {
+  function renderSummary(m, index) {
     var summary = el("summary");
-    summary.appendChild(el("span", "key", m.k));
+    // a match's key names its agents: the seats' view goes by entry and repeat instead
+    summary.appendChild(el("span", "key", state.seen ? "repeat " + m.rep + " · match " + (index + 1) : m.k));
     summary.appendChild(el("span", "badge", data.groups[m.g].name));
     if (m.st === "failed") summary.appendChild(el("span", "badge failed", "failed"));
     else summary.appendChild(el("span", "badge", m.o === "tie" ? "level" : "decided"));
@@ -193,7 +203,7 @@
     var seats = el("div", "seats");
     m.seats.forEach(function (s, i) {
       if (i) seats.appendChild(document.createTextNode(" · "));
-      var span = el("span", m.w.indexOf(i) >= 0 ? "winner" : "", S[s[0]] + ": " + data.agents[s[2]] +
+      var span = el("span", m.w.indexOf(i) >= 0 ? "winner" : "", S[s[0]] + (state.seen ? "" : ": " + data.agents[s[2]]) +
         (m.p[i] === null || m.p[i] === undefined ? "" : " " + num(m.p[i])));
       seats.appendChild(span);
     });
@@ -204,7 +214,8 @@
     var m = M[index];
     var box = el("details", "match");
     box.dataset.key = m.k;
-    box.appendChild(renderSummary(m));
+    box.dataset.index = String(index);
+    box.appendChild(renderSummary(m, index));
     var body = el("div", "body");
     box.appendChild(body);
     function draw() { if (!body.hasChildNodes()) renderBody(m, body); }  // transcripts are drawn only when opened
@@ -263,6 +274,20 @@
   $("f-text").addEventListener("input", function (e) {
     clearTimeout(timer);
     timer = setTimeout(function () { state.query = e.target.value.trim(); refresh(); }, 150);
+  });
+  $("f-seen").addEventListener("change", function (e) {
+    state.seen = e.target.checked;
+    var open = {};  // the page is drawn again in the new view, with the same transcripts open
+    Array.prototype.forEach.call(document.querySelectorAll("#matches details.match[open]"), function (box) {
+      open[box.dataset.key] = true;
+    });
+    render();
+    Array.prototype.forEach.call(document.querySelectorAll("#matches details.match"), function (box) {
+      if (!open[box.dataset.key]) return;
+      renderBody(M[Number(box.dataset.index)], box.querySelector(".body"));
+      box.open = true;
+    });
+    document.body.dataset.seen = state.seen ? "1" : "0";
   });
   $("filters").addEventListener("submit", function (e) { e.preventDefault(); });
   refresh();

@@ -103,15 +103,21 @@ class IdiomSolitaire(Game):
                 if self.params.homophone else "whose first character is the last character of the previous one")
         return (f"You are {seat} in a game of idiom solitaire (成语接龙) against one other player. Players take turns "
                 f"giving a four-character Chinese idiom (成语) {rule}. An idiom may be used only once per game. A "
-                f"word that is not a real idiom, does not connect, or repeats one loses the game. The game starts "
-                f"with 「{self.start}」. {'You move first.' if seat == self.seats[0] else 'The other player moves first.'}")
+                f"word that is not a real idiom, does not connect, or repeats one loses the game; after "
+                f"{self.params.max_moves} moves without a mistake the game is a draw. The game starts with "
+                f"「{self.start}」. {'You move first.' if seat == self.seats[0] else 'The other player moves first.'}")
 
     def speakers(self, round: int) -> list[str]:
         return [self._mover(round)]
 
     def prompt(self, seat: str, round: int) -> str:
+        # the whole chain, every time: what may not be repeated must not depend on reading back through the talk
         last = self.chain[-1]
-        return f"The last idiom is 「{last}」. Reply with only your idiom, four Chinese characters, starting with 「{last[-1]}」."
+        chain = " → ".join(f"「{idiom}」" for idiom in self.chain)
+        start = (f"whose first character sounds like 「{last[-1]}」 ({sound(last[-1])}, any tone)" if self.params.homophone
+                 else f"starting with 「{last[-1]}」")
+        return (f"Move {round} of at most {self.params.max_moves}. The chain so far, none of which may be used again: "
+                f"{chain}. The last idiom is 「{last}」. Reply with only your idiom, four Chinese characters, {start}.")
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         return {"task": "idiom", "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
@@ -157,10 +163,10 @@ class IdiomSolitaire(Game):
         if why is None:
             self.chain.append(idiom)
             self.hits[seat] += 1
-            text = f"{seat} played 「{idiom}」; the next idiom starts with 「{idiom[-1]}」."
+            text = f"Move {round}: {seat} played 「{idiom}」; the next idiom starts with 「{idiom[-1]}」."
         else:
             self.loser, self.reason = seat, why
-            text = f"{seat} loses: {why}."
+            text = f"Move {round}: {seat} loses: {why}."
         notices = [Notice(to=tuple(self.seats), text=text, data={"round": round, "idiom": idiom, "ok": why is None})]
         if self.is_over(round):
             notices.append(Notice(to=(), text="Game over.", data={"start": self.start, "chain": self.chain, "hits": self.hits,
