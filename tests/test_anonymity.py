@@ -49,3 +49,18 @@ async def test_no_prompt_contains_another_agents_name(roundtable, game, params, 
     assert checked >= 5 * 3 * 3
     # the watcher, on the other hand, knows who sat where
     assert {s.agent for s in record.seats} == set(NAMES)
+
+
+@pytest.mark.parametrize("text, kept, removed", [
+    ("Philosophy, metaphors, metadata and a Googled phishing mail", "Philosophy, metaphors, metadata and a Googled phishing mail", []),
+    ("I am GPT-4o-mini, trained by OpenAI.", "I am [x], trained by [x].", ["GPT-4o-mini", "OpenAI"]),
+    ("Qwen2.5-72B and claude-3-5-sonnet-20241022 agree; GPT4 too.", "[x] and [x] agree; [x] too.",
+     ["Qwen2.5-72B", "claude-3-5-sonnet-20241022", "GPT4"]),
+    ("ChatGPT's answer, Gemini's answer", "[x]'s answer, [x]'s answer", ["ChatGPT", "Gemini"]),
+])
+def test_the_filter_takes_names_with_their_versions_but_not_words_that_start_alike(text, kept, removed):
+    from arena.engine.anonymity import scrub
+    from arena.run.scenario import VENDOR_TERMS
+
+    terms = tuple(sorted(VENDOR_TERMS, key=lambda t: (-len(t), t)))
+    assert scrub(text, terms, "[x]") == (kept, removed)

@@ -8,9 +8,11 @@ from functools import lru_cache
 
 @lru_cache(maxsize=64)
 def _pattern(terms: tuple[str, ...]) -> re.Pattern[str]:
-    # a term and whatever version suffix follows it: "GPT" takes "GPT-4o-mini" with it
+    # A term and the version that follows it ("GPT" takes "GPT-4o-mini", "Qwen" takes "Qwen2.5-72B" with
+    # it), but only a whole word: "Meta" must not eat "metaphor", nor "Google" "Googled".
     alternatives = "|".join(re.escape(t) for t in terms)
-    return re.compile(rf"(?<![\w-])(?:{alternatives})(?:[\w.\-]*\w)?", re.IGNORECASE)
+    version = r"(?:[-._]?\d(?:[\w.\-]*\w)?|[-_.](?=\w)[\w.\-]*\w)?"
+    return re.compile(rf"(?<![\w-])(?:{alternatives}){version}(?![^\W\d_])", re.IGNORECASE)
 
 
 def scrub(text: str, terms: tuple[str, ...], replacement: str) -> tuple[str, list[str]]:
