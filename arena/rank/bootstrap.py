@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .bradley_terry import ELO_SCALE, fit_half_wins, separation, with_prior
-from .elo_loop import replay, shuffled
+from .elo_loop import pack, replay, shuffled
 from .reviews import Reviews
 from .winrate import iterate_weights, reviewer_roles
 
@@ -64,18 +64,24 @@ def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, 
     """Elo [B, C] on each bootstrap sample, fed its reviews in one random order and replayed
     ``passes`` times as ``elo_loop.replay`` does. One sample is held at a time, so memory
     stays near a few copies of the reviews' indices whatever the number of samples."""
-    by_question = np.argsort(reviews.question, kind="stable")
+    index = np.int32 if len(reviews) < 2 ** 31 else np.int64  # a sample's indices are most of the memory
+    by_question = np.argsort(reviews.question, kind="stable").astype(index)
     per_question = np.bincount(reviews.question, minlength=len(reviews.questions))
     starts = np.concatenate([[0], np.cumsum(per_question)[:-1]])
     out = np.empty((counts.shape[0], len(reviews.contestants)))
+    packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer)
     for s, row in enumerate(counts.astype(np.int64)):
         chosen = np.repeat(np.arange(row.size), row)
         lengths = per_question[chosen]
-        offsets = np.repeat(starts[chosen] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-        picked = by_question[offsets + np.arange(lengths.sum())]
+        # the position of each picked review in by_question: its question's start plus its rank within it
+        at = np.repeat((starts[chosen] - np.concatenate([[0], np.cumsum(lengths)[:-1]])).astype(index), lengths)
+        at += np.arange(at.size, dtype=index)
+        picked = by_question[at]
+        del at  # one sample's indices at a time
         order = shuffled(picked, rng.random((1, picked.size)))
+        del picked
         ratings, _, _ = replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
-                               len(reviews.contestants), passes, k, initial, scale)
+                               len(reviews.contestants), passes, k, initial, scale, packed=packed)
         out[s] = ratings[0]
     return out
 

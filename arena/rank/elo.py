@@ -25,7 +25,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel
 
-from .elo_loop import replay, shuffled
+from .elo_loop import pack, replay, shuffled
 from .reviews import Reviews
 from .winrate import reviewer_roles
 
@@ -63,10 +63,11 @@ def play(reviews: Reviews, orderings: int, rng: np.random.Generator, start: np.n
     """Ratings [orderings, C], weights [orderings, R] and weight changes [orderings] of ``replay``
     over ``orderings`` random orders of all the reviews."""
     parts = []
+    packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer)  # once, for every batch
     for size in batch_sizes(len(reviews), orderings):
         order = random_orders(len(reviews), size, rng)
         parts.append(replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
-                            len(reviews.contestants), passes, k, initial, scale))
+                            len(reviews.contestants), passes, k, initial, scale, packed=packed))
     return tuple(np.concatenate(found) for found in zip(*parts))
 
 
