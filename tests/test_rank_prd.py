@@ -73,6 +73,31 @@ def test_arena_rank_prints_agreement_in_the_unit_asked(prd, tmp_path):
     assert pair["agreement"][0]["examples"]["unit"] == "pair" and pair["agreement"][0]["examples"]["examples"] == 800
 
 
+def test_the_weighted_text_output(prd, tmp_path):
+    # PRD's "All (Weighted)" as the docs give it: this used to exit 1 on Bradley–Terry's missing last change
+    path = tmp_path / "prd.jsonl"
+    prd.write_jsonl(path)
+    run = lambda *args: subprocess.run([sys.executable, "-m", "arena.cli", "rank", "--reviews", str(path), *args],
+                                       capture_output=True, text=True, cwd=tmp_path, env={"COLUMNS": "200", "PATH": ""})
+    every = run("--weighted", "--bootstrap", "20", "--orderings", "200")
+    assert every.returncode == 0, every.stderr
+    text = every.stdout
+    for title in ("weighted win rate (95% bootstrap", "weighted Elo (95% bootstrap", "weighted Bradley–Terry (95% bootstrap"):
+        assert title in text
+    assert "reviewer weights (after" in text and "gpt4 0.488, claude 0.377, vicuna-13b 0.082, gpt35 0.053, bard 0.000" in text
+    assert "each ordering replayed with its own weights, scaled to mean 1; after 5 passes" in text
+    assert "reviewer weights (from the weighted win rate)" in text
+    assert "pairwise win rate, row beats column (ties half; reviewers weighted as in the weighted win rate)" in text
+    gpt4_row = next(line for line in text.splitlines() if line.startswith("│ gpt4 ") and "—" in line)
+    assert "0.630" in gpt4_row and "0.869" in gpt4_row  # over claude and bard, PRD's weighted heatmap
+    bt = run("--method", "bt", "--weighted", "--bootstrap", "20")
+    assert bt.returncode == 0, bt.stderr
+    assert "weighted Bradley–Terry" in bt.stdout and "│    1 │ gpt4" in bt.stdout
+    mean = run("--method", "elo", "--weighted", "--elo-weights", "mean", "--bootstrap", "0", "--orderings", "200")
+    assert mean.returncode == 0 and "from the mean over orderings, scaled to [0, 1]" in mean.stdout
+    assert "gpt4 1.000" in mean.stdout and "bard 0.000" in mean.stdout
+
+
 # -- the pairwise heatmaps (PRD's charts all_heatmap and all_weighted_heatmap) ----------------------
 # row beats column, ties half; rows and columns GPT-4, Claude, Vicuna, GPT-3.5, PaLM-2 (bard)
 HEATMAP = [[None, 0.5906, 0.8056, 0.7913, 0.8119],

@@ -13,9 +13,10 @@ Two ways to weigh reviewers (``scheme``), both starting from equal weights:
   the mean rating over the previous pass's orderings, min-max scaled to [0, 1] (the
   best reviewer moves ratings by the full K, the worst not at all).
 
-On PRD's 8,000 reviews of Vicuna80 the two give GPT-4 about 1212 and 1214 against
-the paper's 1213 (docs/peer-rank.md has the rows). Reviewers that are not
-contestants keep their ``fixed`` weight (default 1) in both.
+On PRD's 8,000 reviews of Vicuna80, with 4,000 orderings, the first gives the paper's
+row (GPT-4 1213, Claude 1125, ...) and the second GPT-4 1214 (docs/peer-rank.md has
+both rows). Reviewers that are not contestants keep their ``fixed`` weight (default 1)
+in both.
 """
 
 from __future__ import annotations
