@@ -93,7 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("-o", "--output", type=Path, help="file to write (default: standard output)")
     export.set_defaults(handler=_export)
 
-    rank = sub.add_parser("rank", help="a run's results, or a peer-rank leaderboard from review tuples")
+    rank = sub.add_parser("rank", help="a run's results, or a peer-rank leaderboard from review tuples",
+                          description="A run's results and, when its games produced reviews, their peer rank; or the "
+                                      "peer rank of a JSONL file of review tuples. Every peer-rank option works for both.")
     rank.add_argument("run_dir", type=Path, nargs="?", help="a run directory (payoffs per agent)")
     rank.add_argument("--reviews", type=Path, help="a JSONL file of review tuples instead of a run")
     rank.add_argument("--method", choices=["winrate", "elo", "bt", "all"], default="all")
@@ -101,9 +103,14 @@ def _parser() -> argparse.ArgumentParser:
     rank.add_argument("--weighted", action="store_true", help="weigh reviewers by their own score as contestants")
     rank.add_argument("--weight", action="append", default=[], metavar="REVIEWER=W",
                       help="a fixed weight for a reviewer that is not a contestant (repeatable)")
+    rank.add_argument("--elo-weights", choices=["ordering", "mean"], default="ordering",
+                      help="weighted Elo: weights per ordering, replayed and scaled to mean 1 (PRD Alg. 1; default), "
+                           "or from the mean over orderings, scaled to [0, 1]")
     rank.add_argument("--reference", default="human", help="reviewer whose labels the others are checked against")
+    rank.add_argument("--agreement-unit", choices=["order", "pair"], default="order",
+                      help="agreement with the reference per presented order (PRD Table 5; default) or per pair")
     rank.add_argument("--orderings", type=int, default=1000, help="random review orders averaged by Elo")
-    rank.add_argument("--bootstrap", type=int, default=200, help="bootstrap samples (questions resampled)")
+    rank.add_argument("--bootstrap", type=int, default=200, help="bootstrap samples (questions resampled); 0: no intervals")
     rank.add_argument("--seed", type=int, default=0)
     rank.add_argument("--json", action="store_true", help="machine-readable output")
     rank.set_defaults(handler=_rank)
@@ -393,14 +400,36 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _rank_options(args: argparse.Namespace) -> dict:
+    """The peer-rank options of `arena rank`, as ``arena.rank.leaderboard`` takes them."""
+    from arena.rank import METHODS
+
+    fixed = {}
+    for item in args.weight:
+        name, _, value = item.partition("=")
+        try:
+            fixed[name] = float(value)
+        except ValueError:
+            raise ReviewError(f"--weight {item!r}: expected REVIEWER=NUMBER") from None
+    if args.bootstrap < 0:
+        raise ReviewError(f"--bootstrap {args.bootstrap}: give 0 (no intervals) or more samples")
+    if args.orderings < 1:
+        raise ReviewError(f"--orderings {args.orderings}: Elo needs at least one ordering")
+    return dict(methods=METHODS if args.method == "all" else (args.method,), reviewers=args.reviewers,
+                weighted=args.weighted, fixed=fixed or None, reference=args.reference, orderings=args.orderings,
+                bootstrap=args.bootstrap, seed=args.seed, agreement_unit=args.agreement_unit,
+                elo_scheme=args.elo_weights)
+
+
 def _rank(args: argparse.Namespace) -> int:
     if args.reviews is not None:
         return _rank_reviews(args)
     if args.run_dir is None:
         raise StoreError("give a run directory, or --reviews FILE")
+    options = _rank_options(args)
     store = RunStore.open(args.run_dir)
     if args.json:
-        print(json.dumps(rank_json(store, args.weighted), indent=2))
+        print(json.dumps(rank_json(store, **options), indent=2))
         return 0
     console = Console(highlight=False, soft_wrap=True)
     records = store.records()
@@ -408,7 +437,7 @@ def _rank(args: argparse.Namespace) -> int:
         console.print(f"No finished matches in {args.run_dir} yet.")
         return 0
     print_results(console, records, store)
-    board = peer_rank(store, args.weighted)
+    board = peer_rank(store, **options)
     if board is not None:
         from arena.cli.tables import print_leaderboard
 
@@ -418,21 +447,12 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 def _rank_reviews(args: argparse.Namespace) -> int:
-    from arena.rank import METHODS, leaderboard
+    from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
     from arena.cli.tables import print_leaderboard
 
-    fixed = {}
-    for item in args.weight:
-        name, _, value = item.partition("=")
-        try:
-            fixed[name] = float(value)
-        except ValueError:
-            raise StoreError(f"--weight {item!r}: expected REVIEWER=NUMBER") from None
-    reviews = Reviews.read_jsonl(args.reviews)
-    methods = METHODS if args.method == "all" else (args.method,)
-    board = leaderboard(reviews, methods, args.reviewers, args.weighted, fixed or None, args.reference,
-                        args.orderings, args.bootstrap, args.seed)
+    options = _rank_options(args)
+    board = leaderboard(Reviews.read_jsonl(args.reviews), **options)
     if args.json:
         print(board.model_dump_json(indent=2))
     else:

@@ -111,29 +111,53 @@ def usd(cost: float | None) -> str:
     return "unknown" if cost is None else f"${cost:.4f}"
 
 
+METHOD_NAMES = {"winrate": "win rate", "elo": "Elo", "bt": "Bradley–Terry"}
+PAIRWISE_LIMIT = 12  # contestants: a bigger matrix is left to --json
+
+
+def _weights_line(result) -> str:
+    if result.method == "winrate":
+        how = f"after {result.iterations} iterations, last change {result.last_change:.2g}"
+    elif result.method == "elo":
+        scheme = {"ordering": "each ordering replayed with its own weights, scaled to mean 1",
+                  "mean": "from the mean over orderings, scaled to [0, 1]"}.get(result.scheme, "")
+        how = f"{scheme}; after {result.iterations} passes, last change {result.last_change:.2g}"
+        if result.scheme == "ordering":
+            how += "; mean over orderings"
+    else:
+        how = "from the weighted win rate"
+    weights = ", ".join(f"{r} {w:.3f}" for r, w in sorted(result.weights.items(), key=lambda x: (-x[1], x[0])))
+    return f"  reviewer weights ({how}): {weights}"
+
+
 def print_leaderboard(console: Console, board) -> None:
-    """A peer-rank leaderboard: one table per method, then weights, bias and agreement."""
+    """A peer-rank leaderboard: one table per method, then weights, the pairwise matrix, bias and agreement."""
     who = ", ".join(board.reviewers)
     console.print(f"{board.reviews} reviews of {len(board.contestants)} contestants by {who}")
     for result in board.methods:
-        kind = {"winrate": "win rate", "elo": "Elo", "bt": "Bradley–Terry"}[result.method]
-        title = f"{'weighted ' if result.weighted else ''}{kind} (95% bootstrap interval, questions resampled)"
-        table = Table(title=title, title_justify="left")
-        for column in ("Rank", "Contestant", "Score", "95% CI") + (("Spread over orderings",) if result.spread else ()):
+        intervals = result.low is not None
+        how = "95% bootstrap interval, questions resampled" if intervals else "no intervals: --bootstrap 0"
+        table = Table(title=f"{'weighted ' if result.weighted else ''}{METHOD_NAMES[result.method]} ({how})",
+                      title_justify="left")
+        columns = ("Rank", "Contestant", "Score") + (("95% CI",) if intervals else ())
+        for column in columns + (("Spread over orderings",) if result.spread else ()):
             table.add_column(column, justify="left" if column == "Contestant" else "right")
         digits = 3 if result.method == "winrate" else 0
-        for place, name in enumerate(result.ranking(), start=1):
-            row = [str(place), name, f"{result.scores[name]:.{digits}f}",
-                   f"[{result.low[name]:.{digits}f}, {result.high[name]:.{digits}f}]"]
+        for name in result.ranking():
+            row = [str(result.rank[name]), name, f"{result.scores[name]:.{digits}f}"]
+            if intervals:
+                row.append(f"[{result.low[name]:.{digits}f}, {result.high[name]:.{digits}f}]")
             if result.spread:
                 row.append(f"±{result.spread[name]:.0f}")
             table.add_row(*row)
         console.print(table)
+        if len(set(result.rank.values())) < len(result.rank):
+            console.print("  equal scores share a rank")
+        for note in result.notes:
+            console.print(f"  note: {note}")
         if result.weighted and result.weights:
-            how = {"winrate": f"after {result.iterations} iterations, last change {result.last_change:.2g}",
-                   "elo": f"after {result.iterations} passes", "bt": "from the weighted win rate"}[result.method]
-            weights = ", ".join(f"{r} {w:.3f}" for r, w in sorted(result.weights.items(), key=lambda x: -x[1]))
-            console.print(f"  reviewer weights ({how}): {weights}")
+            console.print(_weights_line(result))
+    print_pairwise(console, board)
     table = Table(title="reviewer bias", title_justify="left")
     for column in ("Reviewer", "Reviews", "First shown wins", "Swapped pairs", "Flip rate", "Self-preference"):
         table.add_column(column, justify="left" if column == "Reviewer" else "right")
@@ -143,7 +167,10 @@ def print_leaderboard(console: Console, board) -> None:
                       "—" if b.self_preference is None else f"{b.self_preference:+.3f}")
     console.print(table)
     if board.agreement:
-        table = Table(title=f"agreement with {board.reference}", title_justify="left")
+        unit = board.agreement[0].examples.unit
+        what = ("per presented order of a pair, as PRD's Table 5" if unit == "order"
+                else "per pair, both presentation orders merged")
+        table = Table(title=f"agreement with {board.reference}, {what}", title_justify="left")
         for column in ("Method", "Examples", "Accuracy", "Cohen's kappa", "Fleiss' kappa", "Spearman", "Kendall"):
             table.add_column(column, justify="left" if column == "Method" else "right")
         for a in board.agreement:
@@ -151,3 +178,20 @@ def print_leaderboard(console: Console, board) -> None:
             table.add_row(a.method, str(e.examples), f"{e.accuracy:.3f}", f"{e.cohen_kappa:.3f}", f"{e.fleiss_kappa:.3f}",
                           f"{r.spearman:.3f}", f"{r.kendall:.3f}")
         console.print(table)
+
+
+def print_pairwise(console: Console, board) -> None:
+    names = board.contestants
+    weighted = board.pairwise_weights is not None
+    if len(names) > PAIRWISE_LIMIT:
+        console.print(f"pairwise win rates of {len(names)} contestants: in --json (pairwise)")
+        return
+    title = "pairwise win rate, row beats column (ties half" + ("; reviewers weighted as in the weighted win rate)"
+                                                                 if weighted else ")")
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    for name in names:
+        table.add_column(name, justify="right")
+    for name, row in zip(names, board.pairwise):
+        table.add_row(name, *("—" if v is None else f"{v:.3f}" for v in row))
+    console.print(table)

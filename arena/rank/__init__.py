@@ -8,10 +8,11 @@ import numpy as np
 from pydantic import BaseModel
 
 from . import bootstrap as bs
-from .agreement import ExampleAgreement, RankingAgreement, example_agreement, ranking_agreement, verdicts
+from .agreement import UNITS, ExampleAgreement, RankingAgreement, Unit, example_agreement, ranking_agreement, verdicts
 from .bias import ReviewerBias, reviewer_bias
-from .bradley_terry import bradley_terry
-from .elo import elo
+from .bradley_terry import PRIOR_TIES, fit as fit_bradley_terry
+from .elo import PASSES, SCHEMES, Scheme, elo, starting_weights
+from .places import competition_ranks, standing
 from .reviews import ReviewError, Reviews
 from .winrate import pairwise_matrix, win_rate
 
@@ -19,19 +20,32 @@ Method = Literal["winrate", "elo", "bt"]
 METHODS: tuple[Method, ...] = ("winrate", "elo", "bt")
 
 
+class Separated(BaseModel):
+    """Bradley–Terry: the groups the results split apart (names), and what was done about it."""
+
+    unbeaten: list[list[str]]  # never lost to anyone outside their group
+    winless: list[list[str]]  # never beat nor tied anyone outside theirs
+    prior_ties: float  # virtual ties added between every two contestants
+
+
 class MethodResult(BaseModel):
     method: Method
     weighted: bool
     scores: dict[str, float]
-    low: dict[str, float]  # bootstrap 95% interval, questions resampled
-    high: dict[str, float]
+    rank: dict[str, int]  # standard competition ranking: equal scores share a place ("1, 2, 2, 4")
+    low: dict[str, float] | None  # bootstrap 95% interval, questions resampled; None with no bootstrap
+    high: dict[str, float] | None
     weights: dict[str, float] | None = None  # reviewer weights behind the scores
     iterations: int | None = None  # win rate: iterations to the fixed point; Elo: passes
     last_change: float | None = None
     spread: dict[str, float] | None = None  # Elo: standard deviation over orderings
+    scheme: Scheme | None = None  # weighted Elo: how the weights were taken (see arena.rank.elo)
+    separated: Separated | None = None  # Bradley–Terry on data that separate
+    separated_samples: int | None = None  # Bradley–Terry: bootstrap samples that separate (fitted with the prior)
+    notes: list[str] = []  # what a reader must know to trust the numbers
 
     def ranking(self) -> list[str]:
-        return sorted(self.scores, key=lambda c: -self.scores[c])
+        return standing(self.scores)
 
 
 class Agreement(BaseModel):
@@ -46,33 +60,70 @@ class Leaderboard(BaseModel):
     reviews: int
     reference: str | None
     methods: list[MethodResult]
-    pairwise: list[list[float | None]]  # win rate of row over column, ties half
+    pairwise: list[list[float | None]]  # win rate of row over column, ties half; weighted when pairwise_weights
+    pairwise_weights: dict[str, float] | None = None  # the weighted win rate's reviewer weights, when weighted
     bias: list[ReviewerBias]
     agreement: list[Agreement]
 
 
-def _fit(method: Method, reviews: Reviews, weighted: bool, fixed, orderings: int, samples: int, seed: int) -> MethodResult:
+def _separation_note(result: MethodResult, samples: int) -> None:
+    split = result.separated
+    if split is not None:
+        parts = [f"{' and '.join(group)} never lost to the others" for group in split.unbeaten]
+        parts += [f"{' and '.join(group)} never beat nor tied the others" for group in split.winless]
+        result.notes.append(f"The data separate the contestants ({'; '.join(parts)}): maximum likelihood has no finite "
+                            f"answer, so Bradley–Terry adds {split.prior_ties:g} virtual tie between every two "
+                            "contestants, a prior that pulls strengths together.")
+    if result.separated_samples:
+        result.notes.append(f"{result.separated_samples} of {samples} bootstrap samples separate the contestants; "
+                            f"they were fitted with the same prior ({PRIOR_TIES:g} virtual tie per pair), so the "
+                            "interval's ends are shrunk, not measured.")
+
+
+def _fit(method: Method, reviews: Reviews, weighted: bool, fixed, orderings: int, samples: int, seed: int,
+         scheme: Scheme = "ordering", passes: int = PASSES) -> MethodResult:
     rng = np.random.default_rng(seed)
-    counts = bs.question_counts(reviews, samples, rng)
+    counts = bs.question_counts(reviews, samples, rng) if samples else None
     names = reviews.contestants
+    extra: dict = {}
+    bounds = None
     if method == "winrate":
         found = win_rate(reviews, weighted, fixed)
-        low, high = bs.interval(bs.win_rate_samples(reviews, counts, weighted, fixed))
+        if samples:
+            bounds = bs.interval(bs.win_rate_samples(reviews, counts, weighted, fixed))
+        scores = found.scores
         extra = dict(weights=found.weights, iterations=found.iterations, last_change=found.last_change)
     elif method == "elo":
-        found = elo(reviews, weighted, fixed, orderings=orderings, seed=seed)
-        w = np.array([found.weights[r] for r in reviews.reviewers])
-        low, high = bs.interval(bs.elo_samples(reviews, counts, w, rng))
-        extra = dict(weights=found.weights, iterations=found.passes, last_change=found.last_change, spread=found.spread)
+        found = elo(reviews, weighted, fixed, orderings=orderings, passes=passes, seed=seed, scheme=scheme)
+        if samples:
+            start, as_contestant = starting_weights(reviews, fixed)
+            if found.scheme == "ordering":  # each sample replays its own order with its own weights
+                bounds = bs.interval(bs.elo_samples(reviews, counts, rng, start, as_contestant, found.passes))
+            else:  # one pass with the weights found
+                used = np.array([found.weights[r] for r in reviews.reviewers])
+                bounds = bs.interval(bs.elo_samples(reviews, counts, rng, used, np.full_like(as_contestant, -1)))
+        scores = found.scores
+        extra = dict(weights=found.weights, iterations=found.passes, last_change=found.last_change,
+                     spread=found.spread, scheme=found.scheme)
     else:
         weights = win_rate(reviews, True, fixed).weights if weighted else None
-        found_scores = bradley_terry(reviews, weights=weights)
-        w = None if weights is None else np.array([weights[r] for r in reviews.reviewers])
-        low, high = bs.interval(bs.bradley_terry_samples(reviews, counts, w))
-        return MethodResult(method=method, weighted=weighted, scores=found_scores, low=dict(zip(names, low.tolist())),
-                            high=dict(zip(names, high.tolist())), weights=weights)
-    return MethodResult(method=method, weighted=weighted, scores=found.scores, low=dict(zip(names, low.tolist())),
-                        high=dict(zip(names, high.tolist())), **extra)
+        found = fit_bradley_terry(reviews, weights=weights)
+        if samples:
+            w = None if weights is None else np.array([weights[r] for r in reviews.reviewers])
+            draws, split = bs.bradley_terry_samples(reviews, counts, w)
+            bounds = bs.interval(draws)
+            extra["separated_samples"] = split
+        scores = found.scores
+        extra["weights"] = weights
+        if found.separation is not None:
+            extra["separated"] = Separated(unbeaten=[[names[i] for i in g] for g in found.separation.unbeaten],
+                                           winless=[[names[i] for i in g] for g in found.separation.winless],
+                                           prior_ties=PRIOR_TIES)
+    low, high = (None, None) if bounds is None else (dict(zip(names, bounds[0].tolist())), dict(zip(names, bounds[1].tolist())))
+    result = MethodResult(method=method, weighted=weighted, scores=scores, rank=competition_ranks(scores), low=low,
+                          high=high, **extra)
+    _separation_note(result, samples)
+    return result
 
 
 def leaderboard(
@@ -85,32 +136,49 @@ def leaderboard(
     orderings: int = 1000,
     bootstrap: int = 200,
     seed: int = 0,
+    agreement_unit: Unit = "order",
+    elo_scheme: Scheme = "ordering",
+    passes: int = PASSES,
 ) -> Leaderboard:
     """Rank the contestants from ``reviewers``' reviews (default: everyone but the ``reference``),
-    and, when the reference reviewer (human raters) is present, measure agreement with it."""
+    and, when the reference reviewer (human raters) is present, measure agreement with it.
+    ``bootstrap=0`` gives no intervals."""
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ReviewError(f"unknown method {', '.join(map(repr, unknown))}; methods: {', '.join(METHODS)}")
+    if agreement_unit not in UNITS:
+        raise ReviewError(f"unknown agreement unit {agreement_unit!r}; one of {', '.join(UNITS)}")
+    if elo_scheme not in SCHEMES:
+        raise ReviewError(f"unknown Elo weighting {elo_scheme!r}; one of {', '.join(SCHEMES)}")
+    if bootstrap < 0 or orderings < 1 or passes < 1:
+        raise ReviewError(f"need bootstrap >= 0 (got {bootstrap}), orderings >= 1 (got {orderings}) "
+                          f"and passes >= 1 (got {passes})")
     reference = reference if reference in reviews.reviewers else None
     chosen = reviewers or [r for r in reviews.reviewers if r != reference]
     if not chosen:
         raise ReviewError("no reviewers left to rank with")
     selected = reviews.by(chosen).collapse_votes()
-    results = [_fit(m, selected, weighted, fixed, orderings, bootstrap, seed) for m in methods]
+    results = [_fit(m, selected, weighted, fixed, orderings, bootstrap, seed, elo_scheme, passes) for m in methods]
     agreement = []
     if reference is not None and reference not in chosen:
         truth = reviews.by([reference]).collapse_votes()
         truth_verdicts = verdicts(truth)
+        judged = Reviews.from_rows(truth.rows())  # rankings are compared over the contestants the reference judged
         for result in results:
-            vote_weights = result.weights if result.weighted and result.method == "winrate" else None
-            truth_scores = _fit(result.method, truth, False, None, orderings, 2, seed).scores
+            # the reviewers' verdict on an example is their vote, weighed as the method weighs them
+            vote_weights = result.weights if result.weighted else None
+            truth_scores = _fit(result.method, judged, False, None, orderings, 0, seed).scores
             agreement.append(Agreement(
                 method=result.method,
-                examples=example_agreement(verdicts(selected, vote_weights), truth_verdicts),
+                examples=example_agreement(verdicts(selected, vote_weights, agreement_unit), truth_verdicts),
                 ranking=ranking_agreement(result.scores, truth_scores),
             ))
-    matrix = pairwise_matrix(selected)
+    pairwise_weights = win_rate(selected, True, fixed).weights if weighted else None
+    matrix = pairwise_matrix(selected, pairwise_weights)
     return Leaderboard(
         contestants=selected.contestants, reviewers=selected.reviewers, reviews=len(selected), reference=reference,
         methods=results, pairwise=[[None if np.isnan(v) else float(v) for v in row] for row in matrix],
-        bias=reviewer_bias(selected), agreement=agreement,
+        pairwise_weights=pairwise_weights, bias=reviewer_bias(selected), agreement=agreement,
     )
 
 

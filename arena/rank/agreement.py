@@ -1,6 +1,22 @@
-"""Agreement with reference labels (human raters, say): per example and per ranking."""
+"""Agreement with reference labels (human raters, say): per example and per ranking.
+
+An example is judged in one of two units:
+
+- ``"order"`` (PRD's Table 5): every presentation of a pair is an example. The reviewers'
+  verdict on (question, A shown first, B) is the sign of their (weighted) scores for that
+  order, and it is checked against the reference's verdict on the pair, both read as
+  "first shown better / tie / second shown better", as the reviewers gave them.
+- ``"pair"``: both presentation orders are merged first, one example per (question, pair),
+  read as "this contestant better / tie / that one better" in the contestants' name order.
+
+Accuracy does not depend on the reading; the kappas do, through the share of each label,
+which is why the order unit keeps the reviewers' own. The reference's verdict is always per
+pair: for a pool of votes, their majority.
+"""
 
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -8,19 +24,29 @@ from scipy import stats
 
 from .reviews import Reviews
 
+Unit = Literal["order", "pair"]
+UNITS: tuple[Unit, ...] = ("order", "pair")
 
-def verdicts(reviews: Reviews, weights: dict[str, float] | None = None) -> dict[tuple[int, int, int], int]:
-    """One verdict per (question, unordered pair): the sign of the (weighted) mean of the
-    reviews, oriented so +1 means the higher-coded contestant is better. For a pool of
-    votes this is PRD's human majority."""
+
+def verdicts(reviews: Reviews, weights: dict[str, float] | None = None, unit: Unit = "pair") -> dict[tuple[int, ...], int]:
+    """The sign of the (weighted) sum of the reviews of each example. Per pair: keyed (question,
+    low, high) by contestant code, +1 when the higher-coded contestant is better. Per order:
+    keyed (question, low, high, shown first), in the reviews' own terms (-1: the answer shown
+    first is better). For a pool of votes per pair this is PRD's human majority."""
+    if unit not in UNITS:
+        raise ValueError(f"unknown agreement unit {unit!r}; one of {', '.join(UNITS)}")
     C = len(reviews.contestants)
     lo, hi = np.minimum(reviews.a, reviews.b), np.maximum(reviews.a, reviews.b)
     oriented = np.where(reviews.a == lo, reviews.score, -reviews.score).astype(float)
     w = np.ones(len(reviews)) if weights is None else np.array([weights[r] for r in reviews.reviewers])[reviews.reviewer]
     key = (reviews.question * C + lo) * C + hi
+    if unit == "order":
+        key, oriented = key * C + reviews.a, reviews.score.astype(float)
     keys, inverse = np.unique(key, return_inverse=True)
     total = np.bincount(inverse, weights=w * oriented)
     sign = np.sign(np.round(total, 12)).astype(int)
+    if unit == "order":
+        return {(int(k // C ** 3), int(k // (C * C) % C), int(k // C % C), int(k % C)): int(s) for k, s in zip(keys, sign)}
     return {(int(k // (C * C)), int(k // C % C), int(k % C)): int(s) for k, s in zip(keys, sign)}
 
 
@@ -43,6 +69,7 @@ def fleiss_kappa(ratings: np.ndarray) -> float:
 
 
 class ExampleAgreement(BaseModel):
+    unit: Unit = "pair"
     examples: int
     accuracy: float
     cohen_kappa: float
@@ -55,12 +82,18 @@ class RankingAgreement(BaseModel):
 
 
 def example_agreement(predicted: dict, reference: dict) -> ExampleAgreement:
-    shared = sorted(set(predicted) & set(reference))
+    """``predicted`` per pair or per order (see ``verdicts``), ``reference`` per pair: each predicted
+    example is checked against the reference's verdict on its pair, read the way the example is.
+    Cohen's kappa and Fleiss' kappa treat the prediction and the reference as two raters."""
+    shared = sorted(k for k in predicted if k[:3] in reference)
     if not shared:
         raise ValueError("no (question, pair) is judged by both")
     x = np.array([predicted[k] for k in shared])
-    y = np.array([reference[k] for k in shared])
-    return ExampleAgreement(examples=len(shared), accuracy=float(np.mean(x == y)), cohen_kappa=cohen_kappa(x, y),
+    # per order: the reference's "+1, the higher code is better" is "+1, the second shown is better"
+    # exactly when the lower code was shown first
+    y = np.array([reference[k[:3]] if len(k) == 3 or k[3] == k[1] else -reference[k[:3]] for k in shared])
+    return ExampleAgreement(unit="order" if len(shared[0]) == 4 else "pair", examples=len(shared),
+                            accuracy=float(np.mean(x == y)), cohen_kappa=cohen_kappa(x, y),
                             fleiss_kappa=fleiss_kappa(np.stack([x, y], axis=1)))
 
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .bradley_terry import ELO_SCALE, fit_half_wins
-from .elo import elo_runs
+from .bradley_terry import ELO_SCALE, fit_half_wins, separation, with_prior
+from .elo_loop import pack, replay, shuffled
 from .reviews import Reviews
 from .winrate import iterate_weights, reviewer_roles
 
@@ -40,8 +40,10 @@ def win_rate_samples(reviews: Reviews, counts: np.ndarray, weighted: bool, fixed
     return scores
 
 
-def bradley_terry_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Elo-scale Bradley–Terry strengths [B, C] (ties as half wins) on each bootstrap sample."""
+def bradley_terry_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndarray | None = None
+                          ) -> tuple[np.ndarray, int]:
+    """Elo-scale Bradley–Terry strengths [B, C] (ties as half wins) on each bootstrap sample, and how
+    many samples separate (those are fitted with the prior of ``bradley_terry.with_prior``)."""
     C = len(reviews.contestants)
     w = np.ones(len(reviews)) if weights is None else weights[reviews.reviewer]
     won_a, won_b, tied = w * (reviews.score == -1), w * (reviews.score == 1), w * (reviews.score == 0)
@@ -49,29 +51,39 @@ def bradley_terry_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndar
     wins += _per_question(reviews, reviews.b * C + reviews.a, won_b, C * C)
     ties = _per_question(reviews, reviews.a * C + reviews.b, tied, C * C)
     ties += _per_question(reviews, reviews.b * C + reviews.a, tied, C * C)
-    theta = fit_half_wins((counts @ wins).reshape(-1, C, C), (counts @ ties).reshape(-1, C, C))
-    return 1000 + ELO_SCALE * theta
+    wins, ties = (counts @ wins).reshape(-1, C, C), (counts @ ties).reshape(-1, C, C)
+    split = np.array([separation(w_, t_) is not None for w_, t_ in zip(wins, ties)], dtype=bool)
+    ties[split] = with_prior(ties[split])
+    theta = fit_half_wins(wins, ties)
+    return 1000 + ELO_SCALE * theta, int(split.sum())
 
 
-def elo_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndarray, rng: np.random.Generator,
-                k: float = 32, initial: float = 1000, scale: float = 400) -> np.ndarray:
-    """Elo [B, C] on each bootstrap sample, each fed its reviews in one random order."""
-    by_question = np.argsort(reviews.question, kind="stable")
+def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, start: np.ndarray,
+                as_contestant: np.ndarray, passes: int = 1, k: float = 32, initial: float = 1000,
+                scale: float = 400) -> np.ndarray:
+    """Elo [B, C] on each bootstrap sample, fed its reviews in one random order and replayed
+    ``passes`` times as ``elo_loop.replay`` does. One sample is held at a time, so memory
+    stays near a few copies of the reviews' indices whatever the number of samples."""
+    index = np.int32 if len(reviews) < 2 ** 31 else np.int64  # a sample's indices are most of the memory
+    by_question = np.argsort(reviews.question, kind="stable").astype(index)
     per_question = np.bincount(reviews.question, minlength=len(reviews.questions))
     starts = np.concatenate([[0], np.cumsum(per_question)[:-1]])
-    sequences = []
-    for row in counts.astype(int):
+    out = np.empty((counts.shape[0], len(reviews.contestants)))
+    packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer)
+    for s, row in enumerate(counts.astype(np.int64)):
         chosen = np.repeat(np.arange(row.size), row)
         lengths = per_question[chosen]
-        offsets = np.repeat(starts[chosen] - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-        picked = by_question[offsets + np.arange(lengths.sum())]
-        sequences.append(rng.permutation(picked))
-    longest = max(len(s) for s in sequences)
-    order = np.full((len(sequences), longest), -1)
-    for i, s in enumerate(sequences):
-        order[i, : len(s)] = s
-    return elo_runs(reviews.a, reviews.b, reviews.score.astype(float), weights[reviews.reviewer], order,
-                    len(reviews.contestants), k, initial, scale)
+        # the position of each picked review in by_question: its question's start plus its rank within it
+        at = np.repeat((starts[chosen] - np.concatenate([[0], np.cumsum(lengths)[:-1]])).astype(index), lengths)
+        at += np.arange(at.size, dtype=index)
+        picked = by_question[at]
+        del at  # one sample's indices at a time
+        order = shuffled(picked, rng.random((1, picked.size)))
+        del picked
+        ratings, _, _ = replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
+                               len(reviews.contestants), passes, k, initial, scale, packed=packed)
+        out[s] = ratings[0]
+    return out
 
 
 def interval(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

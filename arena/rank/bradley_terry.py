@@ -1,15 +1,24 @@
-"""Bradley–Terry strengths by maximum likelihood, on the Elo scale (mean 1000, 400 per factor of 10 in odds)."""
+"""Bradley–Terry strengths by maximum likelihood, on the Elo scale (mean 1000, 400 per factor of 10 in odds).
+
+When the data separate the contestants (some group never lost, or never won, against the
+rest), the likelihood grows without bound as their strengths part, and no maximum exists.
+Then, and only then, the fit adds a stated prior: ``PRIOR_TIES`` virtual ties between every
+two contestants, which pulls strengths toward each other just enough to be finite.
+"""
 
 from __future__ import annotations
 
 from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel
 from scipy.optimize import minimize
+from scipy.sparse.csgraph import connected_components
 
 from .reviews import Reviews
 
 ELO_SCALE = 400 / np.log(10)
+PRIOR_TIES = 1.0  # virtual ties between every two contestants, added only when the data separate
 
 
 def pair_counts(reviews: Reviews, weights: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -62,9 +71,56 @@ def fit_davidson(wins: np.ndarray, ties: np.ndarray) -> tuple[np.ndarray, float]
     return theta - theta.mean(), float(np.exp(result.x[C]))
 
 
-def bradley_terry(reviews: Reviews, ties: Literal["half", "davidson"] = "half",
-                  weights: dict[str, float] | None = None) -> dict[str, float]:
+class Separation(BaseModel):
+    """Groups of contestants (by index) that the results split apart: ``unbeaten`` never lost to
+    anyone outside their group, ``winless`` never beat (nor tied) anyone outside theirs."""
+
+    unbeaten: list[list[int]]
+    winless: list[list[int]]
+
+
+def separation(wins: np.ndarray, ties: np.ndarray) -> Separation | None:
+    """None when maximum likelihood has a finite answer: every contestant that played can reach
+    every other through a chain of wins (a tie counts as half a win both ways)."""
+    half = wins + ties / 2
+    played = np.flatnonzero((half + half.T).sum(axis=1) > 0)
+    if played.size < 2:
+        return None
+    beat = half[np.ix_(played, played)] > 0
+    groups, label = connected_components(beat, directed=True, connection="strong")
+    if groups == 1:
+        return None
+    member_of = np.eye(groups)[label]  # [played, groups]
+    between = member_of.T @ beat @ member_of > 0  # [x, y]: someone in group x beat someone in group y
+    np.fill_diagonal(between, False)
+    members = [played[label == g].tolist() for g in range(groups)]
+    return Separation(unbeaten=[members[g] for g in range(groups) if not between[:, g].any()],
+                      winless=[members[g] for g in range(groups) if not between[g].any()])
+
+
+def with_prior(ties: np.ndarray) -> np.ndarray:
+    """``ties`` plus PRIOR_TIES between every two contestants (counted both ways, as pair_counts does)."""
+    C = ties.shape[-1]
+    return ties + PRIOR_TIES * (1 - np.eye(C))
+
+
+class BradleyTerryResult(BaseModel):
+    scores: dict[str, float]
+    separation: Separation | None = None  # set when the data separate and the prior was added
+
+
+def fit(reviews: Reviews, ties: Literal["half", "davidson"] = "half",
+        weights: dict[str, float] | None = None) -> BradleyTerryResult:
     w = None if weights is None else np.array([weights[r] for r in reviews.reviewers])
     wins, tied = pair_counts(reviews, w)
+    split = separation(wins, tied)
+    if split is not None:
+        tied = with_prior(tied)
     theta = fit_half_wins(wins, tied) if ties == "half" else fit_davidson(wins, tied)[0]
-    return dict(zip(reviews.contestants, (1000 + ELO_SCALE * theta).tolist()))
+    return BradleyTerryResult(scores=dict(zip(reviews.contestants, (1000 + ELO_SCALE * theta).tolist())),
+                              separation=split)
+
+
+def bradley_terry(reviews: Reviews, ties: Literal["half", "davidson"] = "half",
+                  weights: dict[str, float] | None = None) -> dict[str, float]:
+    return fit(reviews, ties, weights).scores

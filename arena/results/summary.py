@@ -7,19 +7,20 @@ from arena.results.usage import usage_by_agent
 from arena.store import RunStore
 
 
-def peer_rank(store: RunStore, weighted: bool = False):
-    """The run's review tuples as a leaderboard, when its games produced any."""
+def peer_rank(store: RunStore, weighted: bool = False, **options):
+    """The run's review tuples as a leaderboard, when its games produced any; ``options`` are
+    ``arena.rank.leaderboard``'s (methods, reviewers, reference, bootstrap, ...)."""
     from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
 
     rows = store.review_rows()
-    return leaderboard(Reviews.from_rows(rows), weighted=weighted) if rows else None
+    return leaderboard(Reviews.from_rows(rows), weighted=weighted, **options) if rows else None
 
 
-def rank_json(store: RunStore, weighted: bool = False, records=None) -> dict:
+def rank_json(store: RunStore, weighted: bool = False, records=None, **options) -> dict:
     records = store.records() if records is None else records  # the run's finished matches
     info = store.run_info()
-    board = peer_rank(store, weighted)
+    board = peer_rank(store, weighted, **options)
     return {
         "peer_rank": None if board is None else board.model_dump(),
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},

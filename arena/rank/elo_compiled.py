@@ -1,0 +1,102 @@
+"""The compiled halves of ``elo_loop``: the same shuffle and the same Elo replay, in numba.
+
+Imported by ``elo_loop`` on first use only. ``cache=True`` keeps the machine code beside
+this file (or in numba's user cache when that is read-only), so later processes load it
+instead of compiling again.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit
+
+BLOCK = 16  # runs played side by side: their update chains are independent, so the CPU overlaps them
+CHUNK = 2048  # steps gathered at a time per run: BLOCK x CHUNK indices stay in the cache
+
+
+@njit(cache=True, nogil=True)
+def shuffle(base, draws):
+    """elo_loop._shuffle_numpy: Fisher–Yates of ``base`` once per row of ``draws``."""
+    runs, n = draws.shape
+    order = np.empty((runs, n), dtype=base.dtype)
+    for run in range(runs):
+        for i in range(n):
+            order[run, i] = base[i]
+        for i in range(n - 1, 0, -1):
+            j = int(draws[run, i] * (i + 1))
+            order[run, i], order[run, j] = order[run, j], order[run, i]
+    return order
+
+
+@njit(cache=True, nogil=True)
+def next_weights(ratings, w, start, as_contestant):
+    """elo_loop.reviewer_weights for one run, into ``w``; returns the largest change of a weight."""
+    low, high, scorers, total = math.inf, -math.inf, 0, 0.0
+    for r in range(start.size):
+        c = as_contestant[r]
+        if c >= 0:
+            low = min(low, ratings[c])
+            high = max(high, ratings[c])
+    span = high - low
+    for r in range(start.size):
+        c = as_contestant[r]
+        if c >= 0:
+            total += (ratings[c] - low) / span if span > 0 else 1.0
+            scorers += 1
+    biggest = 0.0
+    for r in range(start.size):
+        c = as_contestant[r]
+        if c >= 0:
+            new = ((ratings[c] - low) / span if span > 0 else 1.0) / (total / scorers)
+            biggest = max(biggest, abs(new - w[r]))
+            w[r] = new
+    return biggest
+
+
+@njit(cache=True, nogil=True)
+def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, contestants):
+    """elo_loop._replay_numpy on reviews packed by elo_loop.pack, a block of runs at a time.
+
+    Each stretch of CHUNK steps is first gathered from ``code`` into a small buffer: those loads
+    do not wait on each other, so their cache misses overlap, while the Elo updates that follow,
+    which must wait on each other, then read memory in order."""
+    runs, steps = order.shape
+    R = start.size
+    ratings = np.empty((runs, contestants))
+    weights = np.empty((runs, R))
+    change = np.zeros(runs)
+    buffer = np.empty((BLOCK, CHUNK), dtype=np.int64)
+    b_shift, r_shift = 2, 2 + bits
+    a_shift = r_shift + bits
+    mask = (1 << bits) - 1
+    for first in range(0, runs, BLOCK):
+        block = min(BLOCK, runs - first)
+        for y in range(block):
+            weights[first + y, :] = start
+        for done in range(passes):
+            for y in range(block):
+                if done:
+                    change[first + y] = next_weights(ratings[first + y], weights[first + y], start, as_contestant)
+                ratings[first + y, :] = initial
+            for begin in range(0, steps, CHUNK):
+                end = min(steps, begin + CHUNK)
+                for y in range(block):
+                    for step in range(begin, end):
+                        i = order[first + y, step]
+                        buffer[y, step - begin] = code[i] if i >= 0 else -1
+                for step in range(end - begin):
+                    for y in range(block):
+                        packed = buffer[y, step]
+                        if packed < 0:
+                            continue
+                        run = first + y
+                        ca, cb = packed >> a_shift, (packed >> r_shift) & mask
+                        reviewer, outcome = (packed >> b_shift) & mask, packed & 3
+                        ra, rb = ratings[run, ca], ratings[run, cb]
+                        expected_a = 1.0 / (1.0 + math.exp((rb - ra) * slope))
+                        delta = weights[run, reviewer] * k * ((2 - outcome) * 0.5 - expected_a)
+                        ratings[run, ca] = ra + delta
+                        ratings[run, cb] = rb - delta
+    return ratings, weights, change
