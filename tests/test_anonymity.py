@@ -8,7 +8,7 @@ from arena.contract import plugins
 from arena.engine.match import play_match
 from arena.contract.records import MatchSpec
 
-from helpers import Recording, Roundtable, scripted
+from helpers import ROOT, Recording, Roundtable, scripted
 
 # Names that look like what people call their agents: models, vendors, people.
 NAMES = ["gpt-4o-mini", "claude-3-haiku", "llama3-8b-local", "alice_bot", "Qwen2.5"]
@@ -64,3 +64,17 @@ def test_the_filter_takes_names_with_their_versions_but_not_words_that_start_ali
 
     terms = tuple(sorted(VENDOR_TERMS, key=lambda t: (-len(t), t)))
     assert scrub(text, terms, "[x]") == (kept, removed)
+
+
+async def test_a_synthetic_judge_reads_no_name_the_text_does_not_carry():
+    questions = str(ROOT / "scenarios" / "data" / "sample-questions.jsonl")
+    judge = Recording(scripted("j", "synthetic_judge", params={"name": "j"}))
+    agents = {"alice": scripted("alice", "synthetic_contestant", params={"quality": 0.5, "style": "Signed, alice."}),
+              "bob": scripted("bob", "synthetic_contestant", params={"quality": 0.5}), "j": judge}
+    spec = MatchSpec(key="m", game="pairwise_review", agents=tuple(agents), seed=1, shuffle_seats=False,
+                     params={"questions": questions, "case": "s1"}, scrub=("alice",))
+    record = await play_match(spec, agents)  # a synthetic judge reads prompt_data, a model only the text
+    assert record.status == "finished"
+    for turn in judge.turns[1:] if judge.turns[0].round == 1 else judge.turns:
+        assert "alice" not in turn.prompt  # the text is filtered ...
+        assert "alice" not in " ".join(turn.prompt_data["answers"])  # ... its structured copy is not

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 
 @lru_cache(maxsize=64)
@@ -26,3 +27,23 @@ def scrub(text: str, terms: tuple[str, ...], replacement: str) -> tuple[str, lis
         return replacement
 
     return _pattern(terms).sub(replace, text), found
+
+
+def scrub_data(value: Any, terms: tuple[str, ...], replacement: str) -> tuple[Any, list[str]]:
+    """The same for structured data (a prompt's or a notice's facts): every string inside is scrubbed."""
+    found: list[str] = []
+
+    def walk(item: Any) -> Any:
+        if isinstance(item, str):
+            text, hits = scrub(item, terms, replacement)
+            found.extend(hits)
+            return text
+        if isinstance(item, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(v) for k, v in item.items()}
+        if isinstance(item, (list, tuple)):
+            return type(item)(walk(v) for v in item)
+        return item
+
+    if not terms or value is None:
+        return value, []
+    return walk(value), found

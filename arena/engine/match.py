@@ -33,7 +33,7 @@ from arena.contract.events import (
     SeatInfo,
     TurnFailed,
 )
-from arena.engine.anonymity import scrub
+from arena.engine.anonymity import scrub, scrub_data
 from arena.contract.game import Game, InvalidReply
 from arena.contract.messages import REFEREE, Message, Retry, Turn
 from arena.engine.pool import MessagePool
@@ -111,11 +111,13 @@ class Match:
         """Post a message; unless ``shown`` is given, the anonymity filter makes, once, the version
         the other seats get (the sender gets its own words back as it wrote them)."""
         recipients = tuple(recipients)
+        shown_data = None
         if shown is None and self.spec.scrub and any(r != sender for r in recipients):
             shown, found = scrub(content, self.spec.scrub, self.spec.scrub_replacement)
-            if found:
-                self._emit(Scrubbed(match=self.spec.key, round=self.pool.round, seat=sender, found=found))
-        message = self.pool.post(sender, content, recipients, kind, data, shown)
+            shown_data, in_data = scrub_data(data, self.spec.scrub, self.spec.scrub_replacement)
+            if found or in_data:
+                self._emit(Scrubbed(match=self.spec.key, round=self.pool.round, seat=sender, found=found + in_data))
+        message = self.pool.post(sender, content, recipients, kind, data, shown, shown_data)
         self._emit(MessagePosted(match=self.spec.key, message=message))
         return message
 
@@ -227,8 +229,12 @@ class Match:
         return Turn.model_construct(  # the history is a view of the inbox: validating it would copy it
             match=self.spec.key, seat=seat, role=game.roles[seat], round=round, history=history,
             prompt=prompt.shown if prompt.shown is not None else prompt.content, retries=(), seed=0,
-            action_schema=self._action_schema, prompt_data=game.prompt_data(seat, round),
+            action_schema=self._action_schema, prompt_data=self._filtered(game.prompt_data(seat, round)),
         )
+
+    def _filtered(self, data):
+        """Structured facts for scripted agents pass the same filter as the text a model reads."""
+        return scrub_data(data, self.spec.scrub, self.spec.scrub_replacement)[0] if self.spec.scrub else data
 
     async def _take_turn(self, base: Turn, outcomes: dict, scope: trio.CancelScope) -> None:
         game, seat, round = self.game, base.seat, base.round

@@ -62,6 +62,7 @@ class MessagePool:
         self._log: list[Message] = []
         self._staged_from = 0  # messages from here on are staged
         self._inbox: dict[str, list[Message]] = {seat: [] for seat in self.seats}  # what each seat can see
+        self._for_others: dict[int, Message] = {}  # staged messages whose data the filter changed
 
     def post(
         self,
@@ -71,20 +72,25 @@ class MessagePool:
         kind: MessageKind,
         data: dict[str, Any] | None = None,
         shown: str | None = None,
+        shown_data: dict[str, Any] | None = None,
     ) -> Message:
+        """``shown`` and ``shown_data``: what the seats other than the sender get instead of the
+        content and the data (the anonymity filter's version); only ``shown`` is kept in the record."""
         recipients = tuple(recipients)
         if not self._known.issuperset(recipients):
             raise ValueError(f"message addressed to unknown seats {sorted(set(recipients) - self._known)}")
         message = Message(index=len(self._log), round=self.round, sender=sender, recipients=recipients,
                           content=content, kind=kind, data=data, shown=None if shown == content else shown)
         self._log.append(message)
+        if shown_data is not None and shown_data != data:
+            self._for_others[message.index] = message.as_shown().model_copy(update={"data": shown_data})
         return message
 
     def close_round(self) -> tuple[Message, ...]:
         """Deliver what was posted this round and move on to the next one."""
         released = tuple(self._log[self._staged_from:])
         for message in released:
-            others = message.as_shown()
+            others = self._for_others.pop(message.index, None) or message.as_shown()
             if message.sender in self._inbox:
                 self._inbox[message.sender].append(message)
             for seat in message.recipients:
