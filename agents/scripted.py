@@ -29,6 +29,13 @@ class ScriptedAgent(Agent):
         self.strategy = self.check(config)
 
     @classmethod
+    def nested_params(cls, raw: dict) -> dict:
+        try:
+            return {"params": plugins.load("strategy", raw["strategy"]).Params}
+        except (KeyError, TypeError, plugins.UnknownPlugin):
+            return {}  # reported by check()
+
+    @classmethod
     def check(cls, config: ScriptedConfig) -> Strategy:
         try:
             strategy_cls = plugins.load("strategy", config.strategy)

@@ -20,7 +20,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from arena.contract import Strategy, StrategyParams, Turn
+from arena.contract import Strategy, StrategyParams, Turn, path_field
 
 ANSWERS_HELP = ("Right answers it knows by heart: `humaneval` (HumanEval's canonical solutions), or a JSONL file of "
                 "problems ({prompt, canonical_solution}) or of texts ({source, reference}); looked up by the problem or "
@@ -97,7 +97,7 @@ class WriterEditorParams(StrategyParams):
     write: float = Field(0.5, ge=0, le=1, description="Chance that a first draft is right.")
     fix: float = Field(0.8, ge=0, le=1, description="Chance that a revision after review comments is right.")
     edit: float = Field(0.5, ge=0, le=1, description="Chance of catching a flaw as reviewer or proofreader.")
-    answers: Answers = Field(None, description=ANSWERS_HELP)
+    answers: Answers = path_field(None, description=ANSWERS_HELP, words=("humaneval",))
 
 
 class WriterEditor(Strategy):
@@ -127,7 +127,7 @@ class WriterEditor(Strategy):
 
 class ReferenceJudgeParams(StrategyParams):
     noise: float = Field(0.0, ge=0, description="Standard deviation of noise added to each score.")
-    answers: Answers = Field(None, description=ANSWERS_HELP)
+    answers: Answers = path_field(None, description=ANSWERS_HELP, words=("humaneval",))
 
 
 def similarity(a: str, b: str | None, given: str = "") -> float:

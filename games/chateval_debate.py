@@ -23,7 +23,7 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -43,7 +43,7 @@ _SCORES = re.compile(r"scores\W*(\d+(?:\.\d+)?)\s*[, ]\s*(\d+(?:\.\d+)?)", re.IG
 class DebateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    pairs: str = Field(description="A JSONL file of pairs of answers (peer_discussion's format, or PRD's LFQA file).")
+    pairs: str = path_field(description="A JSONL file of pairs of answers (peer_discussion's format, or PRD's LFQA file).")
     case: str | None = Field(None, description="The pair of this match; the tournament sets it.")
     strategy: Literal["one_by_one", "simultaneous_talk", "simultaneous_talk_with_summarizer"] = "one_by_one"
     turns: int = Field(2, ge=1, description="Turns of debate.")
@@ -51,10 +51,11 @@ class DebateParams(BaseModel):
     personas: dict[str, str] | None = Field(None, description="Name -> description; default: a built-in set of five.")
 
 
-class ChatEvalDebate(Game):
+class ChatEvalDebate(Game, HasCases, ReportsReviews):
     description = "Debaters with personas argue which of two answers is better (ChatEval)."
     Params = DebateParams
     min_seats = 2
+    rotating_roles = ("Debater",)  # a role swap changes the speaking order; the summarizer keeps its seat
 
     @classmethod
     def seat_roles(cls, params: DebateParams, n_seats: int) -> list[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from arena.contract import Game, InvalidReply, JudgeRequest, Notice, Program
+from arena.contract import Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, Program, WritesCode, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_jsonl
@@ -65,7 +65,7 @@ def extract_code(reply: str) -> str:
 class CodeReviewParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    problems: str = Field("humaneval", description="`humaneval`, or a JSONL file of problems.")
+    problems: str = path_field("humaneval", description="`humaneval`, or a JSONL file of problems.", words=("humaneval",))
     ids: list[str] | None = Field(None, description="Play only these problems (default: all, or the first `limit`).")
     limit: int | None = Field(None, ge=1, description="Play the first N problems.")
     max_reviews: int = Field(3, ge=1, description="Reviews before the programmer's last revision ends the match.")
@@ -73,7 +73,7 @@ class CodeReviewParams(BaseModel):
     case: str | None = Field(None, description="Set by the tournament: the problem this match plays.")
 
 
-class CodeReview(Game):
+class CodeReview(Game, HasCases, WritesCode, Judged):
     description = "A programmer writes code, a reviewer comments, the programmer revises; judged and executed."
     Params = CodeReviewParams
     min_seats = max_seats = 2

@@ -37,7 +37,7 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_questions
@@ -46,10 +46,10 @@ from .questions import case_of, load_questions
 class PairwiseParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    questions: str = Field(description="A JSONL question set (id, question); a path relative to where arena runs.")
+    questions: str = path_field(description="A JSONL question set (id, question), relative to the scenario file.")
     case: str | None = Field(None, description="The question of this match; the tournament sets it.")
     contestants: int = Field(2, ge=0, description="The first seats answer; the others judge (0 with fixed answers).")
-    answers: list[str] | None = Field(
+    answers: list[str] | None = path_field(
         None,
         description="Fixed answers instead of contestants: JSONL files of {question_id, text} lines, one file per "
         "source, named by its model_id field or the file name (Vicuna80's generations work as they are).",
@@ -76,10 +76,11 @@ def _sign(value: float) -> int:
     return 0 if abs(value) < 1e-12 else (1 if value > 0 else -1)
 
 
-class PairwiseReview(Game):
+class PairwiseReview(Game, HasCases, ReportsReviews):
     description = "Judges compare answers pair by pair; FairEval's calibrations (EC, MEC, BPC, BPDE)."
     Params = PairwiseParams
     min_seats = 2
+    rotating_roles = ("Contestant",)  # a role swap reorders the contestants; judges stay judges
 
     @classmethod
     def seat_roles(cls, params: PairwiseParams, n_seats: int) -> list[str]:

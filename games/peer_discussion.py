@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -31,7 +31,7 @@ from .questions import case_of, load_pairs
 class DiscussionParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    pairs: str = Field(description="A JSONL file of pairs of answers to discuss (or PRD's LFQA file).")
+    pairs: str = path_field(description="A JSONL file of pairs of answers to discuss (or PRD's LFQA file).")
     case: str | None = Field(None, description="The pair of this match; the tournament sets it.")
     max_turns: int = Field(4, ge=0, description="Discussion turns after the initial reviews.")
     leader: Literal["first", "drawn"] = Field("first", description="Who speaks first: the first seat, or drawn per match.")
@@ -45,7 +45,7 @@ _PREFERENCE = re.compile(r"preference\W*(1|2|tie)\b", re.IGNORECASE)
 _WORD = {"1": -1, "2": 1, "tie": 0}  # -1: answer 1 (A) better
 
 
-class PeerDiscussion(Game):
+class PeerDiscussion(Game, HasCases, ReportsReviews):
     description = "Two reviewers discuss which of two answers is better until they agree (PRD's peer discussion)."
     Params = DiscussionParams
     min_seats = max_seats = 2

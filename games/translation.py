@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from arena.contract import Game, InvalidReply, JudgeRequest, Notice
+from arena.contract import Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, path_field
 
 from .questions import case_of, load_jsonl
 
@@ -62,13 +62,13 @@ def chrf(hypothesis: str, reference: str) -> float:
 class TranslationParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    texts: str = Field(description="A JSONL file of texts to translate.")
+    texts: str = path_field(description="A JSONL file of texts to translate.")
     language_pair: str | None = Field(None, description="Keep only texts of this pair, e.g. de-en (default: all).")
     limit: int | None = Field(None, ge=1, description="Play the first N texts.")
     case: str | None = Field(None, description="Set by the tournament: the text this match plays.")
 
 
-class Translation(Game):
+class Translation(Game, HasCases, Judged):
     description = "A translator translates, a proofreader polishes; chrF against a reference, and an LLM judge."
     Params = TranslationParams
     min_seats = max_seats = 2

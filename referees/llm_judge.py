@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Referee, Scores, Transcript
+from arena.contract import Game, InvalidReply, Judged, Referee, Scores, Transcript
 from arena.contract.game import example_prose
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
@@ -62,6 +62,7 @@ def parse_verdict(reply: str, seats: tuple[str, ...], low: int, high: int) -> di
 class LLMJudge(Referee):
     Params = JudgeParams
     description = "A scenario agent scores each seat 1-10 with reasons (JSON), from the game's judging brief."
+    needs = (Judged,)
 
     @classmethod
     def agents_needed(cls, params: JudgeParams) -> list[str]:
@@ -78,9 +79,11 @@ class LLMJudge(Referee):
 
     async def score(self, game: Game, pool: Transcript) -> Scores:
         p: JudgeParams = self.params
+        if not isinstance(game, Judged):  # `arena validate` says so first; a spec built by hand may still try
+            raise ValueError(f"the llm_judge referee needs a game that has something to judge; {type(game).__name__} has not")
         request = game.judge_request()
         if request is None:
-            raise ValueError(f"the llm_judge referee needs a game that has something to judge; {type(game).__name__} has not")
+            raise ValueError(f"{type(game).__name__} left nothing for the llm_judge referee to judge in this match")
         prompt = f"{request.text}\n\n{answer_format(request.seats, p.low, p.high)}"
         data: dict[str, Any] = {**(request.data or {}), "task": "judge", "seats": list(request.seats),
                                 "scale": [p.low, p.high]}

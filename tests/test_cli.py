@@ -312,10 +312,10 @@ def test_invalid_replies_are_flagged_in_the_log_and_counted(run_cli, tmp_path):
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)
-def test_every_example_scenario_is_valid(run_cli, path):
+def test_every_example_scenario_is_valid(run_cli, path, tmp_path):
     if "../shared/data" in path.read_text() and not (ROOT.parent / "shared" / "data").is_dir():
         pytest.skip("this scenario reads ../shared/data, which is not beside this checkout")
-    result = run_cli("validate", path)
+    result = run_cli("validate", path, cwd=tmp_path)  # its data paths are read from its own folder
     assert result.returncode == 0, result.stderr
     assert f"{path.name}: ok" in result.stdout.replace(str(path.parent) + "/", "")
 

@@ -114,7 +114,8 @@ def test_one_match_per_question_and_clear_errors(questions, tmp_path):
     with pytest.raises(ConfigError, match="no seat is left to judge"):
         parse_scenario({"name": "pr", "agents": {k: agents[k] for k in "xy"},
                         "games": [{"game": "pairwise_review", "params": {"questions": questions}}]})
-    with pytest.raises(ConfigError, match=r"games\[0\].params: no question set at .*nope.jsonl"):
+    # the scenario checks the file before the game reads it, so the message names the field
+    with pytest.raises(ConfigError, match=r"games\[0\]\.params\.questions: no file at .*nope.jsonl"):
         parse_scenario({"name": "pr", "agents": agents,
                         "games": [{"game": "pairwise_review", "params": {"questions": str(tmp_path / "nope.jsonl")}}]})
     bad = tmp_path / "bad.jsonl"

@@ -25,7 +25,7 @@ from arena.results.summary import peer_rank, rank_json
 from arena.cli.report import add_commands as add_report_commands
 from arena.store import RunStore, StoreError, run_dirs
 from arena.cli.tables import print_results
-from arena.run.tournament import plan
+from arena.run.tournament import count, role_swap_note
 from arena.run.scenario import load_scenario
 
 
@@ -261,10 +261,14 @@ def _dry_run(scenario) -> int:
 # -- other commands --------------------------------------------------------------------
 def _validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
-    specs = plan(scenario)
+    matches = count(scenario)  # counted, not built: a large plan is checked in no time
     unstable = [e.name for e in scenario.games if not isinstance(scenario.tournament_for(e).repeats, int)]
     extra = f" (until_stable adds more for: {', '.join(unstable)})" if unstable else ""
-    print(f"{args.scenario}: ok — {len(scenario.agents)} agents, {len(scenario.games)} game entries, {len(specs)} matches{extra}")
+    print(f"{args.scenario}: ok — {len(scenario.agents)} agents, {len(scenario.games)} game entries, {matches} matches{extra}")
+    for i, entry in enumerate(scenario.games):
+        note = role_swap_note(scenario, entry)
+        if note:
+            print(f"  games[{i}] ({entry.name}): {note}")
     return 0
 
 

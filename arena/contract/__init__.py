@@ -8,7 +8,9 @@ from arena.contract.agent import Agent, AgentConfig, FatalAgentError
 from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services
 from arena.contract.errors import ArenaError, ConfigError, MatchSetupError, Problem
 from arena.contract.events import Event, SeatInfo
-from arena.contract.game import Game, InvalidReply, JudgeRequest, NoParams, Notice, Program
+from arena.contract.capabilities import HasCases, Judged, JudgeRequest, Program, ReportsReviews, Review, WritesCode
+from arena.contract.game import Game, InvalidReply, NoParams, Notice
+from arena.contract.paths import path_field
 from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
 from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
@@ -16,7 +18,8 @@ from arena.contract.strategy import Strategy, StrategyParams
 
 __all__ = [
     "Agent", "AgentConfig", "ArenaError", "CachedReply", "CallRecord", "CallStarted", "ConfigError", "Desk", "Event",
-    "FatalAgentError", "Game", "InvalidReply", "JudgeRequest", "MatchRecord", "MatchSettings", "MatchSetupError",
-    "MatchSpec", "Message", "NoParams", "Notice", "Problem", "Program", "REFEREE", "Referee", "RefereeSpec", "Retry",
-    "Scores", "SeatInfo", "Services", "Strategy", "StrategyParams", "Transcript", "Turn",
+    "FatalAgentError", "Game", "HasCases", "InvalidReply", "Judged", "JudgeRequest", "MatchRecord", "MatchSettings",
+    "MatchSetupError", "MatchSpec", "Message", "NoParams", "Notice", "Problem", "Program", "REFEREE", "Referee",
+    "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Strategy", "StrategyParams",
+    "Transcript", "Turn", "WritesCode", "path_field",
 ]

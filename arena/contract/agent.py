@@ -39,6 +39,12 @@ class Agent(ABC):
         self.services = services or Services()  # the run's cache, call log and limits; none when used alone
 
     @classmethod
+    def nested_params(cls, raw: dict) -> dict[str, type[BaseModel]]:
+        """Parts of a scenario's entry for this agent that another model validates (a strategy's
+        ``params``), so that the scenario can resolve the file paths they mark (``path_field``)."""
+        return {}
+
+    @classmethod
     def check(cls, config: AgentConfig) -> None:
         """Deeper checks than the config model can make; raise ``ConfigError``. Must not
         open connections: ``arena validate`` calls it."""

@@ -9,13 +9,27 @@ from typing import Any
 from pydantic import ValidationError
 
 
+MAX_GIVEN = 80  # characters of a given value quoted back in a message
+MAX_MESSAGE = 400  # characters of one problem's message
+MAX_PROBLEMS = 25  # problems listed in one error; the rest are counted
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out: a message quotes what a
+    user wrote, and what they wrote may be a megabyte."""
+    if len(text) <= limit:
+        return text
+    return f"{text[: limit - 30]}… ({len(text) - limit + 30} more characters)"
+
+
 def format_loc(loc: Sequence[Any]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            part = shorten(str(part), MAX_GIVEN)
+            out += f".{part}" if out else part
     return out or "(top level)"
 
 
@@ -35,9 +49,9 @@ class Problem:
         self.has_given = has_given
 
     def __str__(self) -> str:
-        text = f"{format_loc(self.loc)}: {self.message}"
+        text = f"{format_loc(self.loc)}: {shorten(self.message, MAX_MESSAGE)}"
         if self.has_given:
-            text += f" (given: {self.given!r})"
+            text += f" (given: {shorten(repr(self.given), MAX_GIVEN)})"
         return text
 
 
@@ -53,7 +67,9 @@ class ConfigError(ArenaError):
         head = f"{self.source}: " if self.source else ""
         lines = [f"{head}{len(self.problems)} problem(s):"] if len(self.problems) > 1 else []
         prefix = "  " if lines else head
-        lines += [f"{prefix}{p}" for p in self.problems]
+        lines += [f"{prefix}{p}" for p in self.problems[:MAX_PROBLEMS]]
+        if len(self.problems) > MAX_PROBLEMS:
+            lines.append(f"{prefix}… and {len(self.problems) - MAX_PROBLEMS} more; fix these first")
         return "\n".join(lines)
 
     @classmethod
@@ -64,12 +80,21 @@ class ConfigError(ArenaError):
         source: str | None = None,
         hint: Callable[[tuple[Any, ...]], str | None] | None = None,
     ) -> "ConfigError":
-        """``hint(loc)``: advice for an unknown key at ``loc`` (relative to the validated model)."""
+        """``hint(loc)``: advice for an unknown key at ``loc`` (relative to the validated model).
+
+        A required field reported missing beside an unknown key spelt like it is one mistake, a
+        misspelling: only the unknown key is reported, pointing at the field it should be."""
+        items = error.errors(include_url=False)
+        misspelt = _misspellings(items)
         problems = []
-        for item in error.errors(include_url=False):
+        for item in items:
+            if item["type"] == "missing" and tuple(item["loc"]) in misspelt.values():
+                continue
             loc = tuple(prefix) + tuple(item["loc"])
             message = _expected(item)
-            if item["type"] == "extra_forbidden" and hint is not None:
+            if tuple(item["loc"]) in misspelt:
+                message += f" (did you mean {str(misspelt[tuple(item['loc'])][-1])!r}? it is required)"
+            elif item["type"] == "extra_forbidden" and hint is not None:
                 advice = hint(tuple(item["loc"]))
                 if advice:
                     message += f" ({advice})"
@@ -94,6 +119,22 @@ def spelling_hint(fields: Iterable[str]) -> Callable[[tuple[Any, ...]], str | No
         return f"did you mean {close[0]!r}?" if close else None
 
     return hint
+
+
+def _misspellings(items: list[dict[str, Any]]) -> dict[tuple, tuple]:
+    """Unknown key's location -> the missing required field's location it most likely misspells,
+    among fields of the same mapping."""
+    missing = [tuple(i["loc"]) for i in items if i["type"] == "missing" and i["loc"]]
+    found = {}
+    for item in items:
+        loc = tuple(item["loc"])
+        if item["type"] != "extra_forbidden" or not loc:
+            continue
+        siblings = {str(m[-1]): m for m in missing if m[:-1] == loc[:-1] and m not in found.values()}
+        close = difflib.get_close_matches(str(loc[-1]), list(siblings), n=1, cutoff=0.6)
+        if close:
+            found[loc] = siblings[close[0]]
+    return found
 
 
 def _expected(item: dict[str, Any]) -> str:

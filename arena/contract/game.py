@@ -35,34 +35,6 @@ class Notice(BaseModel):
     data: dict[str, Any] | None = None
 
 
-class JudgeRequest(BaseModel):
-    """What a judging referee (an LLM judge) is shown once a match is over.
-
-    ``text`` holds the task, what the seats said and the criteria, in the game's words;
-    the referee adds how to answer. ``seats`` are the seats to be scored. ``data`` holds
-    the same material in structured form, for scripted and synthetic judges."""
-
-    model_config = ConfigDict(frozen=True)
-
-    text: str
-    seats: tuple[str, ...]
-    data: dict[str, Any] | None = None
-
-
-class Program(BaseModel):
-    """Code a match produced, to be run against tests by an executing referee.
-
-    ``tests`` is HumanEval-style: it defines ``check(candidate)``, which is called with the
-    function named ``entry_point``. The outcome is credited to ``seats``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    code: str
-    tests: str
-    entry_point: str
-    seats: tuple[str, ...]
-
-
 def example_prose(words: int, topic: str = "the task") -> str:
     """Plain sentences of about ``words`` words about ``topic``: the body of an example reply whose
     content does not matter, only its length (see ``Game.example_reply``)."""
@@ -87,6 +59,9 @@ class Game(ABC):
     implement the abstract methods. A game's name is its entry point's name. Seats are labelled by role: the engine
     asks ``seat_roles`` for each seat's role and numbers seats sharing a role
     ("Player 1", "Player 2"); a role held by a single seat is its own label.
+
+    What a game offers beyond its rules (something to judge, code to run, reviews for peer
+    rank, cases to play on) is a capability, defined in ``arena.contract.capabilities``.
     """
 
     description: ClassVar[str] = ""
@@ -95,6 +70,9 @@ class Game(ABC):
     min_seats: ClassVar[int] = 2
     max_seats: ClassVar[int | None] = None
     default_referee: ClassVar[str | tuple[str, ...]] = "rules"  # one referee, or several (the first gives the payoff)
+    # Roles whose seats a tournament's role swap passes agents through; a seat of another role keeps
+    # the agent listed for it (a judge is never made a contestant). None: every role takes part.
+    rotating_roles: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, params: BaseModel, seats: Sequence[str], roles: Mapping[str, str], rng: random.Random):
         self.params = params
@@ -141,12 +119,6 @@ class Game(ABC):
         do not). ``arena validate`` checks it against ``max_rounds``; the live view shows turn k of n."""
         return None
 
-    @classmethod
-    def cases(cls, params: BaseModel) -> list[str] | None:
-        """The cases (questions, problems, texts) the game is played on, one match each; the
-        tournament sets ``params.case`` for each. None: the game has no cases."""
-        return None
-
     # -- who acts and who hears whom ---------------------------------------------
     def speakers(self, round: int) -> list[str]:
         """Seats asked to act this round, all at once. Default: every seat."""
@@ -191,23 +163,7 @@ class Game(ABC):
     def payoffs(self) -> dict[str, float]:
         """Each seat's score once the game is over."""
 
-    def reviews(self) -> list[tuple[str, str, str, str, int]]:
-        """Pairwise verdicts the game produced, for peer rank: (question, A, B, reviewer, score),
-        score -1 when A (shown first) is better, 0 for a tie, +1 when B is. A, B and the
-        reviewer are seat labels (the engine puts agent names in their place); a reviewer that
-        is not a seat (an outside judge) keeps its own name."""
-        return []
-
-    # -- material for other referees -------------------------------------------------
     def metrics(self) -> dict[str, dict[str, float]]:
         """Further per-seat figures the rules produce besides the payoff (metric -> seat -> value),
         reported beside it: an idiom game's hits, a translation's chrF."""
         return {}
-
-    def judge_request(self) -> JudgeRequest | None:
-        """What an LLM judge scores at the end, or None when the game has nothing to judge."""
-        return None
-
-    def programs(self) -> list[Program]:
-        """Code to execute against tests at the end; empty when the game writes none."""
-        return []

@@ -2,9 +2,11 @@
 
 A match has one or more referees. Each returns figures per seat under metric names
 (``{"payoff": {...}}``, ``{"judge": {...}}``, ``{"tests": {...}}``); the first metric of
-the first referee is the match's payoff, the rest are reported beside it. Referees that
-need a model (an LLM judge) ask it through the match's ``Desk``, which applies the same
-timeout and invalid-reply rules as a seat's turn and records everything.
+the first referee is the match's payoff, the rest are reported beside it, and the first
+referee also gives the match's reviews. Referees that need a model (an LLM judge) ask it
+through the match's ``Desk``, which applies the same timeout and invalid-reply rules as a
+seat's turn and records everything. What a referee needs of a game beyond its rules it
+names in ``needs``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arena.contract.capabilities import Review, ReportsReviews, has
 from arena.contract.game import NoParams
 from arena.contract.messages import Transcript
 
@@ -55,6 +58,9 @@ class Referee(ABC):
 
     Params: ClassVar[type[BaseModel]] = NoParams
     description: ClassVar[str] = ""
+    # Capabilities (arena.contract.capabilities) a game must have for this referee to score it;
+    # `arena validate` refuses a game that lacks one, before anything is played.
+    needs: ClassVar[tuple[type, ...]] = ()
 
     def __init__(self, params: BaseModel, desk: Desk):
         self.params = params
@@ -77,3 +83,9 @@ class Referee(ABC):
     @abstractmethod
     async def score(self, game: Game, pool: Transcript) -> Scores:
         """Figures per seat, by metric. A seat may be missing from a metric it could not be scored on."""
+
+    def reviews(self, game: Game) -> list[Review]:
+        """Pairwise verdicts for peer rank, once the match is scored (seat labels, as
+        ``ReportsReviews.reviews`` gives them). A match's reviews are its first referee's, as its
+        payoff is. Default: the game's own, when it reports any."""
+        return game.reviews() if has(game, ReportsReviews) else []

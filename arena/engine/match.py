@@ -142,7 +142,8 @@ class Match:
                 raise self._fatal
             payoffs = next(iter(metrics.values()), {})
             agent = {seat.label: seat.agent for seat in self.seats}
-            reviews = [(q, agent.get(a, a), agent.get(b, b), agent.get(r, r), int(s)) for q, a, b, r, s in self.game.reviews()]
+            verdicts = self.referees[0].reviews(self.game)
+            reviews = [(q, agent.get(a, a), agent.get(b, b), agent.get(r, r), int(s)) for q, a, b, r, s in verdicts]
         except Exception as exc:
             error = _describe(exc)
             self._emit(MatchFailed(match=key, error=error))

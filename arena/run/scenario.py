@@ -2,22 +2,37 @@
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import hashlib
 import json
+import os
+import types
 import typing
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from arena.contract import plugins
 from arena.contract.agent import Agent, AgentConfig
+from arena.contract.capabilities import HasCases, describe, has
 from arena.contract.errors import ConfigError, Problem, spelling_hint
+from arena.contract.game import Game
+from arena.contract.paths import path_fields
 from arena.services.calls import Budget, LimitSettings
 from arena.contract.records import MatchSettings
 from arena.contract.referee import RefereeSpec
+from arena.run.seating import orders_per_table, tables_count
+from arena.run.yamlfile import read_yaml
+
+# Sizes a scenario may ask for. Past them it is a mistake (a stray zero) long before it is a plan:
+# checked on the numbers, before anything is built.
+MAX_REPEATS = 10_000
+MAX_MATCHES = 100_000  # in one run, until_stable counted at its cap
+MAX_ROUNDS = 100_000  # match.max_rounds
+MAX_RETRIES = 100  # match.max_retries
+MAX_NAME = 100
 
 
 class UntilStable(BaseModel):
@@ -25,9 +40,9 @@ class UntilStable(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    block: int = Field(5, ge=1, description="Repeats added per step.")
-    min: int = Field(10, ge=1, description="Repeats before stopping is considered.")
-    max: int = Field(50, ge=1, description="Cap: never more repeats than this.")
+    block: int = Field(5, ge=1, le=MAX_REPEATS, description="Repeats added per step.")
+    min: int = Field(10, ge=1, le=MAX_REPEATS, description="Repeats before stopping is considered.")
+    max: int = Field(50, ge=1, le=MAX_REPEATS, description="Cap: never more repeats than this.")
     tau: float = Field(0.9, ge=-1, le=1, description="Kendall's tau between successive rankings must reach this.")
     width: float = Field(1.0, gt=0, description="Every 95% interval must be at most this wide (payoff units).")
 
@@ -56,13 +71,22 @@ class Tournament(BaseModel):
     )
     repeats: int | Literal["until_stable"] | UntilStable = Field(1, description="A number, or until_stable.")
 
-    @field_validator("repeats")
+    @field_validator("repeats", mode="wrap")
     @classmethod
-    def _repeats(cls, value):
+    def _repeats(cls, value, handler):
+        """One reading per kind of value, so that a mistake gets one message rather than one per
+        member of the union."""
         if value == "until_stable":
             return UntilStable()
-        if isinstance(value, int) and value < 1:
+        if isinstance(value, (dict, UntilStable)):
+            return UntilStable.model_validate(value)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError("expected a whole number of repeats, until_stable, or {block, min, max, tau, width}")
+        if value < 1:
             raise ValueError("repeats must be at least 1, or until_stable")
+        if value > MAX_REPEATS:
+            raise ValueError(f"repeats may be at most {MAX_REPEATS:,}; for more certainty per match, use until_stable "
+                             "or more cases")
         return value
 
 
@@ -141,7 +165,7 @@ class Anonymity(BaseModel):
 class Scenario(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: str = Field(description="Short name of the scenario; the run directory is named after it.")
+    name: str = Field(description="Short name of the scenario; the run directory OUTPUT/NAME is named after it.")
     description: str = ""
     seed: int = Field(0, description="Every match's seed is derived from this one and the match's key.")
     output: str = Field("runs", description="Folder holding run directories, relative to the working directory.")
@@ -158,6 +182,14 @@ class Scenario(BaseModel):
     budget: Budget | None = Field(None, description="No new match starts once this is spent.")
     anonymity: Anonymity | None = Field(None, description="Scrub model and vendor names from what other seats see.")
     cache: str | None = Field(None, description="Response cache file; default: responses.sqlite in the run directory.")
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, value: str) -> str:
+        problem = name_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @field_validator("concurrency", mode="before")
     @classmethod
@@ -231,60 +263,240 @@ def _scenario_hint(loc: tuple[Any, ...]) -> str | None:
     return None
 
 
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a run directory inside ``output``, or None. A name is a plain
+    folder name: it never leads elsewhere (``/etc``, ``../..``)."""
+    if not name.strip():
+        return "the name is empty; give a short plain name such as my-tournament"
+    if name != name.strip():
+        return "the name starts or ends with a space; remove it"
+    if len(name) > MAX_NAME:
+        return f"the name has {len(name)} characters; keep it to {MAX_NAME}"
+    if any(c in name for c in "/\\:"):
+        return ("the name holds a path separator; it names the run folder inside `output`, so give a plain name "
+                "(and set `output` to choose where runs go)")
+    if name.startswith("."):
+        return "the name starts with a dot ('..' would leave the output folder, '.x' would hide the run); remove it"
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return "the name holds a control character; use letters, digits, '-' and '_'"
+    return None
+
+
 def load_scenario(path: str | Path) -> Scenario:
+    """Read, check and return a scenario file; paths in it are read from the file's folder."""
     path = Path(path)
     source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError([Problem((), "file not found")], source) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([Problem((), f"not valid YAML: {where}{problem}")], source) from None
+    raw = read_yaml(path, source)
+    base = Path(os.path.abspath(path.parent))
     if isinstance(raw, dict) and isinstance(raw.get("prices"), str):
-        raw["prices"] = _load_prices(path.parent / raw["prices"], source)
-    return parse_scenario(raw, source)
+        raw["prices"] = read_yaml(_resolve(raw["prices"], (), base), source, "prices", ("prices",))
+    return parse_scenario(raw, source, base)
 
 
-def _load_prices(path: Path, source: str) -> Any:
-    """`prices: FILE` reads the same mapping from a YAML file, relative to the scenario."""
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError([Problem(("prices",), f"no prices file at {path}")], source) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError([Problem(("prices",), f"{path} is not valid YAML: {exc}")], source) from None
-
-
-def parse_scenario(raw: Any, source: str = "<scenario>") -> Scenario:
+def parse_scenario(raw: Any, source: str = "<scenario>", base: Path | None = None) -> Scenario:
+    """Check a scenario given as data. ``base``: the folder relative paths in it are read from
+    (the scenario file's); None leaves them to the working directory."""
+    if raw is None:
+        raise ConfigError([Problem((), "the file is empty; a scenario needs at least name, agents and games")], source)
     if not isinstance(raw, dict):
         raise ConfigError([Problem((), "expected a mapping with keys name, agents, games", raw, True)], source)
+    problems = numbers_not_booleans(Scenario, raw)
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError.from_validation(exc, source=source, hint=_scenario_hint) from None
-    problems = _check_agents(scenario) + _check_games(scenario)
+        raise ConfigError(_unique(problems + ConfigError.from_validation(exc, hint=_scenario_hint).problems), source) from None
+    problems += _check_match(scenario) + _check_agents(scenario, base) + _check_games(scenario, base)
+    if not problems:
+        problems += _check_size(scenario)
     if problems:
-        raise ConfigError(problems, source)
+        raise ConfigError(_unique(problems), source)
     return scenario
 
 
-def _check_agents(scenario: Scenario) -> list[Problem]:
+def _unique(problems: list[Problem]) -> list[Problem]:
+    """Each problem once; and a field the boolean check reported is not reported again by pydantic,
+    which sees the same mistake (``stream: 2`` is not a boolean to either)."""
+    flagged = {p.loc for p in problems if p.message in _TYPE_MIXUPS}
+    seen: set[str] = set()
+    kept = []
+    for problem in problems:
+        text = str(problem)
+        if text in seen or (problem.loc in flagged and problem.message not in _TYPE_MIXUPS):
+            continue
+        seen.add(text)
+        kept.append(problem)
+    return kept
+
+
+# -- booleans are not numbers -------------------------------------------------------------
+NOT_A_NUMBER = "expected a number, not true/false"
+NOT_A_BOOLEAN = "expected true or false, not a number"
+_TYPE_MIXUPS = (NOT_A_NUMBER, NOT_A_BOOLEAN)
+
+
+def numbers_not_booleans(model: type[BaseModel], raw: Any, loc: tuple = ()) -> list[Problem]:
+    """``true`` where a number belongs, or ``1`` where true/false does: pydantic would take either
+    quietly (``repeats: true`` as one repeat), so they are reported here, anywhere in ``raw``."""
+    problems: list[Problem] = []
+    _walk(model, raw, loc, problems)
+    return problems
+
+
+def _walk(annotation: Any, value: Any, loc: tuple, problems: list[Problem]) -> None:
+    kinds = _kinds(annotation)
+    if isinstance(value, bool):
+        if kinds & {int, float} and bool not in kinds:
+            problems.append(Problem(loc, NOT_A_NUMBER, value, True))
+        return
+    if isinstance(value, (int, float)) and bool in kinds and not kinds & {int, float}:
+        problems.append(Problem(loc, NOT_A_BOOLEAN, value, True))
+        return
+    if isinstance(value, dict):
+        model = next((k for k in kinds if isinstance(k, type) and issubclass(k, BaseModel)), None)
+        if model is not None:
+            fields = {info.alias or name: info for name, info in model.model_fields.items()}
+            fields.update(model.model_fields)
+            for key, item in value.items():
+                if key in fields:
+                    _walk(fields[key].annotation, item, loc + (key,), problems)
+            return
+        inner = _container_arg(annotation, dict)
+        if inner is not None:
+            for key, item in value.items():
+                _walk(inner, item, loc + (key,), problems)
+    elif isinstance(value, list):
+        inner = _container_arg(annotation, list) or _container_arg(annotation, tuple)
+        if inner is not None:
+            for i, item in enumerate(value):
+                _walk(inner, item, loc + (i,), problems)
+
+
+def _kinds(annotation: Any) -> set:
+    """The plain types an annotation admits, looking through unions, Optional and Annotated."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _kinds(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return set().union(*(_kinds(a) for a in typing.get_args(annotation)))
+    if origin is not None:
+        return {origin}
+    return {annotation}
+
+
+def _container_arg(annotation: Any, container: type) -> Any:
+    """The item (list, tuple) or value (dict) type of ``container`` in an annotation, if it is one."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _container_arg(typing.get_args(annotation)[0], container)
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            found = _container_arg(arg, container)
+            if found is not None:
+                return found
+        return None
+    if origin is container:
+        args = typing.get_args(annotation)
+        return (args[-1] if container is dict else args[0]) if args else None
+    return None
+
+
+# -- paths --------------------------------------------------------------------------------
+def _resolve(value: str, words: tuple[str, ...], base: Path | None) -> Path:
+    path = Path(value).expanduser()
+    if value in words or base is None or path.is_absolute():
+        return path
+    return base / path
+
+
+def resolve_paths(model: type[BaseModel], params: dict[str, Any], base: Path | None) -> dict[str, Any]:
+    """``params`` with the fields ``model`` marks as paths read from ``base`` (see ``path_field``)."""
+    out = dict(params)
+    for name, words in path_fields(model).items():
+        value = params.get(name)
+        if isinstance(value, str) and value not in words:
+            out[name] = str(_resolve(value, words, base))
+        elif isinstance(value, list):
+            out[name] = [str(_resolve(v, words, base)) if isinstance(v, str) and v not in words else v for v in value]
+    return out
+
+
+def _check_paths(model: type[BaseModel], params: dict[str, Any], loc: tuple, base: Path | None) -> list[Problem]:
+    """Each path parameter names a readable file of UTF-8 text."""
+    problems = []
+    for name, words in path_fields(model).items():
+        value = params.get(name)
+        items = [(loc + (name,), value)] if isinstance(value, str) else (
+            [(loc + (name, i), v) for i, v in enumerate(value) if isinstance(v, str)] if isinstance(value, list) else [])
+        for where, item in items:
+            if item in words:
+                continue
+            problem = data_file_problem(Path(item))
+            if problem:
+                read_from = f" (relative paths are read from the scenario's folder, {base})" if base else ""
+                problems.append(Problem(where, problem + read_from))
+    return problems
+
+
+def data_file_problem(path: Path) -> str | None:
+    """Why ``path`` is not a data file we can read (missing, a folder, binary, not UTF-8), or None."""
+    if not path.exists():
+        return f"no file at {path}"
+    if path.is_dir():
+        return f"{path} is a folder, not a file"
+    try:
+        with path.open("rb") as f:
+            head = f.read(65536)
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    if head.startswith((b"\xff\xfe", b"\xfe\xff", b"\x00\x00\xfe\xff")):
+        return f"{path} is UTF-16 or UTF-32 text; save it as UTF-8"
+    if b"\x00" in head:
+        return f"{path} holds NUL bytes: it is binary, or UTF-16 text; save it as UTF-8"
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)  # a character cut at 64 KiB is fine
+    except UnicodeDecodeError as exc:
+        return f"{path} is not UTF-8 text (byte 0x{head[exc.start]:02x} at offset {exc.start}); save it as UTF-8"
+    return None
+
+
+# -- the blocks ---------------------------------------------------------------------------
+def _check_match(scenario: Scenario) -> list[Problem]:
+    problems = []
+    if scenario.match.max_rounds > MAX_ROUNDS:
+        problems.append(Problem(("match", "max_rounds"), f"at most {MAX_ROUNDS:,}: it is a safety stop, not a plan",
+                                scenario.match.max_rounds, True))
+    if scenario.match.max_retries > MAX_RETRIES:
+        problems.append(Problem(("match", "max_retries"), f"at most {MAX_RETRIES}", scenario.match.max_retries, True))
+    return problems
+
+
+def _check_agents(scenario: Scenario, base: Path | None) -> list[Problem]:
     problems: list[Problem] = []
     for name, raw in scenario.agents.items():
         loc = ("agents", name)
-        if not isinstance(raw, dict) or "backend" not in raw:
-            problems.append(Problem(loc + ("backend",), f"required field is missing; one of: {', '.join(plugins.names('agent backend'))}"))
+        if "backend" not in raw:
+            close = difflib.get_close_matches("backend", [str(k) for k in raw], n=1, cutoff=0.6)
+            if close:  # `backnd: openai` is a misspelling, not a missing backend
+                problems.append(Problem(loc + (close[0],), "unknown field; remove it or fix its spelling (did you mean "
+                                        "'backend'? it is required)"))
+            else:
+                problems.append(Problem(loc + ("backend",), f"required field is missing; one of: "
+                                        f"{', '.join(plugins.names('agent backend'))}"))
             continue
         try:
             backend = plugins.load("agent backend", raw["backend"])
         except plugins.UnknownPlugin as exc:
             problems.append(Problem(loc + ("backend",), str(exc)))
             continue
+        except TypeError:  # not a name: a list or a mapping
+            problems.append(Problem(loc + ("backend",), "expected the name of a backend", raw["backend"], True))
+            continue
+        if isinstance(raw, dict):  # files an agent names (a strategy's answers) are read from the scenario's folder
+            raw = scenario.agents[name] = resolve_paths(backend.Config, raw, base)
+            for key, model in backend.nested_params(raw).items():
+                if isinstance(raw.get(key), dict):
+                    raw[key] = resolve_paths(model, raw[key], base)
+        problems += numbers_not_booleans(backend.Config, raw, loc)
         try:
             config = backend.Config.model_validate(raw)
             backend.check(config)
@@ -295,7 +507,7 @@ def _check_agents(scenario: Scenario) -> list[Problem]:
     return problems
 
 
-def _check_games(scenario: Scenario) -> list[Problem]:
+def _check_games(scenario: Scenario, base: Path | None) -> list[Problem]:
     problems: list[Problem] = []
     labels: dict[str, int] = {}
     for i, entry in enumerate(scenario.games):
@@ -311,29 +523,39 @@ def _check_games(scenario: Scenario) -> list[Problem]:
                 problems.append(Problem(loc + ("agents", j), f"no agent named {agent!r} under `agents`{hint}"))
         if len(set(players)) != len(players):
             problems.append(Problem(loc + ("agents",), "an agent is listed twice; list each once"))
-        problems += _check_referees(scenario, entry, loc)
+        problems += _check_referees(scenario, entry, loc, base)
         try:
             game = plugins.load("game", entry.game)
         except plugins.UnknownPlugin as exc:
             problems.append(Problem(loc + ("game",), str(exc)))
             continue
         problems += _check_table(scenario, entry, game, players, loc)
+        problems += _check_needs(entry, game, loc)
+        entry.params = resolve_paths(game.Params, entry.params, base)
+        problems += numbers_not_booleans(game.Params, entry.params, loc + ("params",))
         try:
             params = game.Params.model_validate(entry.params)
         except ValidationError as exc:
             problems += ConfigError.from_validation(exc, prefix=loc + ("params",), hint=spelling_hint(game.Params.model_fields)).problems
             continue
-        seat_problem = game.seat_problem(params, table_size(scenario, entry))
-        if seat_problem:
-            problems.append(Problem(loc + ("params",), seat_problem))
+        missing = _check_paths(game.Params, entry.params, loc + ("params",), base)
+        if missing:
+            problems += missing
+            continue
         try:
-            game.cases(params)
+            seat_problem = game.seat_problem(params, table_size(scenario, entry))
+            if seat_problem:
+                problems.append(Problem(loc + ("params",), seat_problem))
+            if has(game, HasCases):
+                game.cases(params)
         except (OSError, ValueError) as exc:
             problems.append(Problem(loc + ("params",), str(exc)))
+            continue
+        problems += _check_rounds(scenario, entry, game, params, loc)
     return problems
 
 
-def _check_referees(scenario: Scenario, entry: GameEntry, loc) -> list[Problem]:
+def _check_referees(scenario: Scenario, entry: GameEntry, loc, base: Path | None) -> list[Problem]:
     problems: list[Problem] = []
     metrics: dict[str, int] = {}
     for i, spec in enumerate(entry.referee or []):
@@ -343,11 +565,14 @@ def _check_referees(scenario: Scenario, entry: GameEntry, loc) -> list[Problem]:
         except plugins.UnknownPlugin as exc:
             problems.append(Problem(where + ("use",), str(exc)))
             continue
+        spec = entry.referee[i] = spec.model_copy(update={"params": resolve_paths(referee.Params, spec.params, base)})
+        problems += numbers_not_booleans(referee.Params, spec.params, where)
         try:
             params = referee.Params.model_validate(spec.params)
         except ValidationError as exc:
             problems += ConfigError.from_validation(exc, prefix=where, hint=spelling_hint(referee.Params.model_fields)).problems
             continue
+        problems += _check_paths(referee.Params, spec.params, where, base)
         metric = getattr(params, "metric", None)
         if metric is not None and metric in metrics:
             problems.append(Problem(where + ("metric",), f"referees {metrics[metric]} and {i} both report the metric "
@@ -359,6 +584,50 @@ def _check_referees(scenario: Scenario, entry: GameEntry, loc) -> list[Problem]:
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; define it under `agents`"
                 problems.append(Problem(where + ("agent",), f"no agent named {agent!r}{hint}"))
     return problems
+
+
+def _check_needs(entry: GameEntry, game: type[Game], loc) -> list[Problem]:
+    """Every referee of the entry gets from the game what it needs to score it."""
+    problems = []
+    chosen = entry.referee is not None
+    names = [spec.use for spec in entry.referee] if chosen else list(
+        (game.default_referee,) if isinstance(game.default_referee, str) else game.default_referee)
+    for i, name in enumerate(names):
+        try:
+            referee = plugins.load("referee", name)
+        except plugins.UnknownPlugin as exc:
+            if not chosen:  # a chosen referee's name is reported where it was written
+                problems.append(Problem(loc + ("game",), f"{entry.game}'s default referee: {exc}"))
+            continue
+        for need in referee.needs:
+            if has(game, need):
+                continue
+            able = [g for g in plugins.names("game") if has(_load_quietly(g), need)]
+            fix = (f"choose another referee (`rules` scores by the game's own rules)"
+                   + (f", or a game that does: {', '.join(able)}" if able else ""))
+            where = loc + ("referee", i, "use") if chosen else loc + ("game",)
+            whose = "" if chosen else f" (the default referee of {entry.game})"
+            problems.append(Problem(where, f"the {name} referee{whose} needs a game that {describe(need)}; "
+                                           f"{entry.game} does not: {fix}"))
+    return problems
+
+
+def _load_quietly(name: str) -> type:
+    try:
+        return plugins.load("game", name)
+    except Exception:  # a broken third-party game must not hide the advice about this one
+        return object
+
+
+def _check_rounds(scenario: Scenario, entry: GameEntry, game: type[Game], params: BaseModel, loc) -> list[Problem]:
+    """A match its own rules would take past ``max_rounds`` would be cut short: say so before paying for it."""
+    needed = game.rounds_needed(params, table_size(scenario, entry))
+    limit = scenario.match.max_rounds
+    if needed is None or needed <= limit:
+        return []
+    return [Problem(loc + ("params",), f"with these params a match of {entry.game} can take {needed:,} rounds, more "
+                                       f"than match.max_rounds ({limit:,}), and would be cut short; set match.max_rounds "
+                                       f"to at least {needed:,}, or ask for fewer rounds")]
 
 
 def table_size(scenario: Scenario, entry: GameEntry) -> int:
@@ -383,4 +652,56 @@ def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str],
             str(game.min_seats) if game.min_seats == game.max_seats else f"{game.min_seats} to {game.max_seats}")
         where = loc + ("agents",) if fmt == "fixed" and entry.seats is None else loc + ("seats",)
         problems.append(Problem(where, f"{entry.game} needs {wanted} players; the tables here have {n}"))
+    return problems
+
+
+# -- how many matches ---------------------------------------------------------------------
+def entry_roles(scenario: Scenario, entry: GameEntry) -> list[str]:
+    game = plugins.load("game", entry.game)
+    return game.seat_roles(game.Params.model_validate(entry.params), table_size(scenario, entry))
+
+
+def entry_cases(entry: GameEntry) -> list[str | None]:
+    """The entry's cases (questions, problems, texts), or one None for a game played without."""
+    game = plugins.load("game", entry.game)
+    cases = game.cases(game.Params.model_validate(entry.params)) if has(game, HasCases) else None
+    return cases or [None]
+
+
+def first_repeats(scenario: Scenario, entry: GameEntry) -> int:
+    """Repeats played before anything is judged: all of them, or until_stable's minimum."""
+    rule = scenario.tournament_for(entry).repeats
+    if isinstance(rule, UntilStable):
+        return min(rule.max, max(rule.block, rule.min))
+    return rule
+
+
+def most_repeats(scenario: Scenario, entry: GameEntry) -> int:
+    """Repeats an entry may come to: all of them, or until_stable's cap."""
+    rule = scenario.tournament_for(entry).repeats
+    return rule.max if isinstance(rule, UntilStable) else rule
+
+
+def entry_matches(scenario: Scenario, entry: GameEntry, repeats: int) -> int:
+    """How many matches ``repeats`` repeats of an entry are, counted without building any."""
+    game = plugins.load("game", entry.game)
+    tournament = scenario.tournament_for(entry)
+    per_table = orders_per_table(entry_roles(scenario, entry), game.rotating_roles, tournament.role_swap)
+    tables = tables_count(len(scenario.agents_for(entry)), table_size(scenario, entry), tournament.format == "fixed")
+    return repeats * len(entry_cases(entry)) * tables * per_table
+
+
+def _check_size(scenario: Scenario) -> list[Problem]:
+    """A run holds at most MAX_MATCHES matches; each entry is counted at its most repeats."""
+    problems, total = [], 0
+    for i, entry in enumerate(scenario.games):
+        n = entry_matches(scenario, entry, most_repeats(scenario, entry))
+        total += n
+        if n > MAX_MATCHES:
+            problems.append(Problem(("games", i), f"{entry.name} would play {n:,} matches; a run may hold at most "
+                                                   f"{MAX_MATCHES:,}: lower `repeats`, play fewer cases (`limit`), "
+                                                   "or seat fewer agents"))
+    if not problems and total > MAX_MATCHES:
+        problems.append(Problem(("games",), f"the scenario would play {total:,} matches; a run may hold at most "
+                                            f"{MAX_MATCHES:,}: split it into several scenarios or lower `repeats`"))
     return problems

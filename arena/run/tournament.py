@@ -7,18 +7,8 @@ from itertools import combinations
 from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.records import MatchSpec
-from arena.run.scenario import GameEntry, Scenario, Tournament, UntilStable, table_size
-
-
-def rotate(order: tuple[str, ...], k: int) -> tuple[str, ...]:
-    k %= len(order)
-    return order[k:] + order[:k]
-
-
-def is_asymmetric(scenario: Scenario, entry: GameEntry) -> bool:
-    game = plugins.load("game", entry.game)
-    params = game.Params.model_validate(entry.params)
-    return len(set(game.seat_roles(params, table_size(scenario, entry)))) > 1
+from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, table_size
+from arena.run.seating import seat_orders
 
 
 def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[str, ...]]:
@@ -26,18 +16,6 @@ def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[str, ...]]:
     if scenario.tournament_for(entry).format == "fixed":
         return [players]
     return list(combinations(players, table_size(scenario, entry)))
-
-
-def seat_orders(table: tuple[str, ...], repeat: int, asymmetric: bool, tournament: Tournament) -> list[tuple[tuple[str, ...], bool]]:
-    """The seat orders one table is played in for one repeat, each with whether the
-    match itself should shuffle seats from its seed."""
-    if asymmetric:
-        if tournament.role_swap:
-            return [(rotate(table, k), False) for k in range(len(table))]  # every agent in every role
-        return [(table, False)]  # agents keep the seats, and so the roles, in the order they are listed
-    if tournament.seating == "rotate":
-        return [(rotate(table, repeat - 1), False)]
-    return [(table, True)]
 
 
 def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> list[MatchSpec]:
@@ -49,16 +27,18 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
     play, nor concurrency, nor a resume changes what a match is.
     """
     tournament = scenario.tournament_for(entry)
-    asymmetric = is_asymmetric(scenario, entry)
-    game = plugins.load("game", entry.game)
-    cases = game.cases(game.Params.model_validate(entry.params)) or [None]
+    rotating_roles = plugins.load("game", entry.game).rotating_roles
+    roles = entry_roles(scenario, entry)
+    cases = entry_cases(entry)
     scrub_terms = scenario.scrub_terms()
     replacement = scenario.anonymity.replacement if scenario.anonymity else "[name withheld]"
+    every_table = tables(scenario, entry)
     specs = []
     for repeat in range(first, last + 1):
         for case in cases:
-            for table in tables(scenario, entry):
-                for order, shuffle in seat_orders(table, repeat, asymmetric, tournament):
+            for table in every_table:
+                for order, shuffle in seat_orders(table, repeat, roles, rotating_roles, tournament.role_swap,
+                                                  tournament.seating):
                     where = entry.name if case is None else f"{entry.name}/{case}"
                     key = f"{where}#{repeat}:{'+'.join(order)}"
                     params = entry.params if case is None else {**entry.params, "case": case}
@@ -73,17 +53,32 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
     return specs
 
 
-def first_repeats(scenario: Scenario, entry: GameEntry) -> int:
-    """Repeats played before anything is judged: all of them, or until_stable's minimum."""
-    rule = scenario.tournament_for(entry).repeats
-    if isinstance(rule, UntilStable):
-        return min(rule.max, max(rule.block, rule.min))
-    return rule
-
-
 def plan(scenario: Scenario) -> list[MatchSpec]:
     """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones."""
     specs = []
     for entry in scenario.games:
         specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry))
     return specs
+
+
+def count(scenario: Scenario) -> int:
+    """``len(plan(scenario))``, by arithmetic: nothing is built."""
+    return sum(entry_matches(scenario, entry, first_repeats(scenario, entry)) for entry in scenario.games)
+
+
+def role_swap_note(scenario: Scenario, entry: GameEntry) -> str | None:
+    """What a role swap does in an entry whose game keeps some roles in place, for validate to say."""
+    tournament = scenario.tournament_for(entry)
+    game = plugins.load("game", entry.game)
+    roles = entry_roles(scenario, entry)
+    if game.rotating_roles is None or len(set(roles)) < 2:
+        return None
+    kept = sorted({r for r in roles if r not in game.rotating_roles})
+    moving = sorted({r for r in roles if r in game.rotating_roles})
+    if not tournament.role_swap or not kept:
+        return None
+    players = scenario.agents_for(entry)
+    listed = ", ".join(f"{agent} as {role}" for agent, role in zip(players, roles) if role in kept)
+    where = f" ({listed})" if tournament.format == "fixed" else ""
+    return (f"role_swap passes agents through the {' and '.join(moving) or 'no'} seats only; {entry.game} keeps "
+            f"{' and '.join(kept)} seats for the agents listed there{where}")

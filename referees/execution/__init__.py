@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, Referee, Scores, Transcript
+from arena.contract import Game, Referee, Scores, Transcript, WritesCode
 from arena.referees.execution.sandbox import Limits, run_tests
 
 
@@ -22,12 +22,15 @@ class ExecutionParams(BaseModel):
 class ExecutionReferee(Referee):
     Params = ExecutionParams
     description = "Runs the game's final code against its tests in the sandbox: 1 when all pass, else 0."
+    needs = (WritesCode,)
 
     async def score(self, game: Game, pool: Transcript) -> Scores:
         p: ExecutionParams = self.params
+        if not isinstance(game, WritesCode):  # `arena validate` says so first; a spec built by hand may still try
+            raise ValueError(f"the execution referee needs a game that writes code; {type(game).__name__} does not")
         programs = game.programs()
         if not programs:
-            raise ValueError(f"the execution referee needs a game that writes code; {type(game).__name__} does not")
+            raise ValueError(f"{type(game).__name__} left no code for the execution referee to run in this match")
         scores: dict[str, float] = {}
         for program in programs:
             outcome = await run_tests(program.code, program.tests, program.entry_point, p.limits)
