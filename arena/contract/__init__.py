@@ -6,7 +6,7 @@ from outside itself.
 
 from arena.contract.agent import Agent, AgentConfig, FatalAgentError
 from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services
-from arena.contract.errors import ArenaError, ConfigError, MatchSetupError, Problem
+from arena.contract.errors import ArenaError, BackendUnavailable, ConfigError, MatchSetupError, Problem
 from arena.contract.events import Event, SeatInfo
 from arena.contract.game import Game, InvalidReply, JudgeRequest, NoParams, Notice, Program
 from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
@@ -15,7 +15,7 @@ from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
 from arena.contract.strategy import Strategy, StrategyParams
 
 __all__ = [
-    "Agent", "AgentConfig", "ArenaError", "CachedReply", "CallRecord", "CallStarted", "ConfigError", "Desk", "Event",
+    "Agent", "AgentConfig", "ArenaError", "BackendUnavailable", "CachedReply", "CallRecord", "CallStarted", "ConfigError", "Desk", "Event",
     "FatalAgentError", "Game", "InvalidReply", "JudgeRequest", "MatchRecord", "MatchSettings", "MatchSetupError",
     "MatchSpec", "Message", "NoParams", "Notice", "Problem", "Program", "REFEREE", "Referee", "RefereeSpec", "Retry",
     "Scores", "SeatInfo", "Services", "Strategy", "StrategyParams", "Transcript", "Turn",
