@@ -294,11 +294,12 @@ async def test_a_server_hanging_on_every_try_is_down_and_its_requests_are_bounde
 
 # -- the breaker, in process -----------------------------------------------------------------------
 class Endpoint:
-    """A fake server: goes down after answering ``answers`` requests, comes back at the ``back_at``-th probe."""
+    """A fake server: answers ``answers`` requests (0: none), then is down until its ``back_at``-th probe
+    (None: for good); each answer takes ``seconds``."""
 
-    def __init__(self, answers: int, back_at: int | None):
-        self.answers, self.back_at = answers, back_at
-        self.up, self.answered, self.probes = True, 0, 0
+    def __init__(self, answers: int, back_at: int | None, seconds: float = 1.0):
+        self.answers, self.back_at, self.seconds = answers, back_at, seconds
+        self.up, self.answered, self.probes = answers > 0, 0, 0
 
 
 ENDPOINTS: dict[str, Endpoint] = {}
@@ -320,7 +321,7 @@ class FakeModel(Agent):
 
     async def reply(self, turn):
         server = ENDPOINTS[self.config.url]
-        await trio.sleep(1)  # the time an answer takes
+        await trio.sleep(server.seconds)
         if not server.up:
             raise self.down()
         server.answered += 1
@@ -369,8 +370,10 @@ def two_endpoints(outage_wait: float) -> dict:
 
 async def test_while_a_backend_is_down_its_matches_wait_the_others_go_on_and_a_probe_finds_its_return(
         fake_models, autojump_clock):
-    fake_models["http://flaky"] = Endpoint(answers=3, back_at=3)
-    fake_models["http://steady"] = Endpoint(answers=10**6, back_at=None)
+    # down from its first request, back at the third probe; the steady backend's matches are slower than
+    # a flaky match takes to fail, so whichever matches trio starts first, some of them run during the outage
+    fake_models["http://flaky"] = Endpoint(answers=0, back_at=3)
+    fake_models["http://steady"] = Endpoint(answers=10**6, back_at=None, seconds=2.0)
     timeline = Timeline()
     result = await run_tournament(parse_scenario(two_endpoints(outage_wait=600)), observer=timeline)
 

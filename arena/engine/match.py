@@ -249,7 +249,9 @@ class Match:
         try:
             outcomes[seat] = await self._ask(self.agents[seat], base, lambda reply: game.parse(seat, reply),
                                              lambda: game.default_action(seat, round))
-        except Exception as exc:  # not a move: the match ends with it, the other seats' turns are cut short
+        except BackendUnavailable as exc:  # not a move: the match stops once the other seats have answered,
+            self._fatal = exc  # since their answers are paid for and cached, and the replay gets them free
+        except Exception as exc:  # not a move either: the match ends with it, the other seats' turns cut short
             self._fatal = exc
             scope.cancel()
 
