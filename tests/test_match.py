@@ -107,13 +107,14 @@ async def test_an_agent_error_is_not_a_move_it_fails_the_match_naming_the_cause(
 
 
 class Unreachable(Agent):
-    """Answers its first round, then its server is gone."""
+    """Answers until round ``down_from``, then its server is gone."""
 
-    def __init__(self, name):
+    def __init__(self, name, down_from=2):
         super().__init__(name, None)
+        self.down_from = down_from
 
     async def reply(self, turn):
-        if turn.round > 1:
+        if turn.round >= self.down_from:
             raise BackendUnavailable(self.name, "openai", "http://127.0.0.1:9/v1", "APIConnectionError: Connection error.")
         return coins(3)
 
@@ -196,3 +197,19 @@ async def test_a_match_that_cannot_be_set_up_is_recorded_as_failed():
     assert record.status == "failed" and "needs at least 2 seats; 1 agents given" in record.error
     record = await play_match(MatchSpec(key="x", game="no_such_game", agents=("a", "a"), seed=1), agents)
     assert record.status == "failed" and "unknown game 'no_such_game'" in record.error
+
+
+async def test_a_judge_whose_backend_is_down_interrupts_the_match_rather_than_leave_its_score_out():
+    from helpers import ROOT
+
+    from arena.contract.referee import RefereeSpec
+
+    problems = str(ROOT / "scenarios" / "data" / "sample-problems.jsonl")
+    agents = {"p": scripted("p", "fixed", params={"replies": ["```python\ndef f():\n    return 1\n```"]}),
+              "r": scripted("r", "fixed", params={"replies": ["over"]}), "judge": Unreachable("judge", down_from=0)}
+    match = Match(MatchSpec(key="cr", game="code_review", agents=("p", "r"), seed=1, shuffle_seats=False,
+                            params={"problems": problems, "case": "running-max"},
+                            referees=(RefereeSpec(use="llm_judge", params={"agent": "judge"}),)), agents)
+    record = await match.play()
+    assert record.status == "interrupted" and record.metrics == {} and record.payoffs == {}
+    assert match.outage.agent == "judge" and "(agent 'judge') is unavailable" in record.error
