@@ -27,7 +27,7 @@ class AnthropicAgent(HostedAgent):
         return anthropic
 
     def make_client(self, key: str):
-        return self.sdk().AsyncAnthropic(api_key=key, base_url=self.config.base_url, max_retries=0, timeout=self.config.timeout)
+        return self.sdk().AsyncAnthropic(api_key=key, base_url=self.config.base_url, max_retries=0, timeout=self.client_timeout())
 
     async def complete(self, request: ChatRequest) -> Completion:
         options: dict[str, Any] = {}

@@ -5,6 +5,13 @@ A backend subclasses ``LLMAgent`` and implements ``endpoint`` and ``complete``
 (one attempt at one request); it maps its SDK's errors to ``TransientError``
 (worth retrying), ``CallRefused`` (not worth retrying: this request will not
 work) or ``FatalAgentError`` (this agent cannot play at all).
+
+One clock rules a call: the turn's deadline (trio's effective deadline, set by the
+match). Transient failures are tried again, with backoff, only while the turn has
+time left; when the tries run out, or the deadline comes while the server is still
+failing, the backend is unavailable (``BackendUnavailable``): the match is
+interrupted, never scored. A live server that is merely slow is cut off by the
+deadline, and the match counts a timeout.
 """
 
 from __future__ import annotations
@@ -19,7 +26,8 @@ from typing import Any, ClassVar
 import trio
 from pydantic import BaseModel, Field
 
-from arena.contract import Agent, AgentConfig, ArenaError, CachedReply, CallRecord, CallStarted, FatalAgentError, Turn
+from arena.contract import (Agent, AgentConfig, ArenaError, BackendUnavailable, CachedReply, CallRecord, CallStarted,
+                            FatalAgentError, Turn)
 
 from .prices import PRICES, cost
 
@@ -33,7 +41,8 @@ class TransientError(ArenaError):
 
 
 class CallRefused(ArenaError):
-    """The server refused this request for good (a bad request); the turn fails, the match goes on."""
+    """The server refused this request for good (a bad request, a prompt too long): the match fails
+    with the reason, since asking again would be refused again and a default would score it."""
 
 
 class ChatRequest(BaseModel):
@@ -65,10 +74,18 @@ class LLMConfig(AgentConfig):
     top_p: float | None = Field(None, gt=0, le=1)
     seed: int | None = Field(None, description="Sampling seed; default: one derived from the match, seat, round and attempt.")
     stop: list[str] | None = Field(None, description="Stop sequences.")
-    timeout: float = Field(120.0, gt=0, description="Seconds one call may take.")
-    retries: int = Field(6, ge=0, description="Extra tries after a transient failure.")
+    timeout: float | None = Field(
+        None, gt=0,
+        description="Seconds one try may take before it is given up and tried again; never more than the time left "
+        "in the turn (match.turn_timeout), which is also the default.",
+    )
+    retries: int = Field(
+        4, ge=0,
+        description="Extra tries after a transient failure (rate limit, overload, server error, dropped connection), "
+        "all within the turn's time; when they run out the backend counts as down and the match is interrupted.",
+    )
     backoff: float = Field(1.0, gt=0, description="First wait between tries, doubled each time, with jitter.")
-    max_backoff: float = Field(60.0, gt=0, description="Longest wait between tries.")
+    max_backoff: float = Field(10.0, gt=0, description="Longest wait between tries.")
     structured: bool = Field(True, description="Use the backend's structured output when the game declares its action.")
 
 
@@ -129,41 +146,75 @@ class LLMAgent(Agent):
             raise
         estimate = sum(len(m["content"]) for m in request.messages) // 4 + config.max_tokens
         rng = random.Random(turn.seed)
-        failures, started = 0, time.monotonic()
+        deadline = trio.current_effective_deadline()
+        tries = failures = 0
+        started = time.monotonic()
+        last: TransientError | None = None
         token = f"{self.name}:{turn.match}:{turn.seat}:{turn.round}:{turn.attempt}:{started}"
         base["token"] = token
-        while True:
-            error: Exception | None = None
-            async with services.slot(self.backend_name, self.endpoint(), estimate) as reservation:
-                services.call_started(CallStarted(**base))
-                try:
-                    with trio.fail_after(config.timeout):
-                        completion = await self.complete(request)
-                except trio.TooSlowError:
-                    error = TransientError(f"no answer within {config.timeout:g} s")
-                except (TransientError, CallRefused) as exc:
-                    error = exc
-                except FatalAgentError as exc:
-                    services.record_call(CallRecord(**base, latency=time.monotonic() - started, retries=failures,
-                                                    error=self.redact(str(exc))))
-                    raise
-                else:
-                    reservation.tokens = (completion.prompt_tokens or 0) + (completion.completion_tokens or 0) or estimate
-            if error is None:
-                break
-            failures += 1
-            message = self.redact(f"{type(error).__name__}: {error}")
-            if isinstance(error, CallRefused) or failures > config.retries:
-                services.record_call(CallRecord(**base, latency=time.monotonic() - started, retries=failures - 1, error=message))
-                tries = "" if isinstance(error, CallRefused) else f" after {failures} tries"
-                raise RuntimeError(f"the model call failed{tries}: {message}")
-            await trio.sleep(self._wait(failures, error.retry_after, rng))
-        spent = self.cost_of(completion.prompt_tokens, completion.completion_tokens, services.prices)
-        latency = time.monotonic() - started
-        services.record_call(CallRecord(**base, prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-                                        cost=spent, latency=latency, retries=failures))
-        services.remember(CachedReply(completion.text, completion.prompt_tokens, completion.completion_tokens, spent, latency), **key)
+
+        def record(error: str | None = None, completion: Completion | None = None) -> tuple[float | None, float]:
+            """The call's one record, whatever ended it (the store then drops its in-flight row)."""
+            tokens = (completion.prompt_tokens, completion.completion_tokens) if completion else (None, None)
+            spent = self.cost_of(*tokens, services.prices) if completion else None
+            latency = time.monotonic() - started
+            services.record_call(CallRecord(**base, prompt_tokens=tokens[0], completion_tokens=tokens[1], cost=spent,
+                                            latency=latency, retries=max(tries - 1, 0), error=error))
+            return spent, latency
+
+        try:
+            while True:
+                async with services.slot(self.backend_name, self.endpoint(), estimate) as reservation:
+                    services.call_started(CallStarted(**base))
+                    tries += 1
+                    try:
+                        completion = await self._try(request)
+                    except TransientError as exc:
+                        last = exc
+                    else:
+                        reservation.tokens = (completion.prompt_tokens or 0) + (completion.completion_tokens or 0) or estimate
+                        break
+                failures += 1
+                wait = self._wait(failures, last.retry_after, rng)
+                if failures > config.retries or trio.current_time() + wait >= deadline:
+                    # out of tries, or the next one could not begin within the turn: the server is down for this turn
+                    raise self.unavailable(last, failures)
+                await trio.sleep(wait)
+        except BackendUnavailable as exc:
+            record(str(exc))
+            raise
+        except Exception as exc:  # refused, fatal, or a bug: recorded, and the match decides
+            record(self.redact(f"{type(exc).__name__}: {exc}"))
+            raise
+        except BaseException as exc:  # cancelled (the SDK may wrap that in a group), or the process is stopping
+            if not _cancellation(exc) or trio.current_time() < deadline:  # not the turn's deadline: not this call's doing
+                record("cancelled: the match stopped")
+                raise
+            if last is None:  # the server is up and the model is slow: the match counts a timeout
+                record(f"cut off by the turn's deadline after {time.monotonic() - started:.1f} s")
+                raise
+            outage = self.unavailable(last, failures, cut_off=True)
+            record(str(outage))
+            raise outage from None
+        spent, latency = record(completion=completion)
+        services.remember(CachedReply(completion.text, completion.prompt_tokens, completion.completion_tokens, spent, latency),
+                          **key)
         return completion.text
+
+    async def _try(self, request: ChatRequest) -> Completion:
+        """One try, under the per-try timeout when one is set (the turn's deadline bounds it anyway)."""
+        timeout = self.config.timeout
+        if timeout is None:
+            return await self.complete(request)
+        try:
+            with trio.fail_after(timeout):
+                return await self.complete(request)
+        except trio.TooSlowError:
+            raise TransientError(f"no answer within {timeout:g} s") from None
+
+    def unavailable(self, last: TransientError, tries: int, cut_off: bool = False) -> BackendUnavailable:
+        when = "when the turn's time ran out" if cut_off else f"after {tries} {'try' if tries == 1 else 'tries'}"
+        return BackendUnavailable(self.name, self.backend_name, self.endpoint(), self.redact(f"{last} ({when})"))
 
     def cost_of(self, prompt_tokens, completion_tokens, extra_prices) -> float | None:
         if self.free:
@@ -206,6 +257,10 @@ class HostedAgent(LLMAgent):
     Subclasses name the SDK module, the default endpoint, and how to build a client; the
     SDKs share their error classes' names, so their errors are translated here, once."""
 
+    # A server that does not even take the connection in this time is down, not thinking; the
+    # reply itself may take as long as the turn allows.
+    connect_timeout: ClassVar[float] = 10.0
+
     Config: ClassVar[type[HostedConfig]] = HostedConfig
     default_endpoint: ClassVar[str]
 
@@ -219,7 +274,11 @@ class HostedAgent(LLMAgent):
 
     @abstractmethod
     def make_client(self, key: str) -> Any:
-        """An async client with the SDK's own retries off: ours apply instead."""
+        """An async client with the SDK's own retries off (ours apply instead), and ``client_timeout()``."""
+
+    def client_timeout(self) -> Any:
+        timeout = self.config.timeout
+        return self.sdk().Timeout(timeout, connect=min(self.connect_timeout, timeout or self.connect_timeout))
 
     def endpoint(self) -> str:
         return self.config.base_url or self.default_endpoint
@@ -236,6 +295,15 @@ class HostedAgent(LLMAgent):
 
     async def prepare(self) -> None:
         self.client
+
+    async def probe(self) -> None:
+        """Listing the models costs nothing; any answer but a failure worth retrying means the server is back."""
+        try:
+            await self.send(self.client.models.list)
+        except TransientError as exc:
+            raise BackendUnavailable(self.name, self.backend_name, self.endpoint(), self.redact(str(exc))) from None
+        except (CallRefused, FatalAgentError):
+            pass  # it answered, if only to refuse this request
 
     async def send(self, create, **kwargs) -> Any:
         """One request through the SDK, its errors translated into ours."""
@@ -263,6 +331,13 @@ class HostedAgent(LLMAgent):
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+def _cancellation(exc: BaseException) -> bool:
+    """trio's Cancelled, alone or in a group of nothing else (as a nursery inside an SDK raises it)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.split(trio.Cancelled)[1] is None
+    return isinstance(exc, trio.Cancelled)
 
 
 def merge_consecutive(chat: list[dict[str, str]]) -> list[dict[str, str]]:

@@ -34,7 +34,7 @@ class OpenAIAgent(HostedAgent):
         return openai
 
     def make_client(self, key: str):
-        return self.sdk().AsyncOpenAI(api_key=key, base_url=self.config.base_url, max_retries=0, timeout=self.config.timeout)
+        return self.sdk().AsyncOpenAI(api_key=key, base_url=self.config.base_url, max_retries=0, timeout=self.client_timeout())
 
     async def complete(self, request: ChatRequest) -> Completion:
         messages: list[dict[str, Any]] = ([{"role": "system", "content": request.system}] if request.system else [])

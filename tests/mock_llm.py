@@ -30,7 +30,9 @@ presented (as some servers do with part of it), to test that errors are
 redacted before they are shown or stored.
 
 Use as a context manager (``with OpenAIMock() as mock: ...``) or call
-``start()`` and ``stop()``; ``stop`` never waits for a slow handler.
+``start()`` and ``stop()``; ``stop`` never waits for a slow handler. A stopped server is
+gone as a killed one is: new connections are refused, and a request on a connection kept
+alive from before is dropped unanswered. ``start(port)`` brings it back on the same port.
 """
 
 from __future__ import annotations
@@ -178,14 +180,15 @@ class MockServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "MockServer":
+    def start(self, port: int = 0) -> "MockServer":
         mock = self
+        stopping = self._stopping = threading.Event()  # this run of the server's own: a restart does not revive old handlers
 
         class Handler(_Handler):
             server_mock = mock
+            server_stopping = stopping
 
-        self._stopping.clear()
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         name=f"{type(self).__name__}:{self.port}", daemon=True)
         self._thread.start()
@@ -241,12 +244,16 @@ class MockServer:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_mock: MockServer
+    server_stopping: threading.Event
 
     def log_message(self, format, *args):  # quiet
         pass
 
     def _handle(self) -> None:
         mock = self.server_mock
+        if self.server_stopping.is_set():  # the server is gone: the client sees its connection dropped
+            self._drop()
+            return
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
@@ -267,15 +274,13 @@ class _Handler(BaseHTTPRequestHandler):
         behaviour = mock._next_behaviour(body, recorded)
         kind, _, arg = str(behaviour).partition(":")
         if kind == "drop":
-            self.close_connection = True
-            try:
-                self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+            self._drop()
             return
         late = kind == "slow"
         if late:  # the answer comes after the client's timeout: not counted as answered
-            mock._stopping.wait(float(arg) if arg else mock.slow_seconds)
+            if self.server_stopping.wait(float(arg) if arg else mock.slow_seconds):
+                self._drop()  # stopped meanwhile: a killed server never answers
+                return
             kind = "ok"
         if kind == "malformed":
             self._send_raw(200, {"Content-Type": "application/json"}, b'{"id": "chatcmpl-broken", "choices": [{"mess')
@@ -292,7 +297,19 @@ class _Handler(BaseHTTPRequestHandler):
         status, extra, payload = mock.error(int(kind), extra, self)
         self._send(status, extra, payload)
 
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        if self.server_stopping.is_set():  # a stopped server answers nothing more on connections kept alive
+            self.close_connection = True
+
     do_GET = do_POST = _handle
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
         self._send_raw(status, {"Content-Type": "application/json", **headers}, json.dumps(payload).encode())

@@ -14,6 +14,7 @@ from arena.engine.match import play_match
 from arena.contract.records import MatchSpec
 from arena.contract.referee import RefereeSpec
 from arena.referees.llm_judge import parse_verdict
+from arena.engine.match import JUDGE
 
 from helpers import ROOT, scripted
 
@@ -114,7 +115,7 @@ async def test_a_garbage_verdict_is_asked_again_then_left_unscored():
               "j": scripted("j", "garbage")}
     record = await play_match(spec(["p", "r"], problem="word-lengths", referees=(judged_by("j"), EXECUTION)), agents)
     assert record.status == "finished", record.error
-    failures = [e for e in record.events if e.type == "turn_failed" and e.seat == "Judge"]
+    failures = [e for e in record.events if e.type == "turn_failed" and e.seat == JUDGE]
     assert len(failures) == 3 and all(f.failure == "invalid" for f in failures)  # asked, then twice again
     assert record.payoffs == {} and record.metrics["judge"] == {}  # the judge's payoff is missing, not made up
     assert record.metrics["tests"] == {"Programmer": 1.0, "Reviewer": 1.0}
@@ -191,4 +192,4 @@ async def test_the_judge_does_not_learn_who_wrote_the_code():
     assert record.metrics["judge"] == {"Programmer": 5.0, "Reviewer": 5.0}
     (turn,) = judge.turns
     assert "alice" not in turn.prompt and "Claude" not in turn.prompt and "[name withheld]" in turn.prompt
-    assert turn.seat == "Judge" and turn.history == ()
+    assert turn.seat == JUDGE and turn.history == ()

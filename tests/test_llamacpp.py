@@ -15,6 +15,7 @@ from arena.agents.llamacpp_backend import model_path
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
+from arena.engine.match import JUDGE
 
 
 def public_goods(agents: dict, rounds: int = 2) -> dict:
@@ -154,7 +155,7 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
         judged = next(m for m in verdicts if m.data["referee"] == "llm_judge")
         scores = record.metrics["judge"]
         if judged.data["scores"] is None:  # garbage after every attempt: asked again, then left unscored
-            assert scores == {} and sum(e.type == "turn_failed" and e.seat == "Judge" for e in record.events) == 2
+            assert scores == {} and sum(e.type == "turn_failed" and e.seat == JUDGE for e in record.events) == 2
         else:
             assert set(scores) == set(judged.data["scores"]) and all(1 <= v <= 10 for v in scores.values())
         if record.game == "code_review":
@@ -164,5 +165,5 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
         else:
             assert 0 <= record.metrics["chrf"]["Translator"] <= 100
     calls = store.calls()
-    assert any(c.seat == "Judge" and c.agent == "judge" for c in calls)  # the judge's calls are counted, by name
+    assert any(c.seat == JUDGE and c.agent == "judge" for c in calls)  # the judge's calls are counted, by name
     store.close()

@@ -25,7 +25,6 @@ from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
-from helpers import ROOT
 from mock_llm import AnthropicMock, OpenAIMock
 
 LOCAL = "127.0.0.1,localhost"
@@ -90,10 +89,10 @@ def env(**extra) -> dict[str, str]:
     return {**base, "COLUMNS": "200", "NO_PROXY": LOCAL, "no_proxy": LOCAL, **extra}
 
 
-def arena(*args, environment=None, timeout=60):
-    # Not run from the source tree: a stale arena_eval.egg-info left there by a build would
-    # shadow the installed entry points (and hide the model backends).
-    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=ROOT.parent, capture_output=True,
+def arena(*args, cwd: Path, environment=None, timeout=60):
+    # Run from the test's own folder, not the source tree: a stale arena_eval.egg-info left there by
+    # a build would shadow the installed entry points (and hide the model backends).
+    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=environment or env())
 
 
@@ -179,7 +178,7 @@ def test_a_rejected_key_fails_the_match_naming_the_agent_and_the_variable(tmp_pa
         "carol": {"backend": "scripted", "strategy": "free_rider"},
     }, rounds=2, repeats=2))
     run_dir = tmp_path / "run"
-    result = arena("run", path, "--plain", "--run-dir", run_dir, environment=env(ARENA_TEST_KEY=key))
+    result = arena("run", path, "--plain", "--run-dir", run_dir, environment=env(ARENA_TEST_KEY=key), cwd=tmp_path)
     out = flat(result.stdout + result.stderr)
     assert result.returncode == 1, out
     assert "0 of 2 matches finished" in out
@@ -193,7 +192,9 @@ def test_a_rejected_key_fails_the_match_naming_the_agent_and_the_variable(tmp_pa
         assert key.encode() not in file.read_bytes(), file
 
 
-async def test_a_bad_request_is_not_retried_and_the_turn_defaults(tmp_path, openai_mock):
+async def test_a_bad_request_is_not_retried_and_fails_the_match_instead_of_scoring_a_default(tmp_path, openai_mock):
+    """A refused request would be refused again, and a default would score the refusal as the
+    model's move: the match fails with the server's reason, and a resume plays it again."""
     openai_mock.set_script(lambda count, body: "400")
     raw = scenario("badrequest", {
         "alice": openai_agent(openai_mock, structured=False),
@@ -202,19 +203,14 @@ async def test_a_bad_request_is_not_retried_and_the_turn_defaults(tmp_path, open
     result, store = await play(tmp_path / "run", raw)
     try:
         (record,) = result.records
-        assert record.status == "finished"  # a refused turn is not a failed match
-        alice = next(s.label for s in record.seats if s.agent == "alice")
-        failed = [e for e in record.events if isinstance(e, TurnFailed)]
-        assert [(e.seat, e.failure) for e in failed] == [(alice, "error"), (alice, "error")]
-        assert all("CallRefused: 400" in e.reason for e in failed)
-        (taken,) = [e for e in record.events if isinstance(e, ActionTaken) and e.seat == alice]
-        assert taken.defaulted and taken.action == 0 and taken.attempts == 2
-        carol = next(s.label for s in record.seats if s.agent == "carol")
-        assert record.payoffs[alice] == 10 + 1.5 * 10 / 2 and record.payoffs[carol] == 1.5 * 10 / 2
-        # one request per attempt: the backend never retried a 400 by itself
-        assert openai_mock.count == 2
-        calls = store.calls()
-        assert len(calls) == 2 and all(c.retries == 0 and c.error.startswith("CallRefused: 400") for c in calls)
+        assert record.status == "failed" and record.payoffs == {}
+        assert record.error.startswith("CallRefused: 400") and "this mock refuses the request" in record.error
+        assert not [e for e in record.events if isinstance(e, (TurnFailed, ActionTaken))]  # nothing defaulted
+        assert store.records() == []  # nothing scored; the match is played again on resume
+        # one request in all: neither the backend nor the match asked again
+        assert openai_mock.count == 1
+        (call,) = store.calls()
+        assert call.retries == 0 and call.error.startswith("CallRefused: 400")
     finally:
         store.close()
 
@@ -310,14 +306,15 @@ async def test_anthropic_messages_alternate_carry_the_system_prompt_and_use_a_fo
 
 
 def test_the_first_call_is_not_timed_while_the_sdk_loads(tmp_path):
-    """Importing an SDK and building its client take about a second; a short per-call timeout
-    must not fail the first call of a fresh process for that."""
+    """Importing an SDK and building its client take a second or more; a short per-call timeout
+    must not fail the first call of a fresh process for that. (1.5 s: shorter than an import on a
+    busy machine, longer than the first request's own warm-up there.)"""
     with OpenAIMock() as gpt, AnthropicMock() as claude:
         path = write(tmp_path / "s.yaml", scenario("quick", {
-            "olive": openai_agent(gpt, timeout=0.5, retries=0),
-            "andy": anthropic_agent(claude, timeout=0.5, retries=0),
+            "olive": openai_agent(gpt, timeout=1.5, retries=0),
+            "andy": anthropic_agent(claude, timeout=1.5, retries=0),
         }, rounds=1, repeats=1, match={"max_retries": 0}))
-        result = arena("run", path, "--quiet", "--run-dir", tmp_path / "run")
+        result = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
         assert gpt.count == claude.count == 1
     calls = calls_table(tmp_path / "run")
@@ -333,18 +330,18 @@ def test_a_second_run_is_answered_from_the_cache(tmp_path, openai_mock):
     }, rounds=2, repeats=2)
     path = write(tmp_path / "s.yaml", raw)
     run_dir = tmp_path / "run"
-    first = arena("run", path, "--quiet", "--run-dir", run_dir)
+    first = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     asked = openai_mock.count
     assert asked == 2 * 2 * 2
     calls = calls_table(run_dir)
     assert len(calls) == asked and not any(c.cached for c in calls)
     paid = {(c.match, c.seat, c.round): (c.prompt_tokens, c.completion_tokens, c.cost, c.latency) for c in calls}
-    results = arena("export", run_dir).stdout
+    results = arena("export", run_dir, cwd=tmp_path).stdout
 
     # the same scenario again, as a new run in the same directory: the old run is set aside,
     # the cache file stays, and every reply comes from it
-    fresh = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new")
+    fresh = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
     assert fresh.returncode == 0, fresh.stdout + fresh.stderr
     assert list(run_dir.glob("run.sqlite.old-*")) and (run_dir / "responses.sqlite").exists()
     assert "from the earlier run" not in fresh.stdout
@@ -353,15 +350,15 @@ def test_a_second_run_is_answered_from_the_cache(tmp_path, openai_mock):
     assert len(calls) == asked and all(c.cached and c.retries == 0 for c in calls)
     # each cached reply keeps what it cost when first asked (reported as saved; the budget ignores it)
     assert {(c.match, c.seat, c.round): (c.prompt_tokens, c.completion_tokens, c.cost, c.latency) for c in calls} == paid
-    assert arena("export", run_dir).stdout == results  # the same games, replayed from the cache
+    assert arena("export", run_dir, cwd=tmp_path).stdout == results  # the same games, replayed from the cache
 
     # resuming that finished run plays nothing at all
-    again = arena("run", path, "--quiet", "--run-dir", run_dir)
+    again = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
     assert again.returncode == 0 and "2 from the earlier run" in flat(again.stdout)
     assert openai_mock.count == asked
 
     # --no-cache asks the model again
-    uncached = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new", "--no-cache")
+    uncached = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new", "--no-cache", cwd=tmp_path)
     assert uncached.returncode == 0, uncached.stdout + uncached.stderr
     assert openai_mock.count == 2 * asked
     calls = calls_table(run_dir)
@@ -377,17 +374,17 @@ def test_a_spent_budget_stops_new_matches_and_a_bigger_one_resumes(tmp_path, ope
     }, rounds=2, repeats=4, concurrency=1, budget={"tokens": 1})
     path = write(tmp_path / "s.yaml", raw)
     run_dir = tmp_path / "run"
-    stopped = arena("run", path, "--quiet", "--run-dir", run_dir)
+    stopped = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
     out = flat(stopped.stdout)
     assert stopped.returncode == 3, out + stopped.stderr
     assert "1 of 1 matches finished" in out
     assert re.search(r"Stopped: the budget of 1 tokens is used \(\d+\); 3 matches were not started", out), out
     assert openai_mock.count == 4  # one match: 2 rounds x 2 model seats
-    assert "stopped by budget" in flat(arena("runs", tmp_path).stdout)
+    assert "stopped by budget" in flat(arena("runs", tmp_path, cwd=tmp_path).stdout)
 
     raw["budget"] = {"tokens": 1_000_000}
     write(path, raw)
-    resumed = arena("run", path, "--quiet", "--run-dir", run_dir)
+    resumed = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
     out = flat(resumed.stdout)
     assert resumed.returncode == 0, out + resumed.stderr
     assert "4 of 4 matches finished, 1 from the earlier run" in out and "Stopped" not in out
@@ -399,23 +396,31 @@ def test_a_spent_budget_stops_new_matches_and_a_bigger_one_resumes(tmp_path, ope
 def test_api_keys_reach_the_servers_and_nothing_else(tmp_path):
     openai_key = f"sk-test-{secrets.token_hex(20)}"
     anthropic_key = f"sk-ant-test-{secrets.token_hex(20)}"
-    # these servers quote the key they were given in their error messages, and the errors are stored
+    # these servers quote the key they were given in their error messages, and the errors are stored and shown
     with OpenAIMock(["500", "400"], echo_key=True) as gpt, AnthropicMock(["529", "400"], echo_key=True) as claude:
-        path = write(tmp_path / "s.yaml", scenario("keys", {
+        raw = scenario("keys", {
             "olive": openai_agent(gpt, structured=False),
             "andy": anthropic_agent(claude),
             "carol": {"backend": "scripted", "strategy": "tit_for_tat"},
-        }, rounds=2, repeats=2, match={"max_retries": 1}))
+        }, rounds=2, repeats=2, match={"max_retries": 1}, concurrency=1)
+        # one model per table, one table at a time: which request meets which fault is fixed
+        raw["games"] = [{**raw["games"][0], "label": f"with-{name}", "agents": [name, "carol"]} for name in ("olive", "andy")]
+        path = write(tmp_path / "s.yaml", raw)
         run_dir = tmp_path / "run"
         environment = env(OPENAI_API_KEY=openai_key, ANTHROPIC_API_KEY=anthropic_key)
-        result = arena("run", path, "--plain", "--run-dir", run_dir, environment=environment)
-        assert result.returncode == 0, result.stdout + result.stderr
-        shown = [arena("export", run_dir), arena("show", run_dir), arena("rank", run_dir)]
-        shown += [arena("show", run_dir, "--match", line.split()[1]) for line in result.stdout.splitlines()
-                  if line.startswith("[") and "started" in line][:1]
+        result = arena("run", path, "--plain", "--run-dir", run_dir, environment=environment, cwd=tmp_path)
+        out = flat(result.stdout)
+        # each model's first match: a server error retried, then a refused request, which fails the match
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "2 of 4 matches finished" in out
+        assert out.count("failed: CallRefused: 400") == 2 and "(key presented: ***)" in out
+        shown = [arena(command, run_dir, cwd=tmp_path) for command in ("export", "show", "rank")]
+        failed = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("match ") and " failed: " in line]
+        shown += [arena("show", run_dir, "--match", key, cwd=tmp_path) for key in failed]  # their errors quoted the keys
+        assert len(failed) == 2 and all(r.returncode == 0 for r in shown)
 
         # the test means something: the keys were sent, and the servers echoed them back
-        assert gpt.count == claude.count == 4 + 2  # 4 turns, a retried fault and a re-asked turn each
+        assert gpt.count == claude.count == 2 + 2  # the failed match's fault and refusal, two turns of the other
         assert all(r.api_key == openai_key for r in gpt.requests)
         assert all(r.api_key == anthropic_key for r in claude.requests)
         errors = [c.error for c in calls_table(run_dir) if c.error]
@@ -439,8 +444,8 @@ def test_the_mock_lists_its_model_without_counting_it_as_a_call(openai_mock):
 
 
 # -- commands ------------------------------------------------------------------------------------
-def test_arena_agents_lists_the_backends_and_their_parameters():
-    result = arena("agents", "--json")
+def test_arena_agents_lists_the_backends_and_their_parameters(tmp_path):
+    result = arena("agents", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     listing = {b["name"]: b for b in json.loads(result.stdout)}
     assert {"openai", "anthropic", "llamacpp", "scripted"} <= set(listing)
@@ -463,7 +468,7 @@ def dry_run(tmp_path, mock, model, scripted=False):
     if scripted:
         agents["carol"] = {"backend": "scripted", "strategy": "tit_for_tat"}
     path = write(tmp_path / f"{model}-{scripted}.yaml", scenario("dry", agents, rounds=3, repeats=2))
-    result = arena("run", path, "--dry-run", "--run-dir", tmp_path / "run")
+    result = arena("run", path, "--dry-run", "--run-dir", tmp_path / "run", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout
 
@@ -508,7 +513,7 @@ def test_a_missing_key_stops_the_run_before_any_match(tmp_path):
     })
     path = write(tmp_path / "s.yaml", raw)
     environment = {k: v for k, v in env().items() if k != "ARENA_TEST_UNSET_KEY"}
-    result = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", environment=environment)
+    result = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", environment=environment, cwd=tmp_path)
     assert result.returncode == 2
     assert "agent 'alice': set the environment variable ARENA_TEST_UNSET_KEY to its API key" in flat(result.stderr)
     assert calls_table(tmp_path / "run") == [] and "matches finished" not in result.stdout

@@ -1,18 +1,19 @@
 """The parts around every model backend that need no server: rate limits, role merging,
-Retry-After, the response cache key, prices, and the anonymity filter."""
+Retry-After, the response cache key, prices, the anonymity filter, and retries under the
+turn's deadline."""
 
 from __future__ import annotations
 
 import pytest
 import trio
 
-from arena.contract import CachedReply, plugins
+from arena.contract import BackendUnavailable, CachedReply, CallRecord, CallStarted, MatchSettings, Services, Turn, plugins
 from arena.engine.anonymity import scrub
 from arena.services.cache import ResponseCache, cache_key
 from arena.services.ratelimit import CallLimits
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
-from arena.agents.llm import merge_consecutive, retry_after_seconds
+from arena.agents.llm import Completion, LLMAgent, LLMConfig, TransientError, merge_consecutive, retry_after_seconds
 from arena.agents.prices import PRICES, cost, price_of
 
 from helpers import Roundtable
@@ -181,3 +182,117 @@ def test_prices_can_come_from_a_file_beside_the_scenario(tmp_path):
     (tmp_path / "s.yaml").write_text((tmp_path / "s.yaml").read_text().replace("prices.yaml", "nope.yaml"))
     with pytest.raises(ConfigError, match=r"prices: no prices file at .*nope\.yaml"):
         load_scenario(tmp_path / "s.yaml")
+
+
+# -- one clock: the turn's deadline --------------------------------------------------------------
+class Log(Services):
+    """Keeps what an agent announces and records, as the run store would."""
+
+    def __init__(self):
+        self.started: list[CallStarted] = []
+        self.records: list[CallRecord] = []
+
+    def call_started(self, call):
+        self.started.append(call)
+
+    def record_call(self, call):
+        self.records.append(call)
+
+    def in_flight(self) -> set[str]:
+        return {c.token for c in self.started} - {r.token for r in self.records}
+
+
+class Scripted(LLMAgent):
+    """An LLM backend whose server does what ``plan`` says, one step per try: "fail" (a transient
+    error, as a refused connection or a 503), "hang" (never answers) or "ok"."""
+
+    backend_name = "scripted-llm"
+
+    def __init__(self, plan, **config):
+        super().__init__("m", LLMConfig(backend="scripted-llm", model="x", **config), Log())
+        self.plan, self.tries = list(plan), 0
+
+    def endpoint(self):
+        return "http://model.invalid"
+
+    async def complete(self, request):
+        step = self.plan[min(self.tries, len(self.plan) - 1)]
+        self.tries += 1
+        await trio.sleep(0.5)
+        if step == "fail":
+            raise TransientError("503: overloaded")
+        if step == "hang":
+            await trio.sleep_forever()
+        return Completion(text="fine", prompt_tokens=3, completion_tokens=1)
+
+
+def a_turn() -> Turn:
+    return Turn(match="m1", seat="Player 1", role="Player", round=1, history=(), prompt="Your move.", seed=1)
+
+
+async def test_transient_failures_are_retried_inside_the_turns_time_then_the_backend_is_unavailable(autojump_clock):
+    agent = Scripted(["fail"], retries=100, backoff=1, max_backoff=4)
+    start = trio.current_time()
+    with trio.move_on_after(30) as turn:
+        with pytest.raises(BackendUnavailable) as raised:
+            await agent.reply(a_turn())
+    assert not turn.cancelled_caught and trio.current_time() - start < 30  # it stopped before the deadline
+    assert 5 <= agent.tries <= 15  # as many tries as fit in 30 s, not the 101 the retries allow
+    outage = raised.value
+    assert (outage.agent, outage.backend, outage.endpoint) == ("m", "scripted-llm", "http://model.invalid")
+    assert outage.error.startswith("503: overloaded (after ")
+    (record,) = agent.services.records
+    assert record.retries == agent.tries - 1 and "unavailable" in record.error and record.prompt_tokens is None
+    assert len(agent.services.started) == agent.tries and not agent.services.in_flight()
+
+
+async def test_retries_run_out_before_the_deadline(autojump_clock):
+    agent = Scripted(["fail"], retries=2, backoff=0.1)
+    with trio.move_on_after(60):
+        with pytest.raises(BackendUnavailable, match=r"after 3 tries"):
+            await agent.reply(a_turn())
+    assert agent.tries == 3
+
+
+async def test_a_live_model_cut_off_by_the_deadline_is_a_timeout_and_its_call_is_recorded(autojump_clock):
+    agent = Scripted(["hang"])
+    with trio.move_on_after(20) as turn:
+        await agent.reply(a_turn())
+    assert turn.cancelled_caught  # the match sees a timeout, not an error
+    (record,) = agent.services.records
+    assert record.error.startswith("cut off by the turn's deadline") and record.retries == 0
+    assert record.prompt_tokens is None and record.completion_tokens is None and not agent.services.in_flight()
+
+
+async def test_the_deadline_arriving_while_the_server_keeps_failing_is_an_outage(autojump_clock):
+    agent = Scripted(["fail", "hang"], backoff=0.5)
+    with trio.move_on_after(20) as turn:
+        with pytest.raises(BackendUnavailable, match=r"503: overloaded \(when the turn's time ran out\)"):
+            await agent.reply(a_turn())
+    assert not turn.cancelled_caught
+    (record,) = agent.services.records
+    assert record.retries == 1 and "unavailable" in record.error and not agent.services.in_flight()
+
+
+async def test_a_per_try_timeout_retries_a_hung_try_within_the_turn(autojump_clock):
+    agent = Scripted(["hang", "ok"], timeout=2, backoff=0.5)
+    with trio.move_on_after(20):
+        assert await agent.reply(a_turn()) == "fine"
+    (record,) = agent.services.records
+    assert (record.retries, record.error, record.prompt_tokens) == (1, None, 3)
+
+
+async def test_a_call_stopped_with_its_match_is_recorded_as_such(autojump_clock):
+    agent = Scripted(["hang"])
+    with trio.move_on_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(agent.reply, a_turn())
+            await trio.sleep(1)
+            nursery.cancel_scope.cancel()  # as a match does when another seat's backend fails
+    (record,) = agent.services.records
+    assert record.error == "cancelled: the match stopped" and not agent.services.in_flight()
+
+
+def test_the_per_try_timeout_defaults_to_the_turns_time():
+    config = LLMConfig(backend="x", model="y")
+    assert config.timeout is None and config.retries * config.max_backoff < MatchSettings().turn_timeout

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from arena.contract import BackendUnavailable
 from arena.contract.agent import Agent, FatalAgentError
 from arena.contract.game import InvalidReply
-from arena.engine.match import play_match
+import trio
+
+from arena.engine.match import Match, play_match
 from arena.contract.records import MatchSettings, MatchSpec
 
 from helpers import Recording, coins, scripted
@@ -45,14 +48,17 @@ async def test_seat_order_is_drawn_from_the_seed():
 async def test_a_hanging_agent_is_cut_at_the_timeout_and_the_match_completes(autojump_clock):
     agents = quartet(stuck=scripted("stuck", "hang"))
     settings = MatchSettings(turn_timeout=30, max_retries=1)
+    started = trio.current_time()
     record = await play_match(spec(1, agents, params={"rounds": 3}, settings=settings), agents)
     assert record.status == "finished" and record.rounds == 3
     stuck = next(s.label for s in record.seats if s.agent == "stuck")
     timeouts = [e for e in record.events if e.type == "turn_failed" and e.seat == stuck]
-    assert [e.failure for e in timeouts] == ["timeout"] * 6  # 2 attempts x 3 rounds
+    # a timeout is not asked again (re-asks are for invalid replies): one attempt per round, then the default
+    assert [(e.failure, e.attempt) for e in timeouts] == [("timeout", 1)] * 3
     assert all("30 seconds" in e.reason for e in timeouts)
     actions = [e for e in record.events if e.type == "action" and e.seat == stuck]
-    assert [(a.action, a.defaulted, a.reply) for a in actions] == [(0, True, None)] * 3
+    assert [(a.action, a.defaulted, a.reply, a.attempts) for a in actions] == [(0, True, None, 1)] * 3
+    assert trio.current_time() - started == 3 * 30
     # the stuck player gave nothing, so it keeps its endowment plus its share
     assert record.payoffs[stuck] == max(record.payoffs.values())
 
@@ -89,14 +95,44 @@ class Flaky(Agent):
         return coins(5)
 
 
-async def test_an_agent_error_costs_one_attempt_and_is_recorded():
+async def test_an_agent_error_is_not_a_move_it_fails_the_match_naming_the_cause():
+    """An exception is not something the seat said: no attempt is spent on it, nothing is
+    defaulted or scored, and the match fails with the error (a resume plays it again)."""
     agents = quartet(flaky=Flaky("flaky"))
     record = await play_match(spec(4, agents, params={"rounds": 1}), agents)
-    seat = next(s.label for s in record.seats if s.agent == "flaky")
-    failures = [(e.failure, e.attempt) for e in record.events if e.type == "turn_failed" and e.seat == seat]
-    assert failures == [("error", 1), ("invalid", 2)]
-    (action,) = [e for e in record.events if e.type == "action" and e.seat == seat]
-    assert (action.action, action.attempts, action.defaulted) == (5, 3, False)
+    assert record.status == "failed" and record.payoffs == {}
+    assert record.error.startswith("ConnectionError: connection reset")
+    assert not [e for e in record.events if e.type in ("turn_failed", "action")]
+    assert record.events[-1].type == "match_failed"
+
+
+class Unreachable(Agent):
+    """Answers until round ``down_from``, then its server is gone."""
+
+    def __init__(self, name, down_from=2):
+        super().__init__(name, None)
+        self.down_from = down_from
+
+    async def reply(self, turn):
+        if turn.round >= self.down_from:
+            raise BackendUnavailable(self.name, "openai", "http://127.0.0.1:9/v1", "APIConnectionError: Connection error.")
+        return coins(3)
+
+
+async def test_an_unreachable_backend_interrupts_the_match_and_nothing_is_scored():
+    agents = quartet(gone=Unreachable("gone"))
+    match = Match(spec(6, agents, params={"rounds": 3}), agents)
+    record = await match.play()
+    assert record.status == "interrupted" and record.payoffs == {} and record.metrics == {}
+    assert record.rounds == 2  # stopped in the round its backend failed
+    assert "backend openai at http://127.0.0.1:9/v1 (agent 'gone') is unavailable" in record.error
+    assert match.outage is not None and match.outage.endpoint == "http://127.0.0.1:9/v1"
+    assert record.events[-1].type == "match_interrupted"
+    gone = next(s.label for s in record.seats if s.agent == "gone")
+    assert not [e for e in record.events if e.type == "turn_failed"]
+    # round 1 was played in full; round 2 was not applied for anyone: no move was made up for the seat
+    assert [e.round for e in record.events if e.type == "action" and e.seat == gone] == [1]
+    assert {e.round for e in record.events if e.type == "action"} == {1}
 
 
 class NoKey(Agent):
@@ -161,3 +197,19 @@ async def test_a_match_that_cannot_be_set_up_is_recorded_as_failed():
     assert record.status == "failed" and "needs at least 2 seats; 1 agents given" in record.error
     record = await play_match(MatchSpec(key="x", game="no_such_game", agents=("a", "a"), seed=1), agents)
     assert record.status == "failed" and "unknown game 'no_such_game'" in record.error
+
+
+async def test_a_judge_whose_backend_is_down_interrupts_the_match_rather_than_leave_its_score_out():
+    from helpers import ROOT
+
+    from arena.contract.referee import RefereeSpec
+
+    problems = str(ROOT / "scenarios" / "data" / "sample-problems.jsonl")
+    agents = {"p": scripted("p", "fixed", params={"replies": ["```python\ndef f():\n    return 1\n```"]}),
+              "r": scripted("r", "fixed", params={"replies": ["over"]}), "judge": Unreachable("judge", down_from=0)}
+    match = Match(MatchSpec(key="cr", game="code_review", agents=("p", "r"), seed=1, shuffle_seats=False,
+                            params={"problems": problems, "case": "running-max"},
+                            referees=(RefereeSpec(use="llm_judge", params={"agent": "judge"}),)), agents)
+    record = await match.play()
+    assert record.status == "interrupted" and record.metrics == {} and record.payoffs == {}
+    assert match.outage.agent == "judge" and "(agent 'judge') is unavailable" in record.error

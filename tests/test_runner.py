@@ -205,14 +205,18 @@ def buggy_game():
 
 
 async def test_a_failing_match_does_not_stop_the_others(buggy_game):
-    games = [{"game": "buggy", "agents": ["a", "b"]}, {"game": "public_goods", "agents": ["a", "b", "c"]}]
+    # the buggy table seats agents that can talk at it: a public goods strategy asked to play another
+    # game raises, and an agent's error now fails its match before the game's own bug would show
+    talker = {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["hello"]}}
+    games = [{"game": "buggy", "agents": ["a", "e"]}, {"game": "public_goods", "agents": ["a", "b", "c"]}]
     finished = []
 
     class Collect(Observer):
         def finished(self, record, resumed):
             finished.append(record)
 
-    result = await run_tournament(scenario(games, tournament={"repeats": 2}), observer=Collect())
+    result = await run_tournament(scenario(games, tournament={"repeats": 2}, agents={**AGENTS, "e": talker}),
+                                  observer=Collect())
     assert [r.status for r in result.records] == ["failed", "failed", "finished", "finished"]
     assert all("RuntimeError: scoring exploded" in r.error for r in result.records[:2])
     assert len(finished) == 4

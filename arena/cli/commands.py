@@ -15,6 +15,7 @@ from pathlib import Path
 import trio
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from arena import __version__
 from arena.contract import plugins
@@ -29,7 +30,12 @@ from arena.run.tournament import count, role_swap_note
 from arena.run.scenario import load_scenario
 
 
+OUTAGE = 4  # exit status: a backend stayed unreachable; its matches are left for the next `arena run`
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 every match finished, 1 some match failed, 2 a bad scenario, command line or run
+    directory, 3 the budget is spent, 4 a backend could not be reached (``OUTAGE``), 130 Ctrl-C."""
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):
@@ -195,9 +201,17 @@ def _run(args: argparse.Namespace) -> int:
     failed = [r for r in records if r.status == "failed"]
     for record in failed:
         console.print(f"[red]match {record.key} failed:[/] {(record.error or '').splitlines()[0]}")
+    finished = sum(r.status == "finished" for r in records)
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
-    console.print(f"{len(records) - len(failed)} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
+    console.print(f"{finished} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
     store.close()
+    if result.outages:
+        for outage in result.outages:
+            console.print(Text(f"Stopped: {outage}", style="red"))
+        interrupted = sum(r.status == "interrupted" for r in records)
+        console.print(f"{interrupted} matches were interrupted and {len(result.unplayed)} not started; nothing of "
+                      "theirs was scored. Run the same command once the backend is back to play them.")
+        return OUTAGE
     if result.not_started:
         console.print(f"[yellow]Stopped: {result.budget_note}; {len(result.not_started)} matches were not started. "
                       "Raise the budget and run the same command to go on.[/]")
@@ -346,7 +360,10 @@ def _runs(args: argparse.Namespace) -> int:
     for run_dir in run_dirs(args.output):
         store = RunStore.open(run_dir)
         info, counts = store.run_info(), store.counts()
-        table.add_row(str(run_dir), info.get("name", "?"), store.status(), str(counts.get("finished", 0)),
+        status = store.status()
+        if counts.get("interrupted"):
+            status += f" ({counts['interrupted']} interrupted)"
+        table.add_row(str(run_dir), info.get("name", "?"), status, str(counts.get("finished", 0)),
                       str(counts.get("failed", 0)), str(info.get("planned", 0)),
                       time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("updated") or 0)))
         store.close()
@@ -368,7 +385,9 @@ def _show(args: argparse.Namespace) -> int:
         for record in store.records(status=None):
             seats = ", ".join(f"{s.label}={s.agent}" for s in record.seats)
             payoffs = ", ".join(f"{s}: {v:g}" for s, v in record.payoffs.items())
-            table.add_row(record.key, record.status, seats, payoffs)
+            if record.status == "interrupted" and record.error:  # why nothing was scored
+                payoffs = record.error.splitlines()[0]
+            table.add_row(record.key, record.status, seats, Text(payoffs))
         console.print(table)
         return 0
     found = store.records(status=None, key=args.match)

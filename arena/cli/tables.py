@@ -50,12 +50,14 @@ def print_payoffs(console: Console, rows: list[PayoffSummary], names: dict[str, 
         table.add_column("Agent")
         if by_role:
             table.add_column("Role")
-        for name in ("Matches", "Mean", "95% CI", "Std", "Invalid", "Defaulted"):
+        # timeouts beside invalid replies, when there were any: the table keeps to 80 columns otherwise
+        late = any(r.timeouts for r in members)
+        for name in ("Matches", "Mean", "95% CI", "Std", "Invalid") + ("Timeouts",) * late + ("Defaulted",):
             table.add_column(name, justify="right")
         for r in members:
             cells = [r.agent] + ([r.role] if by_role else [])
             cells += [str(r.matches), f"{r.mean:.2f}", f"[{r.low:.2f}, {r.high:.2f}]", f"{r.std:.2f}",
-                      str(r.invalid_replies), str(r.defaulted_turns)]
+                      str(r.invalid_replies)] + [str(r.timeouts)] * late + [str(r.defaulted_turns)]
             table.add_row(*cells)
         console.print(table)
 

@@ -49,4 +49,4 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
     if record.status == "finished":
         console.print(Text("\npayoffs: " + ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items()), style="bold"))
     elif record.error:
-        console.print(Text(f"\nfailed: {record.error}", style="bold red"))
+        console.print(Text(f"\n{record.status}: {record.error}", style="bold red"))

@@ -6,7 +6,7 @@ from outside itself.
 
 from arena.contract.agent import Agent, AgentConfig, FatalAgentError
 from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services
-from arena.contract.errors import ArenaError, ConfigError, MatchSetupError, Problem
+from arena.contract.errors import ArenaError, BackendUnavailable, ConfigError, MatchSetupError, Problem
 from arena.contract.events import Event, SeatInfo
 from arena.contract.capabilities import HasCases, Judged, JudgeRequest, Program, ReportsReviews, Review, WritesCode
 from arena.contract.game import Game, InvalidReply, NoParams, Notice
@@ -17,7 +17,7 @@ from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
 from arena.contract.strategy import Strategy, StrategyParams
 
 __all__ = [
-    "Agent", "AgentConfig", "ArenaError", "CachedReply", "CallRecord", "CallStarted", "ConfigError", "Desk", "Event",
+    "Agent", "AgentConfig", "ArenaError", "BackendUnavailable", "CachedReply", "CallRecord", "CallStarted", "ConfigError", "Desk", "Event",
     "FatalAgentError", "Game", "HasCases", "InvalidReply", "Judged", "JudgeRequest", "MatchRecord", "MatchSettings",
     "MatchSetupError", "MatchSpec", "Message", "NoParams", "Notice", "Problem", "Program", "REFEREE", "Referee",
     "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Strategy", "StrategyParams",

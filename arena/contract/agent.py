@@ -19,10 +19,12 @@ class AgentConfig(BaseModel):
 
 
 class FatalAgentError(ArenaError):
-    """The agent cannot play at all (for example, a missing API key): the match stops.
+    """The agent cannot play at all (for example, a missing API key): the match fails.
 
-    Any other exception from ``Agent.reply`` only fails that attempt, which is
-    recorded and retried like an invalid reply.
+    No exception from ``Agent.reply`` is ever taken for a move. ``BackendUnavailable``
+    interrupts the match (it is replayed once the server is back); any other exception
+    (a refused request, a bug) fails it with that error. Only a reply the game rejects
+    is asked again, and only a reply that does not come in time gets the game's default.
     """
 
 
@@ -55,7 +57,21 @@ class Agent(ABC):
         ``FatalAgentError`` when the agent cannot play."""
 
     @abstractmethod
-    async def reply(self, turn: Turn) -> str: ...
+    async def reply(self, turn: Turn) -> str:
+        """The seat's reply, within the time the match allows: the turn's deadline is trio's
+        effective deadline. Raise ``BackendUnavailable`` when the server that would answer cannot
+        be reached; a live model that is merely slow is cut off by the deadline."""
+
+    def endpoint(self) -> str | None:
+        """Where this agent's requests go (a URL), when that place can be down. Agents that share an
+        endpoint share its outages: while it is down, no match that needs it starts. None: the agent
+        relies on nothing that can be down."""
+        return None
+
+    async def probe(self) -> None:
+        """After an outage: return when the endpoint answers again, raise ``BackendUnavailable`` when
+        it still does not. Make it cheap and free (listing models, not asking one): a run probes while
+        matches wait."""
 
     def cost_of(self, prompt_tokens: int, completion_tokens: int, extra_prices: dict[str, tuple[float, float]]) -> float | None:
         """USD for that many tokens, or None when unknown. Agents that call no model cost nothing."""

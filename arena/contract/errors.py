@@ -41,6 +41,20 @@ class MatchSetupError(ArenaError, ValueError):
     """The spec cannot be played: wrong number of agents for the game, say."""
 
 
+class BackendUnavailable(ArenaError):
+    """A model's server cannot be reached or keeps failing (connections refused or dropped, server
+    errors, rate limits, requests that hang) after the agent's own retries, or while the turn's time
+    ran out. It says nothing about the model: the match is interrupted, not scored, and replayed once
+    the server is back. ``error`` is the last failure, already cleared of keys."""
+
+    def __init__(self, agent: str, backend: str, endpoint: str, error: str):
+        self.agent = agent
+        self.backend = backend
+        self.endpoint = endpoint
+        self.error = error
+        super().__init__(f"backend {backend} at {endpoint} (agent {agent!r}) is unavailable: {error}")
+
+
 class Problem:
     def __init__(self, loc: Sequence[Any], message: str, given: Any = None, has_given: bool = False):
         self.loc = tuple(loc)

@@ -43,7 +43,7 @@ class TurnFailed(_Event):
     round: int
     seat: str
     attempt: int
-    failure: Literal["invalid", "timeout", "error"]
+    failure: Literal["invalid", "timeout", "error"]  # "error": written by versions that re-asked after agent errors
     reply: str | None
     reason: str
 
@@ -83,7 +83,15 @@ class MatchFailed(_Event):
     error: str
 
 
+class MatchInterrupted(_Event):
+    """A backend the match needs could not be reached: nothing is scored, and the match is played again."""
+
+    type: Literal["match_interrupted"] = "match_interrupted"
+    error: str
+
+
 Event = Annotated[
-    MatchStarted | MessagePosted | TurnFailed | ActionTaken | Scrubbed | RoundClosed | MatchEnded | MatchFailed,
+    MatchStarted | MessagePosted | TurnFailed | ActionTaken | Scrubbed | RoundClosed | MatchEnded | MatchFailed
+    | MatchInterrupted,
     Field(discriminator="type"),
 ]

@@ -14,9 +14,20 @@ from arena.contract.referee import RefereeSpec
 class MatchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    turn_timeout: float = Field(60.0, gt=0, description="Seconds an agent has for one attempt at a turn.")
-    max_retries: int = Field(2, ge=0, description="Times a seat is asked again after an invalid or missing reply.")
+    turn_timeout: float = Field(
+        60.0, gt=0,
+        description="Seconds an agent has to answer one attempt at a turn, its backend's retries included; "
+        "a reply that has not come by then gets the game's default.",
+    )
+    max_retries: int = Field(2, ge=0, description="Times a seat is asked again, with the reason, after an invalid reply.")
     max_rounds: int = Field(1000, ge=1, description="Safety stop for games that would not end by themselves.")
+    # How long the run waits, not how a match plays: left out of the spec and of the scenario's
+    # fingerprint, so that changing it never stops a run from resuming.
+    outage_wait: float = Field(
+        300.0, ge=0, exclude=True,
+        description="Seconds a run waits for a backend that cannot be reached to come back (its matches wait, "
+        "others go on) before leaving its matches for the next `arena run`.",
+    )
 
 
 class MatchSpec(BaseModel):
@@ -46,7 +57,7 @@ class MatchRecord(BaseModel):
     params: dict[str, Any]
     seed: int
     seats: tuple[SeatInfo, ...]
-    status: Literal["finished", "failed"]
+    status: Literal["finished", "failed", "interrupted"]  # interrupted: a backend was down (or the run stopped); never scored
     rounds: int
     payoffs: dict[str, float]  # the first referee's first metric; a seat it could not score is missing
     messages: tuple[Message, ...]

@@ -4,6 +4,11 @@ Post the rules; then, round by round, ask every speaker at once (each under a
 turn timeout, re-asking on invalid replies), post the replies, let the game
 apply the actions, close the round so that what was said becomes visible, and
 ask the referee whether the match is over. Finally the referee scores it.
+
+Only what a seat said can become its move: an invalid reply is asked again and
+then defaulted, a reply that does not come in time is defaulted. An exception
+from an agent is never a move: a backend that cannot be reached interrupts the
+match (it is replayed later, never scored); any other error fails it.
 """
 
 from __future__ import annotations
@@ -19,13 +24,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import plugins
 from arena.contract import seeding
-from arena.contract.agent import Agent, FatalAgentError
-from arena.contract.errors import MatchSetupError
+from arena.contract.agent import Agent
+from arena.contract.errors import ArenaError, BackendUnavailable, MatchSetupError
 from arena.contract.events import (
     ActionTaken,
     Event,
     MatchEnded,
     MatchFailed,
+    MatchInterrupted,
     MatchStarted,
     MessagePosted,
     RoundClosed,
@@ -40,7 +46,9 @@ from arena.engine.pool import MessagePool
 from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Referee, RefereeSpec, Scores
 
-JUDGE = "Judge"  # the label an outside agent asked by a referee goes by in events and calls
+# What an outside agent asked by a referee is called in events and calls: no game's role gives a seat
+# this label (pairwise_review has seats called "Judge"), so the two can always be told apart.
+JUDGE = "Referee's judge"
 
 EventSink = Callable[[Event], None]
 
@@ -73,7 +81,8 @@ class Match:
         self.seats: tuple[SeatInfo, ...] = ()
         self.game: Game | None = None
         self.pool: MessagePool | None = None
-        self._fatal: BaseException | None = None
+        self._fatal: BaseException | None = None  # an agent's error: it ends the match after the current step
+        self.outage: BackendUnavailable | None = None  # set when the match was interrupted by one
 
     def _set_up(self) -> None:
         spec = self.spec
@@ -135,7 +144,10 @@ class Match:
                 await self._play_round(round)
                 if self._fatal is not None:
                     raise self._fatal
-                if round >= self.spec.settings.max_rounds or await self._is_over(round):
+                over = round >= self.spec.settings.max_rounds or await self._is_over(round)
+                if self._fatal is not None:  # a judge asked whether it is over could not answer
+                    raise self._fatal
+                if over:
                     break
             metrics = await self._score()
             if self._fatal is not None:
@@ -146,6 +158,10 @@ class Match:
             reviews = [(q, agent.get(a, a), agent.get(b, b), agent.get(r, r), int(s)) for q, a, b, r, s in verdicts]
         except Exception as exc:
             error = _describe(exc)
+            self.outage = next((e for e in _leaves(exc) if isinstance(e, BackendUnavailable)), None)
+            if self.outage is not None:
+                self._emit(MatchInterrupted(match=key, error=error))
+                return self._record("interrupted", round, {}, error)
             self._emit(MatchFailed(match=key, error=error))
             return self._record("failed", round, {}, error)
         self._emit(MatchEnded(match=key, rounds=round, payoffs=payoffs))
@@ -242,13 +258,19 @@ class Match:
         try:
             outcomes[seat] = await self._ask(self.agents[seat], base, lambda reply: game.parse(seat, reply),
                                              lambda: game.default_action(seat, round))
-        except FatalAgentError as exc:
+        except BackendUnavailable as exc:  # not a move: the match stops once the other seats have answered,
+            self._fatal = exc  # since their answers are paid for and cached, and the replay gets them free
+        except Exception as exc:  # not a move either: the match ends with it, the other seats' turns cut short
             self._fatal = exc
             scope.cancel()
 
     async def _ask(self, agent: Agent, base: Turn, parse, default) -> tuple[Any, str | None, int, bool]:
         """One turn under the timeout and invalid-reply rules: (action, reply, attempts, defaulted).
-        Every failed attempt is recorded and shown to the agent when it is asked again."""
+
+        An invalid reply is recorded and asked again, with the reason, up to ``max_retries`` times.
+        A reply that has not come within ``turn_timeout`` is recorded as a timeout and defaulted at
+        once: asking again would only wait again (the backend has already retried what it could
+        inside that time). What the agent raises is not caught here: it is not a move."""
         settings = self.spec.settings
         retries: list[Retry] = []
         last_reply: str | None = None
@@ -256,34 +278,27 @@ class Match:
             turn = Turn.model_construct(**{**base.__dict__, "retries": tuple(retries),
                                            "seed": seeding.derive(self.spec.seed, "turn", base.seat, base.round, attempt)})
             reply: str | None = None
-            failure = reason = None
             with trio.move_on_after(settings.turn_timeout) as timer:
-                try:
-                    reply = await agent.reply(turn)
-                except FatalAgentError:
-                    raise
-                except Exception as exc:  # a backend hiccup costs this attempt, not the match
-                    failure, reason = "error", f"Your reply could not be obtained ({type(exc).__name__}: {exc})."
+                reply = await agent.reply(turn)
             if timer.cancelled_caught:
-                failure, reason = "timeout", f"No reply arrived within {settings.turn_timeout:g} seconds."
-            if failure is None:
-                if not isinstance(reply, str):
-                    failure, reason = "invalid", "The reply was not text."
-                    reply = None if reply is None else repr(reply)
-                else:
-                    last_reply = reply
-                    try:
-                        return parse(reply), reply, attempt + 1, False
-                    except InvalidReply as exc:
-                        failure, reason = "invalid", exc.reason
-            self._emit(
-                TurnFailed(
-                    match=self.spec.key, round=base.round, seat=base.seat, attempt=attempt + 1,
-                    failure=failure, reply=reply, reason=reason,
-                )
-            )
+                self._failed(base, attempt, "timeout", None, f"No reply arrived within {settings.turn_timeout:g} seconds.")
+                return default(), last_reply, attempt + 1, True
+            if not isinstance(reply, str):
+                reason = "The reply was not text."
+                reply = None if reply is None else repr(reply)
+            else:
+                last_reply = reply
+                try:
+                    return parse(reply), reply, attempt + 1, False
+                except InvalidReply as exc:
+                    reason = exc.reason
+            self._failed(base, attempt, "invalid", reply, reason)
             retries.append(Retry(reply=reply, reason=reason))
         return default(), last_reply, settings.max_retries + 1, True
+
+    def _failed(self, turn: Turn, attempt: int, failure: str, reply: str | None, reason: str) -> None:
+        self._emit(TurnFailed(match=self.spec.key, round=turn.round, seat=turn.seat, attempt=attempt + 1,
+                              failure=failure, reply=reply, reason=reason))
 
 
 class _Desk:
@@ -296,14 +311,17 @@ class _Desk:
         match = self._match
         if agent not in match._agents:
             raise MatchSetupError(f"the referee asks agent {agent!r}, which the scenario does not define")
+        if match._fatal is not None:  # the match is ending: asking more judges would only wait on the same outage
+            return None
         round = match.pool.round
         if match.spec.scrub:  # the judge reads the seats' words: it must not learn who wrote them either
             prompt = scrub(prompt, match.spec.scrub, match.spec.scrub_replacement)[0]
+            data = match._filtered(data)
         base = Turn.model_construct(match=match.spec.key, seat=JUDGE, role="judge", round=round, history=(), prompt=prompt,
                                     retries=(), seed=0, action_schema=None, prompt_data=data)
         try:
             action, reply, attempts, defaulted = await match._ask(match._agents[agent], base, parse, lambda: None)
-        except FatalAgentError as exc:
+        except Exception as exc:  # as for a seat: not a verdict; the match ends with it once the referee returns
             match._fatal = exc
             return None
         match._emit(ActionTaken(match=match.spec.key, round=round, seat=JUDGE, action=_jsonable(action), reply=reply,
@@ -331,7 +349,7 @@ def _describe(exc: BaseException) -> str:
     text = f"{type(first).__name__}: {first}"
     if others:
         text += f" (and {len(others)} more)"
-    if not isinstance(first, (FatalAgentError, MatchSetupError, plugins.UnknownPlugin)):
+    if not isinstance(first, ArenaError):  # those are worded for the user; anything else is a bug: say where
         frames = traceback.extract_tb(first.__traceback__)[-3:]
         text += "\n" + "".join(traceback.format_list(frames))
     return text

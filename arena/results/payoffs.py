@@ -24,6 +24,7 @@ class PayoffSummary(BaseModel):
     high: float
     std: float
     invalid_replies: int
+    timeouts: int  # attempts that got no reply within the turn's time
     defaulted_turns: int
 
 
@@ -93,6 +94,7 @@ def summarize(records: Iterable[MatchRecord], resamples: int = 2000, metric: str
     records.sort(key=lambda r: r.key)
     payoffs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     invalid: dict[tuple[str, str, str], int] = defaultdict(int)
+    timeouts: dict[tuple[str, str, str], int] = defaultdict(int)
     defaulted: dict[tuple[str, str, str], int] = defaultdict(int)
     for record in records:
         scores = scores_of(record, metric)
@@ -103,8 +105,9 @@ def summarize(records: Iterable[MatchRecord], resamples: int = 2000, metric: str
         for event in record.events:
             if event.type not in ("turn_failed", "action") or event.seat not in seated:  # a judge is no seat
                 continue
-            if event.type == "turn_failed" and event.failure == "invalid":
-                invalid[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
+            if event.type == "turn_failed" and event.failure in ("invalid", "timeout"):
+                counts = invalid if event.failure == "invalid" else timeouts
+                counts[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
             elif event.type == "action" and event.defaulted:
                 defaulted[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
     rows = []
@@ -114,7 +117,8 @@ def summarize(records: Iterable[MatchRecord], resamples: int = 2000, metric: str
         std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
         rows.append(PayoffSummary(group=group, metric=metric or "payoff", agent=agent, role=role, matches=len(values),
                                   mean=mean, low=low,
-                                  high=high, std=std, invalid_replies=invalid[key], defaulted_turns=defaulted[key]))
+                                  high=high, std=std, invalid_replies=invalid[key], timeouts=timeouts[key],
+                                  defaulted_turns=defaulted[key]))
     rows.sort(key=lambda r: (group_order.index(r.group), r.role, -r.mean, r.agent))
     return rows
 

@@ -83,8 +83,7 @@ class _StandIn(Agent):
 
     async def reply(self, turn: Turn) -> str:
         match, game = self.match, self.match.game
-        # a game may have a seat called "Judge" too: what tells a referee's question apart is that this agent holds no seat
-        by_referee = turn.seat == JUDGE and match.agents.get(turn.seat) is not self
+        by_referee = turn.seat == JUDGE
         if by_referee:
             found = (referee.example_reply(game, self.name) for referee in match.referees)
             text = next((t for t in found if t is not None), None)

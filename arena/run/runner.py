@@ -1,5 +1,6 @@
 """Playing a scenario's tournament: matches at once under limits, the store kept
-up to date, blocks of repeats added until stable, and resumption after a crash."""
+up to date, blocks of repeats added until stable, matches held back while a
+backend they need is down, and resumption after a crash or an outage."""
 
 from __future__ import annotations
 
@@ -11,14 +12,16 @@ import trio
 from pydantic import BaseModel
 
 from arena.run import stability
+from arena.contract import plugins
 from arena.contract.agent import Agent
 from arena.contract.calls import CallRecord, CallStarted, Services
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
-from arena.engine.match import play_match
+from arena.engine.match import Match, default_referees
 from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
+from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
 from arena.store import RunStore
 from arena.run.tournament import first_repeats, plan, plan_entry
@@ -47,11 +50,13 @@ class Observer:
 
 
 class TournamentResult(BaseModel):
-    records: list[MatchRecord]
+    records: list[MatchRecord]  # played by this run or kept from an earlier one; interrupted ones included
     stability: list[stability.StabilityCheck]
     resumed: int
     not_started: list[str] = []  # keys of matches the budget kept from starting
     budget_note: str | None = None
+    outages: list[Outage] = []  # backends the run gave up on; their matches are left for the next run
+    unplayed: list[str] = []  # keys of matches not started because a backend they need was down
 
 
 class Limits:
@@ -85,7 +90,7 @@ def build_agents(scenario: Scenario, services: Services | None = None) -> dict[s
 
 
 def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending,
-                   observer: Observer | None = None) -> RunServices:
+                   observer: Observer | None = None, on_call=None) -> RunServices:
     cache = None
     if store is not None or scenario.cache:
         path = Path(scenario.cache) if scenario.cache else store.run_dir / "responses.sqlite"
@@ -97,6 +102,8 @@ def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, 
         spending.add(call)
         if store is not None:
             store.record_call(call)
+        if on_call is not None:
+            on_call(call)
         observer.call(call)
 
     def started(call: CallStarted) -> None:
@@ -128,9 +135,24 @@ async def run_tournament(
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
         for call in store.calls():
             spending.add(call)
-    services = build_services(scenario, store, use_cache, spending, observer)
+
+    def say(agent: str, endpoint: str, text: str) -> None:  # each change of a backend's state, however often
+        if store is not None:
+            store.record_note(agent, endpoint, "outage", text)
+        observer.note(text)
+
+    async def probe(agent: str) -> None:
+        await agents[agent].probe()
+
+    def answered(call: CallRecord) -> None:
+        if not call.cached and call.error is None and call.agent in agents:
+            outages.answered(agents[call.agent].endpoint())
+
+    outages = Outages(scenario.match.outage_wait, probe, say)
+    services = build_services(scenario, store, use_cache, spending, observer, on_call=answered)
     agents = build_agents(scenario, services)
     not_started: list[str] = []
+    unplayed: list[str] = []
     budget_note: str | None = None
     limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
     done: dict[str, MatchRecord] = {}
@@ -144,18 +166,32 @@ async def run_tournament(
 
     async def play(spec: MatchSpec, position: int) -> None:
         nonlocal budget_note
-        async with limits.slot(spec):
-            budget_note = budget_note or spending.reached(scenario.budget)
-            if budget_note:  # matches already in flight finish; no new one starts
-                not_started.append(spec.key)
-                return
+        endpoints = endpoints_of(spec, agents)
+        record: MatchRecord | None = None  # an interrupted attempt, until a replay replaces it
+        while True:
+            if await outages.wait_for(endpoints) is not None:  # given up: left for the next run
+                if record is None:
+                    unplayed.append(spec.key)
+                break
+            async with limits.slot(spec):
+                if outages.any_down(endpoints):  # it went down while this match queued: wait again
+                    continue
+                budget_note = budget_note or spending.reached(scenario.budget)
+                if budget_note:  # matches already in flight finish; no new one starts
+                    not_started.append(spec.key)
+                    break
+                if store is not None:
+                    store.prepare(spec, position)
+                match = Match(spec, agents, sink)
+                record = await match.play()
             if store is not None:
-                store.prepare(spec, position)
-            record = await play_match(spec, agents, sink)
-        if store is not None:
-            store.finish(record)
-        done[spec.key] = record
-        observer.finished(record, resumed=False)
+                store.finish(record)
+            if match.outage is None:
+                break
+            outages.failed(match.outage)  # then wait for the backend, and play the match again
+        if record is not None:
+            done[spec.key] = record
+            observer.finished(record, resumed=False)
 
     order: list[str] = []
     repeats_so_far = {  # until_stable entries still adding repeats
@@ -181,7 +217,7 @@ async def run_tournament(
                     else:
                         nursery.start_soon(play, spec, position)
             wave = []
-            if budget_note:
+            if budget_note or outages.given_up():  # stability is judged on complete blocks only: on resume
                 break
             for name, (entry, rule, repeats) in list(repeats_so_far.items()):
                 members = [r for r in done.values() if r.group == name]
@@ -199,7 +235,8 @@ async def run_tournament(
                     repeats_so_far[name] = (entry, rule, more)
         if store is not None:
             failed = sum(r.status == "failed" for r in done.values())
-            store.set_status("stopped by budget" if not_started else "finished" if not failed else "finished with failures")
+            store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
+                             else "finished" if not failed else "finished with failures")
     except BaseException as exc:
         if store is not None:
             store.flush()
@@ -214,4 +251,18 @@ async def run_tournament(
         services.close()
     resumed = sum(1 for key in order if key in earlier)
     return TournamentResult(records=[done[k] for k in order if k in done], stability=checks, resumed=resumed,
-                            not_started=not_started, budget_note=budget_note)
+                            not_started=not_started, budget_note=budget_note, outages=outages.given_up(),
+                            unplayed=unplayed)
+
+
+def endpoints_of(spec: MatchSpec, agents: dict[str, Agent]) -> list[str]:
+    """The endpoints a match needs: its players' and its referees' judges'."""
+    names = list(spec.agents)
+    try:
+        referees = spec.referees or default_referees(plugins.load("game", spec.game))
+        for referee in referees:
+            cls = plugins.load("referee", referee.use)
+            names += cls.agents_needed(cls.Params.model_validate(referee.params))
+    except Exception:  # a spec that cannot be set up fails when played, with the reason; nothing to wait for here
+        pass
+    return sorted({e for name in names if name in agents and (e := agents[name].endpoint()) is not None})

@@ -3,7 +3,8 @@
 Messages and events are written as they happen (committed when a round
 closes), so another process can follow a run; a match's outcome is written in
 one transaction when it ends, so a crash loses at most the matches in flight.
-Unfinished matches left by a crash are wiped and played again on resume.
+Unfinished matches (left by a crash, or interrupted by a backend that was down)
+are wiped and played again on resume.
 """
 
 from __future__ import annotations
@@ -402,7 +403,8 @@ class RunStore:
             key=key, group=group, repeat=repeat, game=game, reviews=reviews, metrics=metrics,
             params=json.loads(params) if params else dict(spec.params), seed=spec.seed,
             seats=tuple(SeatInfo(**s) for s in json.loads(seats or "[]")),
-            status=status if status in ("finished", "failed") else "failed",
+            # a match left pending or running was cut short by a crash or a stop, like one a backend interrupted
+            status=status if status in ("finished", "failed", "interrupted") else "interrupted",
             rounds=rounds or 0, payoffs=payoffs,
             messages=tuple(messages[s] for s in sorted(messages)),
             events=[events[s] for s in sorted(events)], error=error,

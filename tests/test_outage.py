@@ -1,0 +1,407 @@
+"""A backend that cannot be reached is not a player that chose badly.
+
+A server killed in the middle of a run, one that answers 500 to everything, one that was never
+there, one that hangs: no turn is defaulted for it, nothing is scored, the run says which backend
+failed and how (exit status 4), and `arena run` again plays exactly what is missing, to the same
+results as a run that never saw an outage. A slow model, on the other hand, times out like any
+player. Nothing here leaves 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections import Counter
+from io import StringIO
+from pathlib import Path
+
+import pytest
+import trio
+import yaml
+from pydantic import Field
+from rich.console import Console
+
+from arena.cli.commands import main
+from arena.cli.tables import print_results
+from arena.contract import AgentConfig, BackendUnavailable, plugins
+from arena.contract.agent import Agent
+from arena.contract.events import ActionTaken, TurnFailed
+from arena.results.payoffs import summarize
+from arena.run.runner import Observer, run_tournament
+from arena.run.scenario import parse_scenario
+from arena.store import RunStore
+
+from helpers import coins
+from mock_llm import OpenAIMock
+
+LOCAL = "127.0.0.1,localhost"
+OUTAGE = 4
+PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "OPENAI_API_KEY")
+
+
+@pytest.fixture(autouse=True)
+def local_only(monkeypatch):
+    for variable in PROXIES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("NO_PROXY", LOCAL)
+    monkeypatch.setenv("no_proxy", LOCAL)
+    monkeypatch.setenv("COLUMNS", "200")  # tables read in this process: no cell wrapped
+
+
+def environment() -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k not in PROXIES}, "COLUMNS": "200", "NO_PROXY": LOCAL,
+            "no_proxy": LOCAL}
+
+
+def arena(*args, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=environment())
+
+
+def start_arena(*args, cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=environment())
+
+
+def flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def model(url: str, **extra) -> dict:
+    return {"backend": "openai", "base_url": url, "model": "mock-model", "retries": 2, "backoff": 0.01, **extra}
+
+
+def scenario(name: str, url: str, rounds: int = 3, repeats: int = 4, outage_wait: float = 1.0, **match) -> dict:
+    return {
+        "name": name, "seed": 7,
+        "agents": {"alice": model(url), "bob": model(url), "carol": {"backend": "scripted", "strategy": "tit_for_tat"}},
+        "games": [{"game": "public_goods", "params": {"rounds": rounds, "mode": 1}}],
+        "tournament": {"repeats": repeats}, "concurrency": 2,
+        "match": {"outage_wait": outage_wait, **match},
+    }
+
+
+def write(path: Path, raw: dict) -> Path:
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def read(capsys, *args) -> str:
+    """A command that only reads a run, in this process (``arena run`` itself is always a subprocess here)."""
+    capsys.readouterr()
+    assert main([str(a) for a in args]) == 0
+    return capsys.readouterr().out
+
+
+def exports(capsys, run_dir: Path) -> tuple[str, str]:
+    return read(capsys, "export", run_dir), read(capsys, "export", run_dir, "--format", "csv")
+
+
+def records(run_dir: Path):
+    store = RunStore.open(run_dir)
+    try:
+        return store.records(status=None), store.calls(), store.calls_in_flight(), store.notes()
+    finally:
+        store.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# -- the server is killed mid-run, then comes back --------------------------------------------
+def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupted_results(tmp_path, capsys):
+    total = 4 * 3 * 2  # matches x rounds x model seats: one request per turn when nothing fails
+    kill_after = 15  # two matches at a time, six requests each: at least one has finished by then
+    with OpenAIMock() as mock:
+        path = write(tmp_path / "s.yaml", scenario("killed", mock.base_url))
+        reference = arena("run", path, "--quiet", "--run-dir", tmp_path / "reference", cwd=tmp_path)
+        assert reference.returncode == 0, reference.stdout + reference.stderr
+        assert mock.count == total
+        expected = exports(capsys, tmp_path / "reference")
+        played, *_ = records(tmp_path / "reference")
+        assert [r.status for r in played] == ["finished"] * 4
+        assert not [e for r in played for e in r.events if isinstance(e, TurnFailed) or getattr(e, "defaulted", False)]
+
+        # the same scenario in another run directory; the server dies once it has answered kill_after requests
+        answered_enough = threading.Event()
+
+        def until_killed(count, body):
+            if count == kill_after:
+                answered_enough.set()
+            return "ok" if count <= kill_after else "drop"  # what arrives before the kill lands gets no answer
+
+        mock.reset(until_killed)
+        port, url = mock.port, mock.base_url
+        run = start_arena("run", path, "--plain", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        try:
+            assert answered_enough.wait(timeout=120), "the run never got that far"
+            mock.stop()
+            out, err = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+        said = flat(out + err)
+        assert run.returncode == OUTAGE, said
+        assert f"Stopped: backend openai at {url}" in said  # the backend, by name and address
+        assert "is unavailable: APIConnectionError: Connection error." in said  # and what went wrong
+        assert "nothing of theirs was scored" in said
+
+        first, calls, in_flight, notes = records(tmp_path / "run")
+        statuses = Counter(r.status for r in first)
+        assert 1 <= statuses["finished"] < 4 and statuses["interrupted"] >= 1 and "failed" not in statuses
+        for record in first:  # no turn was defaulted or failed for the outage, nothing of an interrupted match scored
+            assert not [e for e in record.events if isinstance(e, TurnFailed) or getattr(e, "defaulted", False)]
+            if record.status == "interrupted":
+                assert record.payoffs == {} and "APIConnectionError" in record.error
+        assert not in_flight  # every call that was cut short has its record
+        assert sum(c.error is None for c in calls) == kill_after
+        assert any("is unavailable" in n["text"] for n in notes) and any("given up" in n["text"] for n in notes)
+        assert "stopped by an outage" in flat(read(capsys, "runs", tmp_path))
+        shown = flat(read(capsys, "show", tmp_path / "run"))
+        assert "interrupted" in shown and "unavailable" in shown
+
+        # the server is back, on the same address: the same command plays what is missing, and only that
+        mock.reset(None)
+        mock.start(port)
+        again = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        said = flat(again.stdout + again.stderr)
+        assert again.returncode == 0, said
+        assert f"4 of 4 matches finished, {statuses['finished']} from the earlier run" in said
+        assert mock.count == total - kill_after  # every answer the first run got was kept (replies cached)
+
+    assert exports(capsys, tmp_path / "run") == expected  # byte for byte, JSON lines and CSV
+    _, calls, in_flight, _ = records(tmp_path / "run")
+    assert not in_flight and sum(c.error is None and not c.cached for c in calls) == total
+
+
+# -- a server that answers 500 to everything -------------------------------------------------
+def test_a_server_failing_every_request_is_an_outage_not_a_string_of_defaults(tmp_path, capsys):
+    with OpenAIMock(lambda count, body: "500") as mock:
+        # it lists its models happily, so probes find it "back": the replays fail again, and the run
+        # gives up once it has gone outage_wait seconds without a real answer
+        raw = scenario("broken", mock.base_url, rounds=2, repeats=2, outage_wait=3.0)
+        path = write(tmp_path / "s.yaml", raw)
+        result = arena("run", path, "--plain", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        said = flat(result.stdout + result.stderr)
+        assert result.returncode == OUTAGE, said
+        assert f"Stopped: backend openai at {mock.base_url}" in said and "is unavailable: 500:" in said
+        assert "DEFAULT" not in result.stdout  # the round log never shows a made-up move
+        requests = mock.count
+
+    played, calls, in_flight, notes = records(tmp_path / "run")
+    assert played and {r.status for r in played} == {"interrupted"}
+    for record in played:
+        assert record.payoffs == {} and "500" in record.error
+        assert not [e for e in record.events if isinstance(e, TurnFailed) or getattr(e, "defaulted", False)]
+    assert not in_flight and calls and all(c.error for c in calls)
+    gave_up = [c for c in calls if "unavailable" in c.error]
+    assert gave_up and all(c.retries == 2 for c in gave_up)  # each made its 3 tries, no more
+    assert requests <= sum(c.retries + 1 for c in calls)  # (a call cut short by its match may not have sent its last)
+    assert any(n["text"].endswith("is back") for n in notes)  # a probe found it answering; replays proved otherwise
+    assert json.loads(read(capsys, "rank", tmp_path / "run", "--json"))["payoffs"] == []
+
+
+# -- a server that was never there ------------------------------------------------------------
+def test_a_backend_refusing_connections_from_the_start_plays_nothing_until_it_exists(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    raw = scenario("absent", url, rounds=2, repeats=3, outage_wait=0.5)
+    path = write(tmp_path / "s.yaml", raw)
+    result = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
+    said = flat(result.stdout + result.stderr)
+    assert result.returncode == OUTAGE, said
+    assert f"Stopped: backend openai at {url}" in said and "APIConnectionError: Connection error." in said
+    assert "0 of " in said and "not started" in said
+    played, calls, in_flight, _ = records(tmp_path / "run")
+    assert played and all(r.status == "interrupted" and not r.payoffs for r in played)
+    assert not in_flight and calls and all("Connection error" in c.error or "cancelled" in c.error for c in calls)
+
+    mock = OpenAIMock().start(port)  # it exists at last, where the scenario says
+    try:
+        again = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "3 of 3 matches finished" in flat(again.stdout)
+        assert mock.count == 3 * 2 * 2
+    finally:
+        mock.stop()
+    played, *_ = records(tmp_path / "run")
+    assert [r.status for r in played] == ["finished"] * 3
+
+
+# -- a slow server: a timeout, not an outage -----------------------------------------------------
+async def play(run_dir: Path, raw: dict):
+    s = parse_scenario(raw)
+    store = RunStore.create_or_resume(run_dir, s.name, yaml.safe_dump(raw), s.fingerprint())
+    return await run_tournament(s, store), store
+
+
+async def test_a_model_too_slow_for_the_turn_times_out_and_its_cut_off_call_is_recorded(tmp_path):
+    with OpenAIMock(lambda count, body: "slow", slow_seconds=60) as mock:
+        raw = scenario("slow", mock.base_url, rounds=2, repeats=1, turn_timeout=0.5)
+        raw["agents"] = {"alice": model(mock.base_url), "carol": {"backend": "scripted", "strategy": "free_rider"}}
+        result, store = await play(tmp_path / "run", raw)
+        try:
+            (record,) = result.records
+            assert record.status == "finished" and not result.outages  # the server is up; the model is late
+            alice = next(s.label for s in record.seats if s.agent == "alice")
+            failed = [e for e in record.events if isinstance(e, TurnFailed) and e.seat == alice]
+            assert [(e.round, e.attempt, e.failure) for e in failed] == [(1, 1, "timeout"), (2, 1, "timeout")]
+            taken = [e for e in record.events if isinstance(e, ActionTaken) and e.seat == alice]
+            assert [(e.defaulted, e.attempts, e.action) for e in taken] == [(True, 1, 0)] * 2
+            assert mock.count == 2  # one request per turn: a timeout is not asked again
+            calls = store.calls()
+            assert len(calls) == 2 and not store.calls_in_flight()
+            for call in calls:
+                assert call.error.startswith("cut off by the turn's deadline") and call.latency >= 0.45
+                assert call.prompt_tokens is None and call.completion_tokens is None
+            (row,) = [r for r in summarize(result.records) if r.agent == "alice"]
+            assert (row.timeouts, row.invalid_replies, row.defaulted_turns) == (2, 0, 2)
+            console = Console(file=StringIO(), width=200)
+            print_results(console, result.records, store)
+            table = console.file.getvalue()
+            header = next(line for line in table.splitlines() if "Invalid" in line)
+            cells = lambda line: [c.strip() for c in line.strip("┃│ ").replace("┃", "│").split("│")]
+            line = next(line for line in table.splitlines() if line.startswith("│ alice "))
+            assert dict(zip(cells(header), cells(line)))["Timeouts"] == "2"
+        finally:
+            store.close()
+
+
+async def test_a_server_hanging_on_every_try_is_down_and_its_requests_are_bounded_by_the_turn(tmp_path):
+    with OpenAIMock(lambda count, body: "slow", slow_seconds=60) as mock:
+        raw = scenario("hung", mock.base_url, rounds=2, repeats=1, turn_timeout=1.0, outage_wait=0)
+        raw["agents"] = {"alice": model(mock.base_url, timeout=0.3, retries=10),
+                         "carol": {"backend": "scripted", "strategy": "free_rider"}}
+        result, store = await play(tmp_path / "run", raw)
+        try:
+            (record,) = result.records
+            assert record.status == "interrupted" and record.payoffs == {}
+            assert "no answer within 0.3 s (when the turn's time ran out)" in record.error
+            assert [o.agent for o in result.outages] == ["alice"]
+            assert 2 <= mock.count <= 4  # tries of 0.3 s each, inside one second, for the one turn played
+            (call,) = store.calls()
+            assert mock.count <= call.retries + 1 <= 4 and "unavailable" in call.error and not store.calls_in_flight()
+        finally:
+            store.close()
+
+
+# -- the breaker, in process -----------------------------------------------------------------------
+class Endpoint:
+    """A fake server: answers ``answers`` requests (0: none), then is down until its ``back_at``-th probe
+    (None: for good); each answer takes ``seconds``."""
+
+    def __init__(self, answers: int, back_at: int | None, seconds: float = 1.0):
+        self.answers, self.back_at, self.seconds = answers, back_at, seconds
+        self.up, self.answered, self.probes = answers > 0, 0, 0
+
+
+ENDPOINTS: dict[str, Endpoint] = {}
+
+
+class FakeConfig(AgentConfig):
+    backend: str = "fake_model"
+    url: str = Field(description="Which fake endpoint answers.")
+
+
+class FakeModel(Agent):
+    Config = FakeConfig
+
+    def endpoint(self):
+        return self.config.url
+
+    def down(self):
+        return BackendUnavailable(self.name, "fake_model", self.config.url, "connection refused")
+
+    async def reply(self, turn):
+        server = ENDPOINTS[self.config.url]
+        await trio.sleep(server.seconds)
+        if not server.up:
+            raise self.down()
+        server.answered += 1
+        if server.answered == server.answers:
+            server.up = False
+        return coins(3)
+
+    async def probe(self):
+        server = ENDPOINTS[self.config.url]
+        server.probes += 1
+        server.up = server.up or server.probes == server.back_at
+        if not server.up:
+            raise self.down()
+
+
+class Timeline(Observer):
+    def __init__(self):
+        self.seen: list[tuple[str, str]] = []
+
+    def event(self, event):
+        if event.type in ("match_started", "match_ended", "match_interrupted"):
+            self.seen.append((event.type, event.match))
+
+    def note(self, text):
+        self.seen.append(("note", text))
+
+
+@pytest.fixture
+def fake_models():
+    plugins.register("agent backend", "fake_model", FakeModel)
+    yield ENDPOINTS
+    plugins.unregister("agent backend", "fake_model")
+    ENDPOINTS.clear()
+
+
+def two_endpoints(outage_wait: float) -> dict:
+    return {
+        "name": "breaker", "seed": 1, "concurrency": 2,
+        "agents": {"flaky": {"backend": "fake_model", "url": "http://flaky"}, "steady": {"backend": "fake_model", "url": "http://steady"},
+                   "giver": {"backend": "scripted", "strategy": "always_all"}},
+        "games": [{"game": "public_goods", "label": "on-flaky", "agents": ["flaky", "giver"], "params": {"rounds": 2}},
+                  {"game": "public_goods", "label": "on-steady", "agents": ["steady", "giver"], "params": {"rounds": 2}}],
+        "tournament": {"repeats": 3}, "match": {"outage_wait": outage_wait},
+    }
+
+
+async def test_while_a_backend_is_down_its_matches_wait_the_others_go_on_and_a_probe_finds_its_return(
+        fake_models, autojump_clock):
+    # down from its first request, back at the third probe; the steady backend's matches are slower than
+    # a flaky match takes to fail, so whichever matches trio starts first, some of them run during the outage
+    fake_models["http://flaky"] = Endpoint(answers=0, back_at=3)
+    fake_models["http://steady"] = Endpoint(answers=10**6, back_at=None, seconds=2.0)
+    timeline = Timeline()
+    result = await run_tournament(parse_scenario(two_endpoints(outage_wait=600)), observer=timeline)
+
+    assert [r.status for r in result.records] == ["finished"] * 6 and not result.outages and not result.unplayed
+    seen = timeline.seen
+    down = next(i for i, (kind, text) in enumerate(seen) if kind == "note" and "is unavailable" in text)
+    back = next(i for i, (kind, text) in enumerate(seen) if kind == "note" and text.endswith("is back"))
+    assert down < back and "http://flaky" in seen[down][1] and "http://flaky" in seen[back][1]
+    while_down = seen[down:back]
+    assert not [m for kind, m in while_down if kind == "match_started" and m.startswith("on-flaky")]
+    assert [m for kind, m in while_down if kind in ("match_started", "match_ended") and m.startswith("on-steady")]
+    interrupted = [m for kind, m in seen if kind == "match_interrupted"]
+    assert interrupted and all(m.startswith("on-flaky") for m in interrupted)
+    assert fake_models["http://flaky"].probes == 3  # the waiting matches took turns: one probe at a time
+    # every interrupted match was played again, from the start, once the backend was back
+    for key in interrupted:
+        starts = [i for i, (kind, m) in enumerate(seen) if kind == "match_started" and m == key]
+        assert len(starts) >= 2 and starts[-1] > back
+
+
+async def test_a_backend_that_stays_down_is_given_up_and_the_rest_of_the_run_finishes(fake_models, autojump_clock):
+    fake_models["http://flaky"] = Endpoint(answers=1, back_at=None)
+    fake_models["http://steady"] = Endpoint(answers=10**6, back_at=None)
+    started = trio.current_time()
+    result = await run_tournament(parse_scenario(two_endpoints(outage_wait=45)))
+    by_group = Counter((r.group, r.status) for r in result.records)
+    assert by_group[("on-steady", "finished")] == 3  # the other backend's matches all finished
+    assert by_group[("on-flaky", "finished")] == 0 and by_group[("on-flaky", "interrupted")] >= 1
+    assert len(result.unplayed) + by_group[("on-flaky", "interrupted")] == 3  # the rest never started
+    assert [(o.agent, o.endpoint, o.error) for o in result.outages] == [("flaky", "http://flaky", "connection refused")]
+    assert trio.current_time() - started < 45 + 30  # it gave up once 45 s had passed without an answer
