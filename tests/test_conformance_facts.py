@@ -26,8 +26,9 @@ from arena.games.translation import language, load_texts
 from helpers import ROOT, scripted
 
 DATA = ROOT / "scenarios" / "data"
-PAIRS, QUESTIONS, PROBLEMS, TEXTS = (str(DATA / n) for n in ("sample-pairs.jsonl", "sample-questions.jsonl",
-                                                              "sample-problems.jsonl", "translation-samples.jsonl"))
+PAIRS, QUESTIONS, PROBLEMS, TEXTS, DIALOGUES = (str(DATA / n) for n in (
+    "sample-pairs.jsonl", "sample-questions.jsonl", "sample-problems.jsonl", "translation-samples.jsonl",
+    "sample-dialogues.jsonl"))
 Shows = Callable[[Any], "list[str] | Callable[[str], bool]"]  # a fact -> texts any one of which must appear, or a test
 
 
@@ -67,6 +68,11 @@ SHOWS: dict[str, dict[str, Shows]] = {
     "chateval_debate": {
         "task": words({"debate": "Your turn in the debate", "summarize": "Summarize this turn"}),
         "output": words(SCORES_OR_CHOICE["debate"]),
+    },
+    "chateval_scoring": {
+        "task": words({"score": "then your scores", "summarize": "Summarize this turn"}),
+        "dimensions": lambda names: lambda text: all(f"'{n}: N'" in text for n in names),
+        "scale": lambda scale: [f"a whole number from {scale[0]} to {scale[1]}"],
     },
     "idiom_solitaire": {
         "task": words({"idiom": "Reply with only your idiom"}),
@@ -205,6 +211,17 @@ async def test_debaters_read_only_the_material(strategy, output):
     checked, lost = await witnessed("chateval_debate", agents, {"pairs": PAIRS, "case": "d3", "strategy": strategy,
                                                                 "turns": 2, "output": output})
     assert not lost and len(checked) >= 4
+
+
+@pytest.mark.parametrize("strategy", ["one_by_one", "simultaneous_talk", "simultaneous_talk_with_summarizer"])
+async def test_debaters_scoring_a_response_read_only_the_dialogue_and_what_to_score(strategy):
+    agents = {n: synthetic(n, skill=0.2) for n in ("a", "b", "c")}
+    checked, lost = await witnessed("chateval_scoring", agents, {"responses": DIALOGUES, "case": "c2-curious",
+                                                                 "strategy": strategy, "turns": 2, "scale": [0, 3]})
+    assert not lost
+    scored = [data for kind, _, data in checked if kind == "prompt_data" and data["task"] == "score"]
+    assert len(scored) == 4 if strategy == "simultaneous_talk_with_summarizer" else 6
+    assert all(data["fact"] and len(data["context"]) == 3 for data in scored)
 
 
 @pytest.mark.parametrize("homophone", [False, True])
