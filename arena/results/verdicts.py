@@ -93,7 +93,7 @@ def verdict_scores(records: Iterable[MatchRecord]) -> list[VerdictScore]:
     for group, members in by_group.items():
         if not members:
             continue
-        calibrated = any(d.get("calibrated") for _, d in members)
+        calibrated = any(d.get("calibrated") or d.get("swapped") for _, d in members)
         examples, left_out = _examples(members, calibrated)
         alone, _ = _examples(members, False) if calibrated else (examples, 0)
         agents = sorted({a for *_, own, _ in examples for a in own})
