@@ -29,7 +29,8 @@ Which class to configure:
 In a discussion or a debate a judge reads the material once per match: its noisy
 reading is drawn from the match and its seat, not from the turn, so it does not
 change its mind by chance. It changes it by persuasion (``openness``: adopting a
-different view the other reviewer states) or, once the two agree, by going back to
+different view the other reviewer states; in a debate, the majority or the mean
+of the debaters it has heard) or, once the two reviewers agree, by going back to
 its own reading (``reconsider``), which is PRD's post-agreement opinion altering.
 
 Single responses to a dialogue (ChatEval's Topical-Chat setting) are scored per
@@ -45,6 +46,7 @@ import hashlib
 import math
 import random
 import re
+from collections import Counter
 from typing import Any
 
 from pydantic import Field
@@ -157,7 +159,8 @@ class SyntheticJudgeParams(SyntheticContestantParams):
     )
     openness: float = Field(
         0.3, ge=0, le=1,
-        description="Peer discussion: the chance, at a turn, of adopting the other reviewer's preference when it differs.",
+        description=("Peer discussion: the chance, at a turn, of adopting the other reviewer's preference when it"
+                     " differs. A debate: the chance of coming round to the debaters it has heard."),
     )
     reconsider: float = Field(
         0.0, ge=0, le=1,
@@ -319,15 +322,9 @@ class SyntheticJudge(Strategy):
         if data.get("task") in ("review", "discuss"):
             return self.discuss(data, turn, rng)
         if data.get("task") == "debate":
-            answers = data.get("answers")
-            if not isinstance(answers, (list, tuple)) or len(answers) != 2:
-                return "I need exactly two answers to compare."
-            first, second = self.perceive([a if isinstance(a, str) else "" for a in answers], self._reading(turn))
-            if data.get("output") == "scores":
-                return f"My reading of the two answers.\nScores: {_round_score(first)} {_round_score(second)}"
-            return f"My reading of the two answers.\nVerdict: {self._choose(first, second)}"
+            return self.debate(data, turn, rng)
         if data.get("task") == "score":
-            return self.score(data, turn)
+            return self.score(data, turn, rng)
         if data.get("task") == "summarize":
             return "The reviewers weighed how many distinct points each answer makes."
         return "I have nothing to say to that."
@@ -365,21 +362,49 @@ class SyntheticJudge(Strategy):
             return f"On reflection I go back to my first reading. {reasons}\nPreference: {own}"
         return f"We agree.\nPreference: {said}"
 
-    def score(self, data: dict[str, Any], turn: Turn) -> str:
+    def debate(self, data: dict[str, Any], turn: Turn, rng: random.Random) -> str:
+        """ChatEval's debate over two answers: its own reading, or, with probability ``openness``,
+        the view of the debaters it has heard (their majority choice, or half way to their mean
+        score difference)."""
+        answers = data.get("answers")
+        if not isinstance(answers, (list, tuple)) or len(answers) != 2:
+            return "I need exactly two answers to compare."
+        first, second = self.perceive([a if isinstance(a, str) else "" for a in answers], self._reading(turn))
+        others = [v for v in (data.get("others") or {}).values() if isinstance(v, (int, float))]
+        swayed = bool(others) and rng.random() < self.params.openness
+        if data.get("output") == "scores":
+            one, two = _round_score(first), _round_score(second)
+            if swayed:  # keep its score of answer 1; answer 2's moves so the gap is half way to the others' mean gap
+                two = max(1, min(MAX_POINTS, round(one + ((two - one) + sum(others) / len(others)) / 2)))
+            return f"{'The others make a fair point.' if swayed else 'My reading of the two answers.'}\nScores: {one} {two}"
+        verdict = self._choose(first, second)
+        if swayed:
+            (top, n), *rest = Counter(_CODE[int(v)] for v in others).most_common() + [(None, 0)]
+            verdict = top if n > rest[0][1] else verdict
+        return f"{'The others make a fair point.' if swayed else 'My reading of the two answers.'}\nVerdict: {verdict}"
+
+    def score(self, data: dict[str, Any], turn: Turn, rng: random.Random) -> str:
         """A dialogue response scored on each dimension asked for, on the scale asked for: what
-        :func:`read_response` sees, with this judge's noise (``skill``, in quality units)."""
+        :func:`read_response` sees, with this judge's noise (``skill``, on that 0 to 1 reading);
+        with probability ``openness``, half way to the mean of the scores it has heard."""
         context, response, dimensions = data.get("context"), data.get("response"), data.get("dimensions")
         low, high = data.get("scale") or (1, 5)
         if not isinstance(response, str) or not isinstance(context, list) or not dimensions:
             return "I need the dialogue, the response and what to score it on."
         seen = read_response([str(c) for c in context], response, data.get("fact"))
+        others = [v for v in (data.get("others") or {}).values() if isinstance(v, dict)]
+        swayed = bool(others) and rng.random() < self.params.openness
         noise = self._reading(turn)
         lines = []
         for dimension in dimensions:
             value = seen.get(str(dimension).lower(), sum(seen.values()) / len(seen))
             value += noise.gauss(0.0, self.params.skill) if self.params.skill > 0 else 0.0
-            lines.append(f"{dimension}: {max(low, min(high, math.floor(low + value * (high - low) + 0.5)))}")
-        return "My reading of the response.\n" + "\n".join(lines)
+            own = low + value * (high - low)
+            heard = [o[dimension] for o in others if isinstance(o.get(dimension), (int, float))]
+            if swayed and heard:
+                own = (own + sum(heard) / len(heard)) / 2
+            lines.append(f"{dimension}: {max(low, min(high, math.floor(own + 0.5)))}")
+        return ("The others make a fair point.\n" if swayed else "My reading of the response.\n") + "\n".join(lines)
 
     def perceive(self, answers: list[str], rng: random.Random) -> list[float]:
         """Perceived quality of each answer, in display order, biases and noise included."""

@@ -154,7 +154,14 @@ class ChatEvalDebate(Game):
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         if seat == self.summarizer:
             return {"task": "summarize", **self.material_data()}
-        return {"task": "debate", **self.material_data(), **self.verdict_data()}
+        return {"task": "debate", **self.material_data(), **self.verdict_data(), "others": self.heard(seat)}
+
+    def heard(self, seat: str) -> dict[str, Any]:
+        """The last verdict of every other debater whose words this seat has read: all of them, except
+        with a summarizer, whose summary is all a debater reads."""
+        if self.summarizer is not None:
+            return {}
+        return {d: v[-1] for d, v in self.verdicts.items() if d != seat and v}
 
     def verdict_data(self) -> dict[str, Any]:
         """How a debater is told to give its verdict, in structured form (only debaters are told)."""

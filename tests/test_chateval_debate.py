@@ -216,3 +216,30 @@ def test_the_offline_scenario_scores_each_strategys_group_verdict_against_the_la
     text = run_cli("rank", tmp_path / "run", cwd=tmp_path, env={**os.environ, "COLUMNS": "200"}).stdout
     assert "debate verdicts against the labels" in text
     assert f"{scores['one_by_one']['accuracy']:.3f}" in next(line for line in text.splitlines() if "│ one_by_one " in line)
+
+
+async def test_a_synthetic_debater_comes_round_to_the_debaters_it_has_heard():
+    pairs = str(ROOT / "scenarios" / "data" / "labelled-pairs.jsonl")  # f1: answer 1 is better
+    judge = lambda name, **p: Recording(scripted(name, "synthetic_judge", params={"name": name, **p}))  # noqa: E731
+    agents = {"a": judge("a", openness=0.0), "b": judge("b", openness=0.0),
+              "c": judge("c", position_bias=-0.9, openness=1.0)}  # c misreads: it always favours the answer shown second
+    record = await play_match(MatchSpec(key="d", game="chateval_debate", agents=("a", "b", "c"), seed=1,
+                                        shuffle_seats=False, params={"pairs": pairs, "case": "f1",
+                                                                     "strategy": "simultaneous_talk", "turns": 2}), agents)
+    data = summary(record)
+    assert data["firsts"] == {"Debater 1": -1, "Debater 2": -1, "Debater 3": 1}  # alone, c gets it wrong
+    assert data["finals"] == {"Debater 1": -1, "Debater 2": -1, "Debater 3": -1}  # having heard a and b, it agrees
+    second = agents["c"].turns[1]
+    assert second.prompt_data["others"] == {"Debater 1": -1, "Debater 2": -1}
+    assert "[Debater 1] My reading of the two answers.\nVerdict: 1" in "\n".join(
+        m["content"] for m in second.as_chat())  # what it read, as a model would
+    (score,) = verdict_scores([record])
+    c = next(d for d in score.debaters if d.agent == "c")
+    assert (c.first_accuracy, c.accuracy) == (0.0, 1.0)
+    # with a summarizer between them, a debater hears no verdicts, and keeps its own
+    agents = {"a": judge("a"), "b": judge("b", position_bias=-0.9, openness=1.0), "s": judge("s")}
+    record = await play_match(MatchSpec(key="d", game="chateval_debate", agents=("a", "b", "s"), seed=1,
+                                        shuffle_seats=False, params={"pairs": pairs, "case": "f1", "turns": 2,
+                                                                     "strategy": "simultaneous_talk_with_summarizer"}),
+                              agents)
+    assert summary(record)["finals"]["Debater 2"] == 1 and not agents["b"].turns[1].prompt_data["others"]
