@@ -367,7 +367,9 @@ def test_a_transcript_can_be_read_as_the_seats_saw_it(browser, tmp_path):
                                  "answer_b": "Fish.", "label": -1}) + "\n", encoding="utf-8")
     says = {"alice": "I am alice, a GPT-4o model from OpenAI. Answer 1 explains where the salt comes from.\nPreference: 1",
             "bob": "bob here, running Claude. Answer 1 is the better one.\nPreference: 1"}
-    raw = {"name": "seen", "anonymity": {}, "games": [{"game": "peer_discussion", "params": {"pairs": str(pairs)}}],
+    # they agree at once: with stop: agreement the transcript is the two initial reviews
+    raw = {"name": "seen", "anonymity": {},
+           "games": [{"game": "peer_discussion", "params": {"pairs": str(pairs), "stop": "agreement"}}],
            "agents": {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": [r]}} for n, r in says.items()}}
     scenario = parse_scenario(raw)
     store = RunStore.create_or_resume(tmp_path / "run", "seen", yaml.safe_dump(raw), scenario.fingerprint())

@@ -25,7 +25,7 @@ from arena.rank.reviews import ReviewError
 from arena.results.summary import peer_rank, rank_json
 from arena.cli.report import add_commands as add_report_commands
 from arena.store import RunStore, StoreError, run_dirs
-from arena.cli.tables import print_results
+from arena.cli.tables import print_judging, print_results
 from arena.run.tournament import count, role_swap_note
 from arena.run.scenario import load_scenario
 
@@ -460,6 +460,7 @@ def _rank(args: argparse.Namespace) -> int:
         console.print(f"No finished matches in {args.run_dir} yet.")
         return 0
     print_results(console, records, store)
+    print_judging(console, records)
     board = peer_rank(store, **options)
     if board is not None:
         from arena.cli.tables import print_leaderboard

@@ -12,10 +12,12 @@ from importlib import resources
 from pathlib import Path
 
 from . import sections
+from .judging import judging
 from .data import ReportData
 
 NAV = [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("trend", "Rating over battles"),
-       ("reviewers", "Reviewers"), ("roles", "Role tables"), ("cost", "Cost"), ("transcripts", "Transcripts")]
+       ("reviewers", "Reviewers"), ("judging", "Judges against labels"), ("roles", "Role tables"), ("cost", "Cost"),
+       ("transcripts", "Transcripts")]
 
 
 def _asset(name: str) -> str:
@@ -52,7 +54,7 @@ def render(report: ReportData) -> str:
         "CSS": _asset("report.css"),
         "JS": _asset("report.js"),
         "SECTIONS": "\n".join([sections.leaderboard(summary), sections.figures(summary), sections.reviewers(summary),
-                               sections.role_tables(summary), sections.usage(summary)]),
+                               judging(summary), sections.role_tables(summary), sections.usage(summary)]),
         "SUMMARY": script_json(summary),
         "TRANSCRIPTS": script_json(report.transcripts),
     }

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from arena.results.dimensions import dimension_scores
+from arena.results.discussion import discussion_summaries
 from arena.results.payoffs import metric_names, role_tables, summarize
+from arena.results.verdicts import verdict_scores
 from arena.results.usage import usage_by_agent
 from arena.store import RunStore
 
@@ -29,6 +32,17 @@ def rank_json(store: RunStore, weighted: bool = False, records=None, **options) 
         "metrics": metrics_json(records),
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
+        **judging_json(records),
+    }
+
+
+def judging_json(records) -> dict:
+    """How the judging games' verdicts compare with their labels: peer discussion's opinion changes
+    and accuracy, a debate's group verdict, scores on dimensions against human scores."""
+    return {
+        "discussion": [s.model_dump() for s in discussion_summaries(records)],
+        "debate_verdicts": [s.model_dump() for s in verdict_scores(records)],
+        "dimension_scores": [s.model_dump() for s in dimension_scores(records)],
     }
 
 
