@@ -20,7 +20,7 @@ import yaml
 
 from arena.contract import seeding
 from arena.contract.events import ActionTaken, TurnFailed
-from arena.games.public_goods import Contribution
+from arena.games.public_goods import contribution_schema
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
@@ -230,7 +230,7 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
     result, store = await play(tmp_path / "one", raw)
     store.close()
     assert all(r.status == "finished" for r in result.records)
-    schema = Contribution.model_json_schema()
+    schema = contribution_schema(10)  # the game's schema, narrowed to the default endowment
     assert openai_mock.count == 8
     for body in openai_mock.bodies():
         assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
@@ -280,7 +280,7 @@ async def test_anthropic_messages_alternate_carry_the_system_prompt_and_use_a_fo
             assert all(a != b for a, b in zip(roles, roles[1:])), roles
             assert r.body["system"] == system
             assert r.body["tools"] == [{"name": "act", "description": "Your move in the game.",
-                                        "input_schema": Contribution.model_json_schema()}]
+                                        "input_schema": contribution_schema(10)}]
             assert r.body["tool_choice"] == {"type": "tool", "name": "act"}
             assert r.api_key == key and r.headers.get("anthropic-version")
         # the rules and the first prompt, both from the referee, arrive as one user message
