@@ -237,7 +237,8 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
         assert body["model"] == "mock-model" and body["messages"][-1]["role"] == "user"
     assert set(schema["properties"]) == {"reason", "coins"}
 
-    # a server without structured output answers 400 to response_format: the backend asks again in plain text
+    # a server without response_format answers 400 to it: the backend finds what it takes (here a grammar, or
+    # plain text where no grammar can be built), once for the endpoint
     openai_mock.reset(lambda count, body: "400" if "response_format" in body else "ok")
     result, store = await play(tmp_path / "two", raw)
     try:
@@ -247,7 +248,7 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
         assert all(not t.defaulted and t.attempts == 1 for _, t in turns)
         assert Counter(t.reply for _, t in turns) == Counter(r.reply for r in openai_mock.answered())
         with_schema = [b for b in openai_mock.bodies() if "response_format" in b]
-        assert len(with_schema) == 2  # each agent asked once, then remembered the refusal
+        assert len(with_schema) == 2  # json_schema, then json_object, once for both agents; then remembered
         assert openai_mock.count == len(turns) + 2
         calls = store.calls()
         assert sum(c.retries for c in calls) == 0 and all(c.error is None for c in calls)  # the fallback is not a retry
