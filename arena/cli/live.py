@@ -106,6 +106,9 @@ class RoundLog(Observer):
     def __call__(self, event: Event) -> None:
         self.event(event)
 
+    def note(self, text: str) -> None:
+        self.console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+
     def event(self, event: Event) -> None:
         if isinstance(event, MatchStarted):
             self.seats[event.match] = {s.label: s.agent for s in event.seats}

@@ -23,6 +23,8 @@ def print_results(console: Console, records, store: RunStore | None = None) -> N
         usage = usage_by_agent(store.calls())
         if usage:
             print_usage(console, usage)
+        for note in store.notes():
+            console.print(f"note ({note['agent']}): {note['text']}", markup=False, highlight=False)
         checks = store.stability()
         groups = dict.fromkeys(c["group"] for c in checks)
         for group in groups:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -119,6 +120,13 @@ class Game(ABC):
         do not). ``arena validate`` checks it against ``max_rounds``; the live view shows turn k of n."""
         return None
 
+    def action_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of a valid reply, for backends that can hold a model's output to it (None:
+        the game declares none). Default: the ``Action`` model's. A game whose valid moves depend on
+        its params narrows the schema to them here, so that constrained decoding can only write moves
+        the parser accepts; the parser still judges every reply. Called once per match: cache it."""
+        return None if self.Action is None else _model_schema(self.Action)
+
     # -- who acts and who hears whom ---------------------------------------------
     def speakers(self, round: int) -> list[str]:
         """Seats asked to act this round, all at once. Default: every seat."""
@@ -167,3 +175,8 @@ class Game(ABC):
         """Further per-seat figures the rules produce besides the payoff (metric -> seat -> value),
         reported beside it: an idiom game's hits, a translation's chrF."""
         return {}
+
+
+@functools.cache
+def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()

@@ -105,7 +105,7 @@ class Match:
         self.game = game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
         self.referees = [self._referee(r) for r in spec.referees or default_referees(game_cls)]
         self.pool = MessagePool(labels)
-        self._action_schema = game_cls.Action.model_json_schema() if game_cls.Action is not None else None
+        self._action_schema = self.game.action_schema()
 
     def _referee(self, spec: RefereeSpec) -> Referee:
         cls: type[Referee] = plugins.load("referee", spec.use)

@@ -32,6 +32,7 @@ def rank_json(store: RunStore, weighted: bool = False, records=None, **options) 
         "metrics": metrics_json(records),
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
+        "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates
         **judging_json(records),
     }
 
