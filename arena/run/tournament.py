@@ -46,7 +46,10 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
 
     A match's key names the entry, the repeat and the seat order; its seed is
     derived from the scenario seed and the key alone, so neither the order of
-    play, nor concurrency, nor a resume changes what a match is.
+    play, nor concurrency, nor a resume changes what a match is. The orders of a
+    role swap are one comparison played with the roles exchanged: they share the
+    seed of their table (the key with its agents in name order), so whatever a
+    game draws from it (idiom solitaire's starting idiom) is the same in each.
     """
     tournament = scenario.tournament_for(entry)
     asymmetric = is_asymmetric(scenario, entry)
@@ -61,11 +64,13 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
                 for order, shuffle in seat_orders(table, repeat, asymmetric, tournament):
                     where = entry.name if case is None else f"{entry.name}/{case}"
                     key = f"{where}#{repeat}:{'+'.join(order)}"
+                    swapped = asymmetric and tournament.role_swap
+                    seed = seeding.derive(scenario.seed, f"{where}#{repeat}:{'+'.join(sorted(table))}" if swapped else key)
                     params = entry.params if case is None else {**entry.params, "case": case}
                     specs.append(
                         MatchSpec(
                             key=key, group=entry.name, repeat=repeat, game=entry.game, params=params, agents=order,
-                            seed=seeding.derive(scenario.seed, key), shuffle_seats=shuffle,
+                            seed=seed, shuffle_seats=shuffle,
                             referees=tuple(entry.referee or ()), settings=scenario.match, scrub=scrub_terms,
                             scrub_replacement=replacement,
                         )
