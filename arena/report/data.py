@@ -19,6 +19,7 @@ from .. import __version__
 from arena.contract.records import MatchRecord
 from arena.contract.messages import REFEREE
 from ..rank import leaderboard
+from ..rank.places import SAME  # payoffs that agree to this many decimals are equal, as scores are
 from ..rank.reviews import Reviews
 from arena.results.summary import rank_json  # the very numbers `arena rank RUN_DIR --json` prints
 from arena.store import RunStore
@@ -103,9 +104,6 @@ class _Strings:
             found = self.index[text] = len(self.items)
             self.items.append(text)
         return found
-
-
-SAME = 9  # decimals: payoffs that agree this far are equal
 
 
 def _scored(record: MatchRecord) -> list[float]:
