@@ -64,8 +64,7 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
                 for order, shuffle in seat_orders(table, repeat, asymmetric, tournament):
                     where = entry.name if case is None else f"{entry.name}/{case}"
                     key = f"{where}#{repeat}:{'+'.join(order)}"
-                    swapped = asymmetric and tournament.role_swap
-                    seed = seeding.derive(scenario.seed, f"{where}#{repeat}:{'+'.join(sorted(table))}" if swapped else key)
+                    seed = seeding.derive(scenario.seed, shared_seed_key(scenario, entry, where, repeat, table) or key)
                     params = entry.params if case is None else {**entry.params, "case": case}
                     specs.append(
                         MatchSpec(
@@ -84,6 +83,16 @@ def first_repeats(scenario: Scenario, entry: GameEntry) -> int:
     if isinstance(rule, UntilStable):
         return min(rule.max, max(rule.block, rule.min))
     return rule
+
+
+def shared_seed_key(scenario: Scenario, entry: GameEntry, where: str, repeat: int, table: tuple[str, ...]) -> str | None:
+    """What the orders of a role swap derive their one seed from (the key with its agents in name
+    order), or None when the entry plays no role swap."""
+    game = plugins.load("game", entry.game)
+    roles = game.seat_roles(game.Params.model_validate(entry.params), len(table))
+    if not scenario.tournament_for(entry).role_swap or len(set(roles)) < 2:
+        return None
+    return f"{where}#{repeat}:{'+'.join(sorted(table))}"
 
 
 def plan(scenario: Scenario) -> list[MatchSpec]:
