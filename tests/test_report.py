@@ -261,7 +261,7 @@ def test_every_offline_example_scenario_is_reportable(runs, browser, tmp_path, n
     # a section is there when it has something to show, and so is its link; the others are folded away
     metric_tables = [t for metrics in (rank.get("metrics") or {}).values() for m in metrics.values()
                      for t in m["role_tables"]]
-    expected = ["leaderboard"] + ["pairwise"] * bool(rank["peer_rank"] or rank["role_tables"]) + ["trend"] \
+    expected = ["leaderboard"] + ["pairwise"] * bool(rank["peer_rank"] or rank["role_tables"]) + ["trend"] * bool(summary["figures"]["trend"]) \
         + ["reviewers"] * bool(rank["peer_rank"]) \
         + ["judging"] * bool(rank["discussion"] or rank["debate_verdicts"] or rank["dimension_scores"]) + ["roles"] * bool(rank["role_tables"] or metric_tables) \
         + ["cost"] * bool(rank["usage"]) + ["transcripts"]

@@ -30,7 +30,7 @@ def _discussion(s: dict) -> str:
         "follower shows the effect.")
         + table(["Reviewer", "Position", "Discussions", "Initial accuracy", "Final accuracy", "Began apart", "OA", "OH",
                  "OA share", "Changed after agreeing"], rows, numeric_from=2,
-                attrs=f' class="board" data-board="discussion" data-group="{escape(s["group"])}"'))
+                attrs=f' class="judging" data-table="discussion" data-group="{escape(s["group"])}"'))
     rows = [[" / ".join(p["reviewers"]), p["leader"] or "either", p["discussions"], p["agreed"],
              " / ".join(_share(v) for v in p["initial_accuracy"].values()),
              " / ".join(_share(v) for v in p["final_accuracy"].values()), _share(p["discussion_accuracy"])]
@@ -54,7 +54,7 @@ def _verdicts(scores: list[dict]) -> str:
         "differences) against the label, as accuracy and Cohen's kappa. With position calibration each pair was "
         "debated in both orders and the two verdicts combined; the last column scores every match alone.")
         + table(["Entry", "Strategy", "Output", "Calibrated", "Examples", "Left out", "Accuracy", "Cohen's κ",
-                 "Accuracy per order"], rows, numeric_from=4, attrs=' class="board" data-board="verdicts"')
+                 "Accuracy per order"], rows, numeric_from=4, attrs=' class="judging" data-table="verdicts"')
         + "<h4>Each debater's own verdict</h4>"
         + table(["Entry", "Debater", "Examples", "Final accuracy", "First-turn accuracy"], debaters, numeric_from=2))
 
@@ -69,7 +69,7 @@ def _dimensions(s: dict) -> str:
         f"ChatEval's Topical-Chat setting: the debaters' mean score per dimension over {s['responses']} responses, "
         "and its Spearman and Kendall correlation with the human scores; below, each debater alone.")
         + table(["Dimension", "Responses", "Mean score", "Spearman", "Kendall"], rows,
-                attrs=f' class="board" data-board="dimensions" data-group="{escape(s["group"])}"')
+                attrs=f' class="judging" data-table="dimensions" data-group="{escape(s["group"])}"')
         + (table(["Debater"] + [f"{n} (ρ / τ)" for n in names], alone) if alone else ""))
 
 
