@@ -23,7 +23,7 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -205,6 +205,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return {s: float(label is not None and s in finals and sign(finals[s]) == label) if s in self.verdicts else 0.0
                 for s in self.seats}
 
-    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+    def reviews(self) -> list[Review]:
+        """Each debater's final verdict (its score difference, or choice): one sample, in the case's order."""
         c = self.case
-        return [(c.id, c.source_a, c.source_b, seat, (v > 0) - (v < 0)) for seat, v in self.finals().items()]
+        return [Review(c.id, c.source_a, c.source_b, seat, (v > 0) - (v < 0), sample=0, difference=float(v))
+                for seat, v in self.finals().items()]

@@ -74,7 +74,7 @@ async def test_the_majority_decides_and_the_last_verdict_counts(pairs):
     data = summary(record)
     assert data["finals"] == {"Debater 1": -1, "Debater 2": -1, "Debater 3": 1} and data["verdict"] == -1
     assert record.payoffs == {"Debater 1": 0.0, "Debater 2": 0.0, "Debater 3": 1.0}  # the label says answer 2
-    assert sorted(record.reviews) == [("p1", "answer_a", "answer_b", "a", -1), ("p1", "answer_a", "answer_b", "b", -1),
+    assert sorted(r.battle for r in record.reviews) == [("p1", "answer_a", "answer_b", "a", -1), ("p1", "answer_a", "answer_b", "b", -1),
                                       ("p1", "answer_a", "answer_b", "c", 1)]
     assert set(data["personas"].values()) <= {"Everyday reader", "Critic", "Domain expert", "Editor", "Teacher"}
 

@@ -48,7 +48,7 @@ async def test_the_discussion_stops_when_they_agree_and_counts_who_altered(pairs
     assert data["reviewers"]["Reviewer 1"] == {"initial": -1, "final": -1, "altered": False, "held": True}
     assert data["reviewers"]["Reviewer 2"] == {"initial": 1, "final": -1, "altered": True, "held": False}
     assert record.payoffs == {"Reviewer 1": 1.0, "Reviewer 2": 1.0}
-    assert sorted(record.reviews) == [("p1", "expert", "bot", "lead", -1), ("p1", "expert", "bot", "other", -1)]
+    assert sorted(r.battle for r in record.reviews) == [("p1", "expert", "bot", "lead", -1), ("p1", "expert", "bot", "other", -1)]
     # turns alternate, the leader first, and each sees everything said before its turn only
     assert [t.round for t in leader.turns] == [1, 2] and [t.round for t in other.turns] == [1, 3]
     assert not [m for m in leader.turns[0].history if m.kind == "reply"]  # initial reviews are independent
