@@ -31,7 +31,7 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, path_field
 from arena.contract.game import example_prose
 
 from .questions import SWAPPED, load_pairs, pair_of
@@ -251,8 +251,10 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return {s: float(label is not None and s in finals and sign(finals[s]) == label) if s in self.verdicts else 0.0
                 for s in self.seats}
 
-    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+    def reviews(self) -> list[Review]:
+        """Each debater's final verdict (its score difference, or choice): one sample, in the case's order."""
         c = self.case
         # both orders of a calibrated pair are one question to peer rank, which then sees the position bias
-        return [(c.id.removesuffix(SWAPPED), c.source_a, c.source_b, seat, (v > 0) - (v < 0))
+        return [Review(c.id.removesuffix(SWAPPED), c.source_a, c.source_b, seat, (v > 0) - (v < 0), sample=0,
+                       order=int(c.id.endswith(SWAPPED)), difference=float(v))
                 for seat, v in self.finals().items()]

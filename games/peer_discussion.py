@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -189,6 +189,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         label = self.case.label
         return {s: float(label is not None and p[-1] == label) for s, p in self.preferences.items()}
 
-    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+    def reviews(self) -> list[Review]:
+        """Each reviewer's final preference: one verdict of one sample, in the case's order."""
         c = self.case
-        return [(c.id, c.source_a, c.source_b, seat, p[-1]) for seat, p in self.preferences.items()]
+        return [Review(c.id, c.source_a, c.source_b, seat, p[-1], sample=0) for seat, p in self.preferences.items()]

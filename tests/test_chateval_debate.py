@@ -79,7 +79,7 @@ async def test_the_majority_decides_and_the_last_verdict_counts(pairs):
     data = summary(record)
     assert data["finals"] == {"Debater 1": -1, "Debater 2": -1, "Debater 3": 1} and data["verdict"] == -1
     assert record.payoffs == {"Debater 1": 0.0, "Debater 2": 0.0, "Debater 3": 1.0}  # the label says answer 2
-    assert sorted(record.reviews) == [("p1", "answer_a", "answer_b", "a", -1), ("p1", "answer_a", "answer_b", "b", -1),
+    assert sorted(r.battle for r in record.reviews) == [("p1", "answer_a", "answer_b", "a", -1), ("p1", "answer_a", "answer_b", "b", -1),
                                       ("p1", "answer_a", "answer_b", "c", 1)]
     assert set(data["personas"].values()) <= {"Everyday reader", "Critic", "Domain expert", "Editor", "Teacher"}
 
@@ -138,7 +138,8 @@ async def test_calibration_debates_each_pair_in_both_orders_in_matches_of_their_
     assert (data["case"], data["pair"], data["swapped"], data["label"], data["verdict"]) == ("p1@swapped", "p1", True, 1, -1)
     assert swapped.payoffs == {"Debater 1": 0.0, "Debater 2": 0.0, "Debater 3": 0.0}  # the shown first is the worse
     # one question to peer rank, in the order shown: the position bias shows as a flip
-    assert sorted(swapped.reviews) == [("p1", "bob", "ann", s, -1) for s in "abc"]
+    assert sorted(r.battle for r in swapped.reviews) == [("p1", "bob", "ann", s, -1) for s in "abc"]
+    assert all(r.order == 1 and r.sample == 0 for r in swapped.reviews)  # shown the other way round
 
 
 async def test_a_group_that_always_backs_the_first_shown_scores_ties_once_calibrated(labelled):

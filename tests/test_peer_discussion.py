@@ -56,7 +56,7 @@ async def test_with_stop_agreement_the_discussion_stops_when_they_agree_and_coun
     assert data["reviewers"]["Reviewer 2"] == {"position": "follower", "initial": 1, "final": -1, "altered": True,
                                                "held": False, "changes": 1, "changed_after_agreement": False}
     assert record.payoffs == {"Reviewer 1": 1.0, "Reviewer 2": 1.0}
-    assert sorted(record.reviews) == [("p1", "expert", "bot", "lead", -1), ("p1", "expert", "bot", "other", -1)]
+    assert sorted(r.battle for r in record.reviews) == [("p1", "expert", "bot", "lead", -1), ("p1", "expert", "bot", "other", -1)]
     # turns alternate, the leader first, and each sees everything said before its turn only
     assert [t.round for t in leader.turns] == [1, 2] and [t.round for t in other.turns] == [1, 3]
     assert not [m for m in leader.turns[0].history if m.kind == "reply"]  # initial reviews are independent

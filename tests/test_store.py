@@ -18,6 +18,7 @@ import pytest
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore, StoreError
+from arena.store.writer import SCHEMA_VERSION
 
 from helpers import ROOT
 
@@ -238,7 +239,7 @@ async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_not
     db.executescript("DROP TABLE metrics; ALTER TABLE messages DROP COLUMN shown; PRAGMA user_version = 2;")
     db.close()
     store = RunStore.open(tmp_path / "run")
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     records = store.records()
     assert [r.payoffs for r in records] == before and all(r.metrics == {} for r in records)
     from arena.results.payoffs import summarize

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arena.contract.capabilities import Review
 from arena.contract.events import Event, SeatInfo
 from arena.contract.messages import Message
 from arena.contract.referee import RefereeSpec
@@ -63,7 +64,7 @@ class MatchRecord(BaseModel):
     messages: tuple[Message, ...]
     events: list[Event]
     error: str | None = None
-    reviews: list[tuple[str, str, str, str, int]] = Field(default_factory=list)  # agent names, not seats
+    reviews: list[Review] = Field(default_factory=list)  # agent names, not seats; with their match and repeat
     metrics: dict[str, dict[str, float]] = Field(default_factory=dict)  # every referee's figures: metric -> seat -> value
 
     def agent_of(self, seat: str) -> str:

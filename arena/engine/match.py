@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.agent import Agent
+from arena.contract.capabilities import Review
 from arena.contract.errors import ArenaError, BackendUnavailable, MatchSetupError
 from arena.contract.events import (
     ActionTaken,
@@ -155,7 +156,7 @@ class Match:
             payoffs = next(iter(metrics.values()), {})
             agent = {seat.label: seat.agent for seat in self.seats}
             verdicts = self.referees[0].reviews(self.game)
-            reviews = [(q, agent.get(a, a), agent.get(b, b), agent.get(r, r), int(s)) for q, a, b, r, s in verdicts]
+            reviews = [Review(*v).given_in(key, self.spec.repeat, agent) for v in verdicts]
         except Exception as exc:
             error = _describe(exc)
             self.outage = next((e for e in _leaves(exc) if isinstance(e, BackendUnavailable)), None)

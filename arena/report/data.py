@@ -36,9 +36,9 @@ class ReportData:
 
 
 def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews:
-    """The reviews ``leaderboard`` ranks with by default: all reviewers but the reference, votes collapsed."""
+    """The battles ``leaderboard`` ranks with by default: all reviewers but the reference, samples calibrated."""
     reference = reference if reference in reviews.reviewers else None
-    return reviews.by([r for r in reviews.reviewers if r != reference]).collapse_votes()
+    return reviews.by([r for r in reviews.reviewers if r != reference]).battles()
 
 
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:

@@ -23,14 +23,18 @@ from pydantic import TypeAdapter
 from arena import __version__
 from arena.contract.events import Event, MatchStarted, MessagePosted, RoundClosed, SeatInfo
 from arena.contract.calls import CallRecord, CallStarted
+from arena.contract.capabilities import Review
 from arena.contract.errors import ArenaError
 from arena.contract.records import MatchRecord, MatchSpec
 from arena.contract.messages import Message
 
 STORE_FILE = "run.sqlite"
-SCHEMA_VERSION = 4  # bump when the tables change; older stores are upgraded when they can be, else refused
-UPGRADABLE = {2, 3}  # versions whose tables are a subset of these: opening one adds what is missing
-ADDED_COLUMNS = {"messages": {"shown": "TEXT"}}  # columns added since format 2, added to older stores
+SCHEMA_VERSION = 5  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2, 3, 4}  # versions whose tables are a subset of these: opening one adds what is missing
+# columns added since format 2, added to older stores; a review's structure (format 5) is NULL in
+# reviews stored before it, which peer rank reads as battles of their own, as it did then
+ADDED_COLUMNS = {"messages": {"shown": "TEXT"},
+                 "reviews": {"sample": "INTEGER", "shown_order": "INTEGER", "difference": "REAL"}}
 SCENARIO_FILE = "scenario.yaml"
 
 _events = TypeAdapter(Event)
@@ -66,7 +70,8 @@ CREATE TABLE IF NOT EXISTS metrics (
 );
 CREATE TABLE IF NOT EXISTS reviews (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, question TEXT NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL,
-    reviewer TEXT NOT NULL, score INTEGER NOT NULL, PRIMARY KEY (match_key, seq)
+    reviewer TEXT NOT NULL, score INTEGER NOT NULL, sample INTEGER, shown_order INTEGER, difference REAL,
+    PRIMARY KEY (match_key, seq)
 );
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, match_key TEXT, seat TEXT, round INTEGER, attempt INTEGER,
@@ -88,6 +93,9 @@ CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 """
 
 
+_REVIEW_COLUMNS = "match_key, seq, question, a, b, reviewer, score, sample, shown_order, difference"
+
+
 class StoreError(ArenaError):
     """The run directory cannot be used as asked; the message says what to do."""
 
@@ -102,8 +110,9 @@ def _connect(path: Path) -> sqlite3.Connection:
     if has_tables and version in UPGRADABLE:
         alter = ""
         for table, columns in ADDED_COLUMNS.items():
-            present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-            alter += "".join(f"ALTER TABLE {table} ADD COLUMN {c} {kind}; " for c, kind in columns.items() if c not in present)
+            present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}  # none: SCHEMA creates it whole
+            alter += "".join(f"ALTER TABLE {table} ADD COLUMN {c} {kind}; " for c, kind in columns.items()
+                             if present and c not in present)
         db.executescript(f"BEGIN; {SCHEMA} {alter} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
         version = SCHEMA_VERSION
     if has_tables and version != SCHEMA_VERSION:
@@ -267,8 +276,9 @@ class RunStore:
         for metric, values in record.metrics.items():
             self.db.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
                                 [(record.key, metric, seat, value) for seat, value in values.items()])
-        for seq, (question, a, b, reviewer, score) in enumerate(record.reviews):
-            self.db.execute("INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)", (record.key, seq, question, a, b, reviewer, score))
+        self.db.executemany(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [(record.key, seq, r.question, r.a, r.b, r.reviewer, r.score, r.sample, r.order, r.difference)
+                             for seq, r in enumerate(record.reviews)])
         self.db.execute(
             "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ? WHERE key = ?",
             (record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
@@ -349,8 +359,9 @@ class RunStore:
         return [self._record(*row) for row in rows]
 
     def override_review(self, match_key: str, reviewer: str, a: str, b: str, question: str, score: int) -> bool:
-        """Replace a reviewer's verdicts on a pair (either order) in one match by one verdict, from
-        ``a``'s side (score -1: a better). False when there was nothing to replace."""
+        """Replace a reviewer's verdicts on a pair (every sample, either order) in one match by one
+        verdict, from ``a``'s side (score -1: a better): a single sample, which peer rank takes as
+        that reviewer's calibrated verdict. False when there was nothing to replace."""
         with_rows = self.db.execute(
             "SELECT COUNT(*) FROM reviews WHERE match_key = ? AND reviewer = ? AND ((a = ? AND b = ?) OR (a = ? AND b = ?))",
             (match_key, reviewer, a, b, b, a)).fetchone()[0]
@@ -360,16 +371,17 @@ class RunStore:
         self.db.execute("DELETE FROM reviews WHERE match_key = ? AND reviewer = ? AND ((a = ? AND b = ?) OR (a = ? AND b = ?))",
                         (match_key, reviewer, a, b, b, a))
         last = self.db.execute("SELECT COALESCE(MAX(seq), -1) FROM reviews WHERE match_key = ?", (match_key,)).fetchone()[0]
-        self.db.execute("INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)", (match_key, last + 1, question, a, b, reviewer, score))
+        self.db.execute(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, NULL)",
+                        (match_key, last + 1, question, a, b, reviewer, score))
         self._commit()
         return True
 
-    def review_rows(self) -> list[tuple[str, str, str, str, int]]:
-        """Every review tuple of the run's finished matches, for peer rank."""
-        return self.db.execute(
-            "SELECT r.question, r.a, r.b, r.reviewer, r.score FROM reviews r JOIN matches m ON m.key = r.match_key "
-            "WHERE m.status = 'finished' ORDER BY m.position, r.seq"
-        ).fetchall()
+    def review_rows(self) -> list[Review]:
+        """Every review of the run's finished matches, with its match and repeat, for peer rank."""
+        return [Review._make(row) for row in self.db.execute(
+            "SELECT r.question, r.a, r.b, r.reviewer, r.score, r.sample, COALESCE(r.shown_order, 0), m.repeat, "
+            "r.difference, r.match_key FROM reviews r JOIN matches m ON m.key = r.match_key "
+            "WHERE m.status = 'finished' ORDER BY m.position, r.seq")]
 
     def spec(self, key: str) -> MatchSpec | None:
         """The specification of a match the store has registered, or None."""
@@ -393,8 +405,10 @@ class RunStore:
             "SELECT seq, body FROM events WHERE match_key = ?", (key,))}
         for seq, message in messages.items():
             events[seq] = MessagePosted(match=key, message=message)
-        reviews = [tuple(row) for row in self.db.execute(
-            "SELECT question, a, b, reviewer, score FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
+        reviews = [Review(question, a, b, reviewer, score, sample, order, repeat, difference, key)
+                   for question, a, b, reviewer, score, sample, order, difference in self.db.execute(
+                       "SELECT question, a, b, reviewer, score, sample, COALESCE(shown_order, 0), difference "
+                       "FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
         metrics: dict[str, dict[str, float]] = {}
         for metric, seat, value in self.db.execute(
                 "SELECT metric, seat, value FROM metrics WHERE match_key = ? ORDER BY rowid", (key,)):
