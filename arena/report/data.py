@@ -69,9 +69,10 @@ class _Strings:
 
 
 def _outcome(record: MatchRecord) -> tuple[str, list[int]]:
-    """'failed', 'tie' (every scored seat level) or 'decided', with the seats holding the top payoff."""
+    """'tie' (every scored seat level) or 'decided', with the seats holding the top payoff; a match that
+    did not finish has its status instead (failed, interrupted, truncated) and no winner."""
     if record.status != "finished":
-        return "failed", []
+        return record.status, []
     values = [record.payoffs.get(s.label) for s in record.seats]
     scored = [v for v in values if v is not None]
     if not scored or max(scored) == min(scored):

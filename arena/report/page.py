@@ -11,6 +11,8 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
+from arena.contract.files import replacing
+
 from . import sections
 from .data import ReportData
 
@@ -42,7 +44,7 @@ def script_json(value) -> str:
 def render(report: ReportData) -> str:
     summary = report.summary
     run = summary["rank"]["run"]
-    counts = ", ".join(f"{run.get(k, 0)} {k}" for k in ("finished", "failed") if run.get(k))
+    counts = ", ".join(f"{run.get(k, 0)} {k}" for k in ("finished", "truncated", "failed", "interrupted") if run.get(k))
     meta = (f"status {run.get('status')}; {counts or 'no matches'} of {run.get('planned') or 0} planned; "
             f"report made {time.strftime('%Y-%m-%d %H:%M')} by Arena {summary['arena_version']}")
     parts = {
@@ -61,7 +63,8 @@ def render(report: ReportData) -> str:
 
 
 def write(report: ReportData, path: Path) -> int:
-    text = render(report)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return len(text.encode("utf-8"))
+    """Write the page whole or not at all (a report that fails part way keeps the one that was there)."""
+    data = render(report).encode("utf-8")
+    with replacing(path) as partial:
+        partial.write_bytes(data)
+    return len(data)
