@@ -444,6 +444,7 @@ def _show(args: argparse.Namespace) -> int:
         table = Table(title=f"matches of {args.run_dir}", title_justify="left")
         for column in ("Key", "Status", "Seats", "Payoffs"):
             table.add_column(column)
+        stored = dict(store.match_keys())  # a match being played is 'running' there; its record says interrupted
         for record in store.records(status=None):
             seats = ", ".join(f"{s.label}={s.agent}" for s in record.seats)
             payoffs = ", ".join(f"{s}: {v:g}" for s, v in record.payoffs.items())
@@ -451,7 +452,8 @@ def _show(args: argparse.Namespace) -> int:
                 payoffs = record.error.splitlines()[0]
             elif record.status == "truncated":  # scored where it stopped; the results leave it out
                 payoffs += f" (stopped at max_rounds after {record.rounds} rounds; not in the results)"
-            table.add_row(record.key, record.status, seats, Text(payoffs))
+            status = stored.get(record.key) if stored.get(record.key) in ("pending", "running") else record.status
+            table.add_row(record.key, status, seats, Text(payoffs))
         console.print(table)
         return 0
     found = store.records(status=None, key=args.match)
