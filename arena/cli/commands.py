@@ -214,9 +214,11 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
                            "ended without letting go of it; this run takes over."))
     if store.set_aside is not None:
         console.print(Text(f"The store that was in {run_dir} is set aside as {store.set_aside.name}."))
-    kept = len(store.finished_keys())
-    if kept:
-        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
+    counts = store.counts()
+    kept, cut = counts.get("finished", 0), counts.get("truncated", 0)  # what a resume keeps (records.KEPT)
+    if kept or cut:
+        also = f", and {cut} truncated (played again, they would be cut again)" if cut else ""
+        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept{also}.")
     observer = _observer(args, console, scenario, store)
     try:
         with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
