@@ -135,6 +135,7 @@ async def test_dashboard_flags_invalid_replies_and_counts_resumed_matches_as_don
     screen = final_frame(buffer.getvalue())
     assert re.search(r"r1\s+Player \d \(noise\)\s+.*INVALID \(attempt 2\)", screen), screen
     assert "1/1" in screen
+    store.close()  # lets go of the run's lock, as `arena run` does on its way out
 
     # played again, the run replays nothing: the match counts as done at once, and says so
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, text, scenario.fingerprint())

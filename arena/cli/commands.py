@@ -6,8 +6,8 @@ import argparse
 import contextlib
 import csv
 import difflib
-import io
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -21,11 +21,13 @@ from arena import __version__
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
 from arena.contract.errors import ConfigError
+from arena.contract.files import OutputError, replacing, sqlite_damaged
 from arena.rank.reviews import ReviewError
 from arena.results.summary import peer_rank, rank_json
 from arena.cli.report import add_commands as add_report_commands
-from arena.store import RunStore, StoreError, run_dirs
-from arena.cli.tables import print_judging, print_results
+from arena.store import STORE_FILE, DamagedStore, NoRunYet, OtherFormat, RunStore, StoreError, run_dirs
+from arena.store.lock import describe as describe_holder
+from arena.cli.tables import print_judging, print_left_out, print_results
 from arena.run.tournament import count, role_swap_note
 from arena.run.scenario import load_scenario
 
@@ -43,11 +45,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (ConfigError, StoreError, ReviewError, FatalAgentError) as exc:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True)
+    except (ConfigError, StoreError, ReviewError, FatalAgentError, OutputError) as exc:
+        _error(str(exc))
+        return 2
+    except sqlite3.DatabaseError as exc:  # found part way through reading a store that looked whole
+        _error(_store_problem(exc, getattr(args, "run_dir", None)))
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _error(text: str) -> None:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text("error: ", style="bold red") + Text(text))
+
+
+def _store_problem(exc: sqlite3.DatabaseError, run_dir: Path | None) -> str:
+    path = Path(run_dir) / STORE_FILE if run_dir is not None else Path(STORE_FILE)
+    if sqlite_damaged(exc):
+        return str(DamagedStore(path, f"SQLite says: {exc}"))
+    return f"{path} could not be read (SQLite says: {exc})"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -177,36 +193,53 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
 
 
 def _run(args: argparse.Namespace) -> int:
-    from arena.run.runner import run_tournament
-
     scenario = load_scenario(args.scenario)
     if args.dry_run:
         return _dry_run(scenario)
-    run_dir = args.run_dir or Path(scenario.output) / scenario.name
+    args.run_dir = args.run_dir or Path(scenario.output) / scenario.name  # an error about the store names it
     store = RunStore.create_or_resume(
-        run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
+        args.run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
     )
+    try:  # however the run ends (Ctrl-C, budget, outage, an error), the run's lock is let go
+        return _play(args, scenario, store)
+    finally:
+        store.close()
+
+
+def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
+    from arena.run.runner import run_tournament
+
+    run_dir = store.run_dir
     console = Console(highlight=False, soft_wrap=True)
-    kept = len(store.finished_keys())
-    if kept:
-        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
+    if store.took_over:
+        console.print(Text(f"note: the `arena run` that last played {run_dir} ({describe_holder(store.took_over)}) "
+                           "ended without letting go of it; this run takes over."))
+    if store.set_aside is not None:
+        console.print(Text(f"The store that was in {run_dir} is set aside as {store.set_aside.name}."))
+    counts = store.counts()
+    kept, cut = counts.get("finished", 0), counts.get("truncated", 0)  # what a resume keeps (records.KEPT)
+    if kept or cut:
+        also = f", and {cut} truncated (played again, they would be cut again)" if cut else ""
+        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept{also}.")
     observer = _observer(args, console, scenario, store)
     try:
         with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
             result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache)
     except KeyboardInterrupt:
         console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
-        store.close()
         return 130
+    for warning in result.warnings:
+        Console(stderr=True, highlight=False, soft_wrap=True).print(Text("warning: ", style="bold yellow") + Text(warning))
     records = result.records
     print_results(console, records, store)
     failed = [r for r in records if r.status == "failed"]
     for record in failed:
         console.print(f"[red]match {record.key} failed:[/] {(record.error or '').splitlines()[0]}")
     finished = sum(r.status == "finished" for r in records)
+    truncated = sum(r.status == "truncated" for r in records)
+    cut = f", {truncated} truncated at max_rounds" if truncated else ""
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
-    console.print(f"{finished} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
-    store.close()
+    console.print(f"{finished} of {len(records)} matches finished{cut}{replayed}. Run directory: {run_dir}")
     if result.outages:
         for outage in result.outages:
             console.print(Text(f"Stopped: {outage}", style="red"))
@@ -360,16 +393,8 @@ def _runs(args: argparse.Namespace) -> int:
         table.add_column(column)
     found = 0
     for run_dir in run_dirs(args.output):
-        store = RunStore.open(run_dir)
-        info, counts = store.run_info(), store.counts()
-        status = store.status()
-        if counts.get("interrupted"):
-            status += f" ({counts['interrupted']} interrupted)"
-        table.add_row(str(run_dir), info.get("name", "?"), status, str(counts.get("finished", 0)),
-                      str(counts.get("failed", 0)), str(info.get("planned", 0)),
-                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("updated") or 0)))
-        store.close()
         found += 1
+        table.add_row(*_run_row(run_dir))
     if not found:
         console.print(f"No run directories under {args.output}.")
         return 0
@@ -377,19 +402,62 @@ def _runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stamp(seconds: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds)) if seconds else "—"
+
+
+def _run_row(run_dir: Path) -> list[str | Text]:
+    """One line of `arena runs`; a folder whose store cannot be read says why, and the listing goes on."""
+    path = run_dir / STORE_FILE
+    try:
+        changed = path.stat().st_mtime
+    except OSError:
+        changed = None
+
+    def unusable(status: str) -> list[str | Text]:
+        return [str(run_dir), "?", Text(status, style="red"), "", "", "", _stamp(changed)]
+
+    try:
+        store = RunStore.open(run_dir, readonly=True)
+    except DamagedStore as exc:
+        return unusable(f"damaged: {exc.reason}")
+    except NoRunYet:
+        return unusable("empty: never started")
+    except OtherFormat as exc:
+        return unusable(f"store format {exc.version}: another version of Arena")
+    except (StoreError, sqlite3.Error) as exc:
+        return unusable(f"damaged: SQLite says: {exc}" if sqlite_damaged(exc) else f"unreadable: {exc}")
+    try:
+        info, counts = store.run_info(), store.counts()
+        status = store.status()
+    except sqlite3.Error as exc:
+        return unusable(f"damaged: SQLite says: {exc}" if sqlite_damaged(exc) else f"unreadable: {exc}")
+    finally:
+        store.close()
+    also = [f"{counts[s]} {s}" for s in ("interrupted", "truncated") if counts.get(s)]
+    if also:
+        status += f" ({', '.join(also)})"
+    return [str(run_dir), info.get("name", "?"), status, str(counts.get("finished", 0)), str(counts.get("failed", 0)),
+            str(info.get("planned", 0)), _stamp(info.get("updated") or changed)]
+
+
 def _show(args: argparse.Namespace) -> int:
-    store = RunStore.open(args.run_dir)
+    store = RunStore.open(args.run_dir, readonly=True)
     console = Console(highlight=False, soft_wrap=True)
     if args.match is None:
         table = Table(title=f"matches of {args.run_dir}", title_justify="left")
         for column in ("Key", "Status", "Seats", "Payoffs"):
             table.add_column(column)
+        stored = dict(store.match_keys())  # a match being played is 'running' there; its record says interrupted
         for record in store.records(status=None):
             seats = ", ".join(f"{s.label}={s.agent}" for s in record.seats)
             payoffs = ", ".join(f"{s}: {v:g}" for s, v in record.payoffs.items())
             if record.status == "interrupted" and record.error:  # why nothing was scored
                 payoffs = record.error.splitlines()[0]
-            table.add_row(record.key, record.status, seats, Text(payoffs))
+            elif record.status == "truncated":  # scored where it stopped; the results leave it out
+                payoffs += f" (stopped at max_rounds after {record.rounds} rounds; not in the results)"
+            status = stored.get(record.key) if stored.get(record.key) in ("pending", "running") else record.status
+            table.add_row(record.key, status, seats, Text(payoffs))
         console.print(table)
         return 0
     found = store.records(status=None, key=args.match)
@@ -405,24 +473,31 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    store = RunStore.open(args.run_dir)
-    records = store.records(status=None)
-    out = io.StringIO()
-    if args.format == "jsonl":
+    store = RunStore.open(args.run_dir, readonly=True)
+    try:
+        records = store.records(status=None)
+    finally:
+        store.close()
+    if args.output is None:
+        _write_export(records, args.format, sys.stdout)
+        return 0
+    with replacing(args.output) as partial:  # written whole or not at all: a failure keeps the old file
+        with partial.open("w", encoding="utf-8", newline="") as out:
+            _write_export(records, args.format, out)
+    return 0
+
+
+def _write_export(records, format: str, out) -> None:
+    if format == "jsonl":
         for record in records:
             out.write(record.model_dump_json() + "\n")
-    else:
-        writer = csv.writer(out)
-        writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
-        for r in records:
-            for seat in r.seats:
-                writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
-                                 seat.agent, r.payoffs.get(seat.label, "")])
-    if args.output:
-        args.output.write_text(out.getvalue(), encoding="utf-8")
-    else:
-        sys.stdout.write(out.getvalue())
-    return 0
+        return
+    writer = csv.writer(out)
+    writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
+    for r in records:
+        for seat in r.seats:
+            writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
+                             seat.agent, r.payoffs.get(seat.label, "")])
 
 
 def _rank_options(args: argparse.Namespace) -> dict:
@@ -452,7 +527,7 @@ def _rank(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise StoreError("give a run directory, or --reviews FILE")
     options = _rank_options(args)
-    store = RunStore.open(args.run_dir)
+    store = RunStore.open(args.run_dir, readonly=True)
     if args.json:
         print(json.dumps(rank_json(store, **options), indent=2))
         return 0
@@ -460,6 +535,7 @@ def _rank(args: argparse.Namespace) -> int:
     records = store.records()
     if not records:
         console.print(f"No finished matches in {args.run_dir} yet.")
+        print_left_out(console, store)
         return 0
     print_results(console, records, store)
     print_judging(console, records)
@@ -517,8 +593,8 @@ def _import(args: argparse.Namespace) -> int:
 
     read = {"prd": read_prd, "faireval": read_faireval}[args.format]
     reviews, skipped = read(args.folder, args.contestants)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    reviews.write_jsonl(args.output)
+    with replacing(args.output) as partial:
+        reviews.write_jsonl(partial)
     print(f"{args.output}: {len(reviews)} reviews of {len(reviews.contestants)} contestants by "
           f"{len(reviews.reviewers)} reviewers ({', '.join(reviews.reviewers)})")
     for path in skipped:
@@ -529,8 +605,7 @@ def _import(args: argparse.Namespace) -> int:
 def _watch(args: argparse.Namespace) -> int:
     from arena.cli.dashboard import watch_run
 
-    store = RunStore.open(args.run_dir)
-    store.close()
+    RunStore.open(args.run_dir, readonly=True).close()  # a folder that holds no run is refused at once
     console = Console(highlight=False, soft_wrap=True)
     return watch_run(args.run_dir, console, interval=args.interval, plain=args.plain or not console.is_terminal)
 

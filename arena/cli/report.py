@@ -32,7 +32,7 @@ def add_commands(sub) -> None:
 def _collect(run_dir: Path, transcripts: bool = True):
     from arena.report.data import collect
 
-    store = RunStore.open(run_dir)
+    store = RunStore.open(run_dir, readonly=True)
     try:
         return collect(store, transcripts)
     finally:

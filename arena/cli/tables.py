@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from arena.results.payoffs import PayoffSummary, RoleTable, metric_names, role_tables, summarize
 from arena.results.usage import Usage, usage_by_agent
@@ -32,6 +33,18 @@ def print_results(console: Console, records, store: RunStore | None = None) -> N
             verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
             tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
             console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
+        print_left_out(console, store)
+
+
+def print_left_out(console: Console, store: RunStore) -> None:
+    """Say what the results leave out: matches stopped at max_rounds before their game ended."""
+    truncated = store.counts().get("truncated", 0)
+    if truncated:
+        console.print(Text(
+            f"{truncated} {'match was' if truncated == 1 else 'matches were'} stopped at match.max_rounds before "
+            f"the game ended (truncated): scored where they stopped, kept in the store and in exports, and left out "
+            f"of these results; `arena show {store.run_dir}` lists them. To play them to the end, raise "
+            "match.max_rounds and start the run afresh (--force-new).", style="yellow"))
 
 
 def _metric_title(group: str, metric: str, names: dict[str, list[str]] | None) -> str:

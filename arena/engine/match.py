@@ -140,15 +140,19 @@ class Match:
             for seat in self.game.seats:
                 self._post(REFEREE, self.game.rules(seat), [seat], "rules", self.game.rules_data(seat))
             self.pool.close_round()
+            ended = "finished"
             while True:
                 round = self.pool.round
                 await self._play_round(round)
                 if self._fatal is not None:
                     raise self._fatal
-                over = round >= self.spec.settings.max_rounds or await self._is_over(round)
+                over = await self._is_over(round)
                 if self._fatal is not None:  # a judge asked whether it is over could not answer
                     raise self._fatal
                 if over:
+                    break
+                if round >= self.spec.settings.max_rounds:  # the safety stop, not the game's end: said as such
+                    ended = "truncated"
                     break
             metrics = await self._score()
             if self._fatal is not None:
@@ -165,8 +169,8 @@ class Match:
                 return self._record("interrupted", round, {}, error)
             self._emit(MatchFailed(match=key, error=error))
             return self._record("failed", round, {}, error)
-        self._emit(MatchEnded(match=key, rounds=round, payoffs=payoffs))
-        return self._record("finished", round, payoffs, reviews=reviews, metrics=metrics)
+        self._emit(MatchEnded(match=key, rounds=round, payoffs=payoffs, status=ended))
+        return self._record(ended, round, payoffs, reviews=reviews, metrics=metrics)
 
     async def _is_over(self, round: int) -> bool:
         for referee in self.referees:

@@ -130,10 +130,11 @@ def contests(records: list[MatchRecord]) -> set[str]:
 
 
 def _outcome(record: MatchRecord, contest: bool) -> tuple[str, list[int]]:
-    """'failed'; in a contest 'tie' (every scored seat level) or 'decided', with the seats holding
-    the top payoff; elsewhere 'scored', with no winner."""
+    """In a contest 'tie' (every scored seat level) or 'decided', with the seats holding the top payoff;
+    elsewhere 'scored', with no winner. A match that did not finish has its status instead (failed,
+    interrupted, truncated) and no winner."""
     if record.status != "finished":
-        return "failed", []
+        return record.status, []
     if not contest:
         return "scored", []
     values = [None if s.label not in record.payoffs else round(record.payoffs[s.label], SAME) for s in record.seats]

@@ -11,6 +11,8 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
+from arena.contract.files import replacing
+
 from . import sections
 from .judging import judging
 from .data import ReportData
@@ -52,7 +54,7 @@ def _meta(summary: dict) -> str:
         files = "; ".join(f"{f['path']} ({f['reviews']})" for f in source["files"])
         return f"{source['reviews']} reviews from {files}; {made}"
     run = summary["rank"]["run"]
-    counts = ", ".join(f"{run.get(k, 0)} {k}" for k in ("finished", "failed") if run.get(k))
+    counts = ", ".join(f"{run.get(k, 0)} {k}" for k in ("finished", "truncated", "failed", "interrupted") if run.get(k))
     return f"status {run.get('status')}; {counts or 'no matches'} of {run.get('planned') or 0} planned; {made}"
 
 
@@ -85,7 +87,8 @@ def render(report: ReportData) -> str:
 
 
 def write(report: ReportData, path: Path) -> int:
-    text = render(report)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return len(text.encode("utf-8"))
+    """Write the page whole or not at all (a report that fails part way keeps the one that was there)."""
+    data = render(report).encode("utf-8")
+    with replacing(path) as partial:
+        partial.write_bytes(data)
+    return len(data)

@@ -72,10 +72,10 @@
       if (group >= 0 && m.g !== group) continue;
       if (state.agent && !hasAgent(m, state.agent)) continue;
       var o = state.outcome;
-      if (o === "decided" || o === "tie" || o === "scored" || o === "failed") { if (m.o !== o) continue; }
+      if (o === "decided" || o === "tie" || o === "scored" || o === "failed" || o === "truncated" || o === "interrupted") { if (m.o !== o) continue; }
       else if (o === "invalid") { if (!m.n && !m.f.length) continue; }
       else if (o === "won") { if (!state.agent || !won(m, state.agent)) continue; }
-      else if (o === "lost") { if (!state.agent || m.o === "failed" || won(m, state.agent)) continue; }
+      else if (o === "lost") { if (!state.agent || (m.o !== "decided" && m.o !== "tie" && m.o !== "scored") || won(m, state.agent)) continue; }
       if (q && !searchHit(m, q, hits)) continue;
       out.push(i);
     }
@@ -190,8 +190,11 @@
       });
       R.a.forEach(function (a) { into.appendChild(renderAction(m, a)); });
     });
-    if (m.e >= 0) into.appendChild(highlighted("div", "error", state.seen ? "failed (the record view says why)" : "failed: " + S[m.e]));
-    else if (m.st === "finished") {
+    if (m.e >= 0) into.appendChild(highlighted("div", "error", state.seen ? m.st + " (the record view says why)" : m.st + ": " + S[m.e]));
+    else if (m.st === "truncated") {
+      into.appendChild(el("div", "error", "truncated: stopped at max_rounds after " + m.r + " rounds, before the game " +
+        "ended; scored where it stopped, and left out of the results"));
+    } else if (m.st === "finished") {
       into.appendChild(el("div", "payoffs", "payoffs: " + m.seats.map(function (s, i) {
         return S[s[0]] + (state.seen ? "" : " (" + data.agents[s[2]] + ")") + " " + num(m.p[i]);
       }).join(", ")));
@@ -202,7 +205,7 @@
     // a match's key names its agents: the seats' view goes by entry and repeat instead
     summary.appendChild(el("span", "key", state.seen ? "repeat " + m.rep + " · match " + (index + 1) : m.k));
     summary.appendChild(el("span", "badge", data.groups[m.g].name));
-    if (m.st === "failed") summary.appendChild(el("span", "badge failed", "failed"));
+    if (m.st !== "finished") summary.appendChild(el("span", "badge " + m.st, m.st));
     else summary.appendChild(el("span", "badge outcome " + m.o, OUTCOMES[m.o]));
     if (m.n) summary.appendChild(el("span", "badge invalid", m.n + " invalid " + (m.n === 1 ? "reply" : "replies")));
     var defaulted = m.a.filter(function (a) { return a[3]; }).length;

@@ -272,7 +272,8 @@ def _usd(cost: float | None) -> str:
     return "unknown" if cost is None else f"${cost:.4f}"
 
 OUTCOMES = [("decided", "decided"), ("tie", "tie"), ("scored", "scored, not a contest (no winner)"),
-            ("failed", "failed"), ("invalid", "with invalid replies"), ("won", "won by the chosen agent"),
+            ("truncated", "truncated at max_rounds"), ("failed", "failed"), ("interrupted", "interrupted"),
+            ("invalid", "with invalid replies"), ("won", "won by the chosen agent"),
             ("lost", "not won by the chosen agent")]
 
 

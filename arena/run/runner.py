@@ -19,7 +19,7 @@ from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
 from arena.engine.match import Match, default_referees
-from arena.contract.records import MatchRecord, MatchSpec
+from arena.contract.records import KEPT, MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
 from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
@@ -57,6 +57,7 @@ class TournamentResult(BaseModel):
     budget_note: str | None = None
     outages: list[Outage] = []  # backends the run gave up on; their matches are left for the next run
     unplayed: list[str] = []  # keys of matches not started because a backend they need was down
+    warnings: list[str] = []  # what the person running it must hear, however quiet the output (a damaged cache)
 
 
 class Limits:
@@ -91,12 +92,11 @@ def build_agents(scenario: Scenario, services: Services | None = None) -> dict[s
 
 def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending,
                    observer: Observer | None = None, on_call=None) -> RunServices:
-    cache = None
+    observer = observer or Observer()
+    cache, problem = None, None
     if store is not None or scenario.cache:
         path = Path(scenario.cache) if scenario.cache else store.run_dir / "responses.sqlite"
-        cache = ResponseCache(path)
-
-    observer = observer or Observer()
+        cache, problem = ResponseCache.open_or_none(path)
 
     def record(call: CallRecord) -> None:
         spending.add(call)
@@ -116,11 +116,15 @@ def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, 
             store.record_note(agent, endpoint, topic, text)
         observer.note(text)
 
-    return RunServices(
+    services = RunServices(
         cache=cache, use_cache=use_cache, record_call=record, limit_settings=dict(scenario.limits),
         prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
         on_call_started=started, on_note=note,
     )
+    if problem is not None:
+        services.warnings.append(problem)
+        note(None, None, "cache", problem)
+    return services
 
 
 async def run_tournament(
@@ -156,7 +160,7 @@ async def run_tournament(
     budget_note: str | None = None
     limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
     done: dict[str, MatchRecord] = {}
-    earlier = {r.key: r for r in store.records()} if store else {}
+    earlier = {r.key: r for status in KEPT for r in store.records(status=status)} if store else {}
     checks: list[stability.StabilityCheck] = []
 
     def sink(event: Event) -> None:
@@ -252,7 +256,7 @@ async def run_tournament(
     resumed = sum(1 for key in order if key in earlier)
     return TournamentResult(records=[done[k] for k in order if k in done], stability=checks, resumed=resumed,
                             not_started=not_started, budget_note=budget_note, outages=outages.given_up(),
-                            unplayed=unplayed)
+                            unplayed=unplayed, warnings=services.warnings)
 
 
 def endpoints_of(spec: MatchSpec, agents: dict[str, Agent]) -> list[str]:
