@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import Field
 
-from arena.contract import Strategy, StrategyParams, Turn
+from arena.contract import Strategy, StrategyParams, Task, Turn
 
 
 MAX_POINTS = 10
@@ -249,9 +249,9 @@ class SyntheticContestant(Strategy):
 
     def reply(self, turn: Turn, rng: random.Random) -> str:
         data = turn.prompt_data or {}
-        if data.get("task") == "answer":
+        if data.get("task") == Task.ANSWER:
             return _answer_turn(self.params, data, rng)
-        if data.get("task") == "judge":
+        if data.get("task") == Task.JUDGE:
             return "I only write answers; I do not judge them."
         return "I have nothing to say to that."
 
@@ -263,19 +263,19 @@ class SyntheticJudge(Strategy):
 
     def reply(self, turn: Turn, rng: random.Random) -> str:
         data = turn.prompt_data or {}
-        if data.get("task") == "answer":
+        if data.get("task") == Task.ANSWER:
             return _answer_turn(self.params, data, rng)
-        if data.get("task") == "judge":
+        if data.get("task") == Task.JUDGE:
             return self.judge(data, rng)
-        if data.get("task") in ("review", "discuss"):
+        if data.get("task") in (Task.REVIEW, Task.DISCUSS):
             return self.discuss(data, rng)
-        if data.get("task") == "debate":
+        if data.get("task") == Task.DEBATE:
             verdict = self.discuss(data, rng).rsplit("Preference: ", 1)[-1]
             if data.get("output") == "scores":
                 first, second = self.perceive(list(data["answers"]), rng)
                 return f"My reading of the two answers.\nScores: {_round_score(first)} {_round_score(second)}"
             return f"My reading of the two answers.\nVerdict: {verdict}"
-        if data.get("task") == "summarize":
+        if data.get("task") == Task.SUMMARIZE:
             return "The reviewers weighed how many distinct points each answer makes."
         return "I have nothing to say to that."
 
@@ -288,7 +288,7 @@ class SyntheticJudge(Strategy):
         first, second = self.perceive([a if isinstance(a, str) else "" for a in answers], rng)
         own = "tie" if abs(first - second) < self.params.tie_margin else ("1" if first > second else "2")
         others = list((data.get("others") or {}).values())
-        if data.get("task") == "discuss" and others and rng.random() < self.params.openness:
+        if data.get("task") == Task.DISCUSS and others and rng.random() < self.params.openness:
             own = {-1: "1", 0: "tie", 1: "2"}.get(others[0], own)
             return f"Your arguments convince me.\nPreference: {own}"
         return f"Answer 1 makes {count_points(answers[0])} points, answer 2 makes {count_points(answers[1])}.\nPreference: {own}"

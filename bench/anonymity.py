@@ -43,7 +43,7 @@ class Chatter(Game):
     def prompt(self, seat, round):
         return f"Round {round}: say something."
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         return reply
 
     def default_action(self, seat, round):

@@ -23,7 +23,7 @@ from typing import Any, Literal
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -125,7 +125,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return "Your turn in the debate: give your arguments, then your verdict."
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        data = {"task": "summarize" if seat == self.summarizer else "debate", "question": self.case.question,
+        data = {"task": Task.SUMMARIZE if seat == self.summarizer else Task.DEBATE, "question": self.case.question,
                 "answers": [self.case.answer_a, self.case.answer_b]}
         if seat != self.summarizer:  # only debaters are told how to give a verdict
             data["output"] = self.params.output
@@ -143,7 +143,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
             graph.add_edges_from((a, b) for a in self.debaters for b in self.debaters if a != b)
         return graph
 
-    def parse(self, seat: str, reply: str) -> Any:
+    def parse(self, seat: str, reply: str, round: int) -> Any:
         if seat == self.summarizer:
             if not reply.strip():
                 raise InvalidReply("The summary is empty.")

@@ -86,6 +86,17 @@ class Game(ABC):
         """The role of each seat position. Symmetric games keep the default."""
         return ["Player"] * n_seats
 
+    @classmethod
+    def seat_count_problem(cls, n_seats: int) -> str | None:
+        """What is wrong with a table of ``n_seats`` for this game's ``min_seats``/``max_seats``
+        ("needs at least 2 players"), or None. The one check of the seat count: ``arena validate``
+        and the match both ask it, and each says where the count came from."""
+        low, high = cls.min_seats, cls.max_seats
+        if n_seats >= low and (high is None or n_seats <= high):
+            return None
+        wanted = f"at least {low}" if high is None else (str(low) if low == high else f"{low} to {high}")
+        return f"needs {wanted} players"
+
     # -- what seats are told -----------------------------------------------------
     @abstractmethod
     def rules(self, seat: str) -> str:
@@ -136,8 +147,12 @@ class Game(ABC):
 
     # -- actions -----------------------------------------------------------------
     @abstractmethod
-    def parse(self, seat: str, reply: str) -> Any:
-        """Turn a reply into an action, or raise ``InvalidReply(reason)``."""
+    def parse(self, seat: str, reply: str, round: int) -> Any:
+        """Turn the reply ``seat`` gave in ``round`` into an action, or raise ``InvalidReply(reason)``.
+
+        ``round`` is the round being answered (the one ``speakers`` and ``prompt`` were asked
+        about): a game whose replies change shape from one phase to the next reads its phase from
+        it, never from what its state happens to hold."""
 
     @abstractmethod
     def default_action(self, seat: str, round: int) -> Any:

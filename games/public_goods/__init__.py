@@ -93,7 +93,7 @@ class PublicGoods(Game):
         return graph
 
     # -- actions -------------------------------------------------------------------
-    def parse(self, seat: str, reply: str) -> int:
+    def parse(self, seat: str, reply: str, round: int) -> int:
         text = reply.strip()
         fenced = _FENCE.match(text)
         if fenced:
