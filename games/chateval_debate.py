@@ -18,15 +18,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 PERSONAS = {
     "Everyday reader": "You read answers the way most people do: you want them clear, useful and to the point.",
@@ -132,6 +134,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return data
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         graph = nx.DiGraph()
         graph.add_nodes_from(self.seats)
         if self.params.strategy == "simultaneous_talk_with_summarizer":

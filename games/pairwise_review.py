@@ -32,15 +32,17 @@ from collections.abc import Mapping
 from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_questions
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class PairwiseParams(BaseModel):
@@ -179,6 +181,8 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         return nx.empty_graph(self.seats, create_using=nx.DiGraph)
 
     # -- replies ----------------------------------------------------------------------

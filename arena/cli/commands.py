@@ -1,4 +1,9 @@
-"""The `arena` command."""
+"""The `arena` command.
+
+Each command imports what it needs when it runs: building the parser imports nothing but the
+standard library, so `arena --help` answers at once and `arena games` never loads numpy, scipy
+or the rank and report modules.
+"""
 
 from __future__ import annotations
 
@@ -11,23 +16,15 @@ import json
 import sys
 import time
 from pathlib import Path
-
-import trio
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from arena import __version__
-from arena.contract import plugins
-from arena.contract.agent import FatalAgentError
-from arena.contract.errors import ConfigError
-from arena.rank.reviews import ReviewError
-from arena.results.summary import peer_rank, rank_json
 from arena.cli.report import add_commands as add_report_commands
-from arena.store import RunStore, StoreError, run_dirs
-from arena.cli.tables import print_results
-from arena.run.tournament import count, role_swap_note
-from arena.run.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from arena.store import RunStore
 
 
 OUTAGE = 4  # exit status: a backend stayed unreachable; its matches are left for the next `arena run`
@@ -43,11 +40,27 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (ConfigError, StoreError, ReviewError, FatalAgentError) as exc:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True)
+    except _user_errors() as exc:  # evaluated only when something was raised: their modules load then
+        _console(stderr=True).print(f"[bold red]error:[/] {exc}", markup=True)
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors a user can cause and fix (a scenario, a run directory, a reviews file, a key): said in a line."""
+    from arena.contract.agent import FatalAgentError
+    from arena.contract.errors import ConfigError
+    from arena.rank.reviews import ReviewError
+    from arena.store import StoreError
+
+    return ConfigError, StoreError, ReviewError, FatalAgentError
+
+
+def _console(stderr: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -175,7 +188,13 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
 
 
 def _run(args: argparse.Namespace) -> int:
+    import trio
+    from rich.text import Text
+
+    from arena.cli.tables import print_results
     from arena.run.runner import run_tournament
+    from arena.run.scenario import load_scenario
+    from arena.store import RunStore
 
     scenario = load_scenario(args.scenario)
     if args.dry_run:
@@ -184,7 +203,7 @@ def _run(args: argparse.Namespace) -> int:
     store = RunStore.create_or_resume(
         run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
     )
-    console = Console(highlight=False, soft_wrap=True)
+    console = _console()
     kept = len(store.finished_keys())
     if kept:
         console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
@@ -220,10 +239,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(scenario) -> int:
+    from rich.table import Table
+
     from arena.cli.tables import usd
     from arena.run.dryrun import estimate
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = _console()
     found = estimate(scenario)
     table = Table(title=f"{scenario.name}: {found.matches} matches planned", title_justify="left")
     for column in ("Game entry", "Matches", "Model calls per match", "Prompt tokens per match", "Reply tokens per match"):
@@ -274,6 +295,9 @@ def _dry_run(scenario) -> int:
 
 # -- other commands --------------------------------------------------------------------
 def _validate(args: argparse.Namespace) -> int:
+    from arena.run.scenario import load_scenario
+    from arena.run.tournament import count, role_swap_note
+
     scenario = load_scenario(args.scenario)
     matches = count(scenario)  # counted, not built: a large plan is checked in no time
     unstable = [e.name for e in scenario.games if not isinstance(scenario.tournament_for(e).repeats, int)]
@@ -296,6 +320,8 @@ def _fields(model) -> list[dict]:
 
 
 def _print_fields(console: Console, title: str, fields: list[dict]) -> None:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in ("Parameter", "Type", "Default", "Meaning"):
         table.add_column(column)
@@ -305,6 +331,8 @@ def _print_fields(console: Console, title: str, fields: list[dict]) -> None:
 
 
 def _games(args: argparse.Namespace) -> int:
+    from arena.contract import plugins
+
     listing = []
     for name in plugins.names("game"):
         game = plugins.load("game", name)
@@ -323,13 +351,15 @@ def _print_listing(args: argparse.Namespace, listing: list[dict], title=lambda p
     if args.json:
         print(json.dumps(listing, indent=2, default=str))
         return 0
-    console = Console(highlight=False, soft_wrap=True)
+    console = _console()
     for plugin in listing:
         _print_fields(console, title(plugin), plugin["params"])
     return 0
 
 
 def _agents(args: argparse.Namespace) -> int:
+    from arena.contract import plugins
+
     listing = []
     for name in plugins.names("agent backend"):
         backend = plugins.load("agent backend", name)
@@ -340,6 +370,8 @@ def _agents(args: argparse.Namespace) -> int:
 
 
 def _referees(args: argparse.Namespace) -> int:
+    from arena.contract import plugins
+
     listing = []
     for name in plugins.names("referee"):
         referee = plugins.load("referee", name)
@@ -352,7 +384,11 @@ def _type_name(annotation) -> str:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    console = Console(highlight=False, soft_wrap=True)
+    from rich.table import Table
+
+    from arena.store import RunStore, run_dirs
+
+    console = _console()
     table = Table(title=f"runs under {args.output}", title_justify="left")
     for column in ("Run directory", "Scenario", "Status", "Finished", "Failed", "Planned", "Updated"):
         table.add_column(column)
@@ -376,8 +412,13 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from rich.table import Table
+    from rich.text import Text
+
+    from arena.store import RunStore, StoreError
+
     store = RunStore.open(args.run_dir)
-    console = Console(highlight=False, soft_wrap=True)
+    console = _console()
     if args.match is None:
         table = Table(title=f"matches of {args.run_dir}", title_justify="left")
         for column in ("Key", "Status", "Seats", "Payoffs"):
@@ -403,6 +444,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from arena.store import RunStore
+
     store = RunStore.open(args.run_dir)
     records = store.records(status=None)
     out = io.StringIO()
@@ -426,6 +469,7 @@ def _export(args: argparse.Namespace) -> int:
 def _rank_options(args: argparse.Namespace) -> dict:
     """The peer-rank options of `arena rank`, as ``arena.rank.leaderboard`` takes them."""
     from arena.rank import METHODS
+    from arena.rank.reviews import ReviewError
 
     fixed = {}
     for item in args.weight:
@@ -445,6 +489,10 @@ def _rank_options(args: argparse.Namespace) -> dict:
 
 
 def _rank(args: argparse.Namespace) -> int:
+    from arena.cli.tables import print_results
+    from arena.results.summary import peer_rank, rank_json
+    from arena.store import RunStore, StoreError
+
     if args.reviews is not None:
         return _rank_reviews(args)
     if args.run_dir is None:
@@ -454,7 +502,7 @@ def _rank(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rank_json(store, **options), indent=2))
         return 0
-    console = Console(highlight=False, soft_wrap=True)
+    console = _console()
     records = store.records()
     if not records:
         console.print(f"No finished matches in {args.run_dir} yet.")
@@ -479,7 +527,7 @@ def _rank_reviews(args: argparse.Namespace) -> int:
     if args.json:
         print(board.model_dump_json(indent=2))
     else:
-        print_leaderboard(Console(highlight=False, soft_wrap=True), board)
+        print_leaderboard(_console(), board)
     return 0
 
 
@@ -522,9 +570,10 @@ def _import(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace) -> int:
     from arena.cli.dashboard import watch_run
+    from arena.store import RunStore
 
     store = RunStore.open(args.run_dir)
     store.close()
-    console = Console(highlight=False, soft_wrap=True)
+    console = _console()
     return watch_run(args.run_dir, console, interval=args.interval, plain=args.plain or not console.is_terminal)
 

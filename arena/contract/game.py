@@ -5,12 +5,14 @@ from __future__ import annotations
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from arena.contract.errors import ArenaError
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported when a graph is first built: reading a run needs no graph library
 
 
 class NoParams(BaseModel):
@@ -142,6 +144,8 @@ class Game(ABC):
         returns a graph without edges.
         """
         if getattr(self, "_everyone", None) is None:  # the same every round: built once
+            import networkx as nx
+
             self._everyone = nx.complete_graph(self.seats, create_using=nx.DiGraph)
         return self._everyone
 

@@ -16,12 +16,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice, Task
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _NOT_HAN = re.compile(r"[^\u4e00-\u9fff]")
 
@@ -123,6 +125,8 @@ class IdiomSolitaire(Game):
         return {"task": Task.IDIOM, "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         return nx.complete_graph(self.seats, create_using=nx.DiGraph)
 
     def parse(self, seat: str, reply: str, round: int) -> str:

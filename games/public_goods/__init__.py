@@ -14,12 +14,14 @@ import json
 import re
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class PublicGoodsParams(BaseModel):
@@ -88,6 +90,8 @@ class PublicGoods(Game):
         )
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         graph = nx.DiGraph()
         graph.add_nodes_from(self.seats)  # contributions are private; the referee reports on them
         return graph
