@@ -289,3 +289,13 @@ async def test_an_agent_error_cuts_the_round_short_but_an_outage_lets_the_other_
     played = await Match(spec(1, agents, params={"rounds": 1}, settings=settings), agents).play()
     assert played.record.status == "interrupted" and played.outage.agent == "gone"
     assert trio.current_time() - started == 40
+
+
+def test_the_action_schema_is_built_once_per_game_and_shared_by_its_matches():
+    from arena.games.public_goods import Contribution
+
+    agents = quartet()
+    first = Match(spec(1, agents, params={"rounds": 2}), agents)
+    other = Match(spec(2, agents, params={"rounds": 5}), agents)
+    assert first.action_schema == Contribution.model_json_schema()
+    assert other.action_schema is first.action_schema  # one schema, whatever the params: none kept per match

@@ -17,6 +17,7 @@ import traceback
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import trio
@@ -57,16 +58,14 @@ def seat_labels(roles: list[str]) -> list[str]:
     return labels
 
 
-_schemas: dict[tuple[type[Game], str], dict[str, Any] | None] = {}
-
-
-def action_schema(game_cls: type[Game], params) -> dict[str, Any] | None:
-    """The JSON schema of a valid action, built once per game and params (building one costs a few
-    hundred µs, more than the rest of a short match's set-up). Shared by every turn: read only."""
-    key = (game_cls, params.model_dump_json())
-    if key not in _schemas:
-        _schemas[key] = None if game_cls.Action is None else game_cls.Action.model_json_schema()
-    return _schemas[key]
+@cache
+def action_schema(game_cls: type[Game]) -> dict[str, Any] | None:
+    """The JSON schema of a valid action, built once per game class: building one costs a few
+    hundred µs, more than the rest of a short match's set-up. Shared by every turn, so read only.
+    A game's ``Action`` is a class attribute, so the class is the whole key. A schema that
+    depended on the params would need them in the key, bounded: a run whose every match has
+    its own params must not keep one schema per match."""
+    return None if game_cls.Action is None else game_cls.Action.model_json_schema()
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +109,7 @@ class Match:
         self.pool = MessagePool(labels)
         self.filter = Filter(spec.scrub, spec.scrub_replacement)
         self.asker = Asker(spec.key, spec.seed, spec.settings, self._emit)
-        self.action_schema = action_schema(game_cls, params)
+        self.action_schema = action_schema(game_cls)
         desk = MatchDesk(agents, self.asker, self.filter, self.pool,
                          lambda text, data: self._post(REFEREE, text, (), "verdict", data))
         self.referees: list[Referee] = [_referee(r, desk) for r in spec.referees or default_referees(game_cls)]
