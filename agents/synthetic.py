@@ -51,7 +51,7 @@ from typing import Any
 
 from pydantic import Field
 
-from arena.contract import Strategy, StrategyParams, Turn
+from arena.contract import Strategy, StrategyParams, Task, Turn
 
 
 MAX_POINTS = 10
@@ -301,9 +301,9 @@ class SyntheticContestant(Strategy):
 
     def reply(self, turn: Turn, rng: random.Random) -> str:
         data = turn.prompt_data or {}
-        if data.get("task") == "answer":
+        if data.get("task") == Task.ANSWER:
             return _answer_turn(self.params, data, rng)
-        if data.get("task") == "judge":
+        if data.get("task") == Task.JUDGE:
             return "I only write answers; I do not judge them."
         return "I have nothing to say to that."
 
@@ -315,17 +315,17 @@ class SyntheticJudge(Strategy):
 
     def reply(self, turn: Turn, rng: random.Random) -> str:
         data = turn.prompt_data or {}
-        if data.get("task") == "answer":
+        if data.get("task") == Task.ANSWER:
             return _answer_turn(self.params, data, rng)
-        if data.get("task") == "judge":
+        if data.get("task") == Task.JUDGE:
             return self.judge(data, rng)
-        if data.get("task") in ("review", "discuss"):
+        if data.get("task") in (Task.REVIEW, Task.DISCUSS):
             return self.discuss(data, turn, rng)
-        if data.get("task") == "debate":
+        if data.get("task") == Task.DEBATE:
             return self.debate(data, turn, rng)
-        if data.get("task") == "score":
+        if data.get("task") == Task.SCORE:
             return self.score(data, turn, rng)
-        if data.get("task") == "summarize":
+        if data.get("task") == Task.SUMMARIZE:
             return "The reviewers weighed how many distinct points each answer makes."
         return "I have nothing to say to that."
 
@@ -349,7 +349,7 @@ class SyntheticJudge(Strategy):
         own = self._choose(*self.perceive(answers, self._reading(turn)))
         reasons = f"Answer 1 makes {count_points(answers[0])} points, answer 2 makes {count_points(answers[1])}."
         others = list((data.get("others") or {}).values())
-        if data.get("task") != "discuss" or not others:
+        if data.get("task") != Task.DISCUSS or not others:
             return f"{reasons}\nPreference: {own}"
         mine = [m.content for m in turn.history if m.sender == turn.seat and m.kind == "reply"]
         said = next((found.group(1) for text in reversed(mine) if (found := _PREFERENCE.search(text))), own)

@@ -26,15 +26,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import SWAPPED, load_pairs, pair_of
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 PERSONAS = {
     "Everyday reader": "You read answers the way most people do: you want them clear, useful and to the point.",
@@ -154,8 +156,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         if seat == self.summarizer:
-            return {"task": "summarize", **self.material_data()}
-        return {"task": "debate", **self.material_data(), **self.verdict_data(), "others": self.heard(seat)}
+            return {"task": Task.SUMMARIZE, **self.material_data()}
+        return {"task": Task.DEBATE, **self.material_data(), **self.verdict_data(), "others": self.heard(seat)}
 
     def heard(self, seat: str) -> dict[str, Any]:
         """The last verdict of every other debater whose words this seat has read: all of them, except
@@ -169,6 +171,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return {"output": self.params.output}
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         graph = nx.DiGraph()
         graph.add_nodes_from(self.seats)
         if self.params.strategy == "simultaneous_talk_with_summarizer":
@@ -180,7 +184,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
             graph.add_edges_from((a, b) for a in self.debaters for b in self.debaters if a != b)
         return graph
 
-    def parse(self, seat: str, reply: str) -> Any:
+    def parse(self, seat: str, reply: str, round: int) -> Any:
         if seat == self.summarizer:
             if not reply.strip():
                 raise InvalidReply("The summary is empty.")

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from arena.contract import InvalidReply, path_field
+from arena.contract import InvalidReply, Task, path_field
 from arena.contract.game import example_prose
 
 from .chateval_debate import ChatEvalDebate, Talk
@@ -99,7 +99,7 @@ class ChatEvalScoring(ChatEvalDebate):
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         data = super().prompt_data(seat, round)
-        return data if seat == self.summarizer else {**data, "task": "score"}
+        return data if seat == self.summarizer else {**data, "task": Task.SCORE}
 
     def verdict_data(self) -> dict[str, Any]:
         return {"dimensions": list(self.params.dimensions), "scale": list(self.params.scale)}

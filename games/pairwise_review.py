@@ -33,15 +33,17 @@ from collections.abc import Mapping
 from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_questions
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class PairwiseParams(BaseModel):
@@ -172,19 +174,21 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         # only what the prompt says: the question's id and category are not shown to a model, so not given here
         q = self.question
         if round == 1:
-            return {"task": "answer", "question": q.question}
-        return {"task": "judge", "question": q.question, "answers": [self.answers[s] for s in self._shown(round)],
+            return {"task": Task.ANSWER, "question": q.question}
+        return {"task": Task.JUDGE, "question": q.question, "answers": [self.answers[s] for s in self._shown(round)],
                 "output": self.params.output, "template": self.params.template}
 
     def history(self, seat: str, round: int, messages: tuple) -> tuple:
         return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         return nx.empty_graph(self.seats, create_using=nx.DiGraph)
 
     # -- replies ----------------------------------------------------------------------
-    def parse(self, seat: str, reply: str) -> Any:
-        if not self.answers:  # round 1: the contestants' answers
+    def parse(self, seat: str, reply: str, round: int) -> Any:
+        if round == 1:  # the contestants' answers
             if not reply.strip():
                 raise InvalidReply("Your answer is empty. Write an answer to the question.")
             return reply.strip()

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -113,7 +113,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         return text
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        return {"task": "review" if round == 1 else "discuss", "question": self.case.question,
+        return {"task": Task.REVIEW if round == 1 else Task.DISCUSS, "question": self.case.question,
                 "answers": [self.case.answer_a, self.case.answer_b],
                 "others": {s: p for s, p in self.stated.items() if s != seat}}
 
@@ -122,7 +122,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
 
         return nx.complete_graph(self.seats, create_using=nx.DiGraph)  # initial reviews are shown once round 1 closes
 
-    def parse(self, seat: str, reply: str) -> int:
+    def parse(self, seat: str, reply: str, round: int) -> int:
         found = _PREFERENCE.findall(reply)
         if not found:
             raise InvalidReply("End your message with a line 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")

@@ -266,7 +266,7 @@ class Strict(Game):
     def prompt(self, seat, round):
         return "Your word:"
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         if not reply.strip():
             raise InvalidReply("Say a word.")
         return reply

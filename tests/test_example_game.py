@@ -257,7 +257,7 @@ async def test_invalid_replies_are_asked_again_then_default_to_50(installed):
 def test_parse_accepts_a_json_guess(installed, reply, expected):
     game_cls = plugins.load("game", "guess_two_thirds")
     game = game_cls(game_cls.Params(), SEATS, dict.fromkeys(SEATS, "Player"), None)
-    assert game.parse("Player 1", reply) == expected
+    assert game.parse("Player 1", reply, 1) == expected
 
 
 @pytest.mark.parametrize(
@@ -276,7 +276,7 @@ def test_parse_rejects_with_a_reason(installed, reply, reason):
     game_cls = plugins.load("game", "guess_two_thirds")
     game = game_cls(game_cls.Params(), SEATS, dict.fromkeys(SEATS, "Player"), None)
     with pytest.raises(InvalidReply) as caught:
-        game.parse("Player 1", reply)
+        game.parse("Player 1", reply, 1)
     assert caught.value.reason == reason
 
 

@@ -56,10 +56,10 @@ def test_the_homophone_rule_matches_by_pinyin():
 
 def test_replies_that_are_not_four_characters_are_asked_again():
     g = game()
-    assert g.parse("Early", " 「苟延残喘」。") == "苟延残喘"  # punctuation and spaces are not part of it
+    assert g.parse("Early", " 「苟延残喘」。", 1) == "苟延残喘"  # punctuation and spaces are not part of it
     for reply in ("I pass", "我的成语是：苟延残喘", "苟延"):
         with pytest.raises(InvalidReply, match="exactly one four-character"):
-            g.parse("Early", reply)
+            g.parse("Early", reply, 1)
 
 
 async def test_a_full_vocabulary_beats_a_small_one_and_the_hits_are_counted():

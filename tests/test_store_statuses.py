@@ -49,7 +49,7 @@ class Chatter(Game):
     def prompt(self, seat, round):
         return f"Turn {round}: MORE or DONE?"
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         word = reply.strip().upper()
         if word not in ("MORE", "DONE"):
             raise InvalidReply("answer with the one word MORE or DONE")

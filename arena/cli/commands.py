@@ -11,25 +11,20 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-
-import trio
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from arena import __version__
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
 from arena.contract.errors import ConfigError
 from arena.contract.files import OutputError, replacing, sqlite_damaged
-from arena.rank.reviews import ReviewError
-from arena.results.summary import peer_rank, rank_json
 from arena.cli.report import add_commands as add_report_commands
-from arena.store import STORE_FILE, DamagedStore, NoRunYet, OtherFormat, RunStore, StoreError, run_dirs
-from arena.store.lock import describe as describe_holder
-from arena.cli.tables import print_judging, print_left_out, print_results
-from arena.run.tournament import count, role_swap_note
-from arena.run.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    from arena.store import RunStore
 
 
 OUTAGE = 4  # exit status: a backend stayed unreachable; its matches are left for the next `arena run`
@@ -45,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (ConfigError, StoreError, ReviewError, FatalAgentError, OutputError) as exc:
+    except _user_errors() as exc:  # evaluated only when something was raised: their modules load then
         _error(str(exc))
         return 2
     except sqlite3.DatabaseError as exc:  # found part way through reading a store that looked whole
@@ -55,11 +50,25 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors a user can cause and fix (a scenario, a run directory, a reviews file, a key, an output
+    file): said in a line."""
+    from arena.rank.reviews import ReviewError
+    from arena.store import StoreError
+
+    return ConfigError, StoreError, ReviewError, FatalAgentError, OutputError
+
+
 def _error(text: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
     Console(stderr=True, highlight=False, soft_wrap=True).print(Text("error: ", style="bold red") + Text(text))
 
 
 def _store_problem(exc: sqlite3.DatabaseError, run_dir: Path | None) -> str:
+    from arena.store import DamagedStore, STORE_FILE
+
     path = Path(run_dir) / STORE_FILE if run_dir is not None else Path(STORE_FILE)
     if sqlite_damaged(exc):
         return str(DamagedStore(path, f"SQLite says: {exc}"))
@@ -193,6 +202,9 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
 
 
 def _run(args: argparse.Namespace) -> int:
+    from arena.store import RunStore
+    from arena.run.scenario import load_scenario
+
     scenario = load_scenario(args.scenario)
     if args.dry_run:
         return _dry_run(scenario)
@@ -207,6 +219,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
+    import trio
+    from rich.console import Console
+    from rich.text import Text
+    from arena.store.lock import describe as describe_holder
+    from arena.cli.tables import print_results
+
     from arena.run.runner import run_tournament
 
     run_dir = store.run_dir
@@ -255,6 +273,9 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
 
 
 def _dry_run(scenario) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
     from arena.cli.tables import usd
     from arena.run.dryrun import estimate
 
@@ -309,6 +330,9 @@ def _dry_run(scenario) -> int:
 
 # -- other commands --------------------------------------------------------------------
 def _validate(args: argparse.Namespace) -> int:
+    from arena.run.tournament import count, role_swap_note
+    from arena.run.scenario import load_scenario
+
     scenario = load_scenario(args.scenario)
     matches = count(scenario)  # counted, not built: a large plan is checked in no time
     unstable = [e.name for e in scenario.games if not isinstance(scenario.tournament_for(e).repeats, int)]
@@ -331,6 +355,8 @@ def _fields(model) -> list[dict]:
 
 
 def _print_fields(console: Console, title: str, fields: list[dict]) -> None:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in ("Parameter", "Type", "Default", "Meaning"):
         table.add_column(column)
@@ -355,6 +381,8 @@ def _games(args: argparse.Namespace) -> int:
 
 def _print_listing(args: argparse.Namespace, listing: list[dict], title=lambda p: f"{p['name']} — {p['description']}") -> int:
     """Installed plugins with their parameters: JSON, or a table each."""
+    from rich.console import Console
+
     if args.json:
         print(json.dumps(listing, indent=2, default=str))
         return 0
@@ -387,6 +415,10 @@ def _type_name(annotation) -> str:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from arena.store import run_dirs
+
     console = Console(highlight=False, soft_wrap=True)
     table = Table(title=f"runs under {args.output}", title_justify="left")
     for column in ("Run directory", "Scenario", "Status", "Finished", "Failed", "Planned", "Updated"):
@@ -408,6 +440,9 @@ def _stamp(seconds: float | None) -> str:
 
 def _run_row(run_dir: Path) -> list[str | Text]:
     """One line of `arena runs`; a folder whose store cannot be read says why, and the listing goes on."""
+    from rich.text import Text
+    from arena.store import DamagedStore, NoRunYet, OtherFormat, RunStore, STORE_FILE, StoreError
+
     path = run_dir / STORE_FILE
     try:
         changed = path.stat().st_mtime
@@ -442,6 +477,11 @@ def _run_row(run_dir: Path) -> list[str | Text]:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+    from arena.store import RunStore, StoreError
+
     store = RunStore.open(args.run_dir, readonly=True)
     console = Console(highlight=False, soft_wrap=True)
     if args.match is None:
@@ -473,6 +513,8 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    from arena.store import RunStore
+
     store = RunStore.open(args.run_dir, readonly=True)
     try:
         records = store.records(status=None)
@@ -502,6 +544,8 @@ def _write_export(records, format: str, out) -> None:
 
 def _rank_options(args: argparse.Namespace) -> dict:
     """The peer-rank options of `arena rank`, as ``arena.rank.leaderboard`` takes them."""
+    from arena.rank.reviews import ReviewError
+
     from arena.rank import METHODS
 
     fixed = {}
@@ -522,6 +566,11 @@ def _rank_options(args: argparse.Namespace) -> dict:
 
 
 def _rank(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from arena.results.summary import peer_rank, rank_json
+    from arena.store import RunStore, StoreError
+    from arena.cli.tables import print_judging, print_left_out, print_results
+
     if args.reviews is not None:
         return _rank_reviews(args)
     if args.run_dir is None:
@@ -549,6 +598,8 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 def _rank_reviews(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
     from arena.cli.tables import print_leaderboard
@@ -603,6 +654,10 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from arena.store import RunStore
+
     from arena.cli.dashboard import watch_run
 
     RunStore.open(args.run_dir, readonly=True).close()  # a folder that holds no run is refused at once

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from arena.store import RunStore, StoreError
-
 
 def add_commands(sub) -> None:
     report = sub.add_parser("report", help="one self-contained HTML file: leaderboards, figures, every transcript",
@@ -31,6 +29,7 @@ def add_commands(sub) -> None:
 
 def _collect(run_dir: Path, transcripts: bool = True):
     from arena.report.data import collect
+    from arena.store import RunStore
 
     store = RunStore.open(run_dir, readonly=True)
     try:
@@ -62,6 +61,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from arena.report.plot import plot
+    from arena.store import StoreError
 
     output = args.output or args.run_dir / f"{args.kind}.png"
     report = _collect(args.run_dir, transcripts=False)

@@ -6,12 +6,14 @@ import functools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from arena.contract.errors import ArenaError
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported when a graph is first built: reading a run needs no graph library
 
 
 class NoParams(BaseModel):
@@ -87,6 +89,17 @@ class Game(ABC):
         """The role of each seat position. Symmetric games keep the default."""
         return ["Player"] * n_seats
 
+    @classmethod
+    def seat_count_problem(cls, n_seats: int) -> str | None:
+        """What is wrong with a table of ``n_seats`` for this game's ``min_seats``/``max_seats``
+        ("needs at least 2 players"), or None. The one check of the seat count: ``arena validate``
+        and the match both ask it, and each says where the count came from."""
+        low, high = cls.min_seats, cls.max_seats
+        if n_seats >= low and (high is None or n_seats <= high):
+            return None
+        wanted = f"at least {low}" if high is None else (str(low) if low == high else f"{low} to {high}")
+        return f"needs {wanted} players"
+
     # -- what seats are told -----------------------------------------------------
     @abstractmethod
     def rules(self, seat: str) -> str:
@@ -139,13 +152,19 @@ class Game(ABC):
         returns a graph without edges.
         """
         if getattr(self, "_everyone", None) is None:  # the same every round: built once
+            import networkx as nx
+
             self._everyone = nx.complete_graph(self.seats, create_using=nx.DiGraph)
         return self._everyone
 
     # -- actions -----------------------------------------------------------------
     @abstractmethod
-    def parse(self, seat: str, reply: str) -> Any:
-        """Turn a reply into an action, or raise ``InvalidReply(reason)``."""
+    def parse(self, seat: str, reply: str, round: int) -> Any:
+        """Turn the reply ``seat`` gave in ``round`` into an action, or raise ``InvalidReply(reason)``.
+
+        ``round`` is the round being answered (the one ``speakers`` and ``prompt`` were asked
+        about): a game whose replies change shape from one phase to the next reads its phase from
+        it, never from what its state happens to hold."""
 
     @abstractmethod
     def default_action(self, seat: str, round: int) -> Any:

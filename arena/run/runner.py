@@ -18,9 +18,10 @@ from arena.contract.calls import CallRecord, CallStarted, Services
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
-from arena.engine.match import Match, default_referees
+from arena.engine.match import default_referees
 from arena.contract.records import KEPT, MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
+from arena.run.executor import Executor, InProcess
 from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
 from arena.store import RunStore
@@ -155,6 +156,7 @@ async def run_tournament(
     outages = Outages(scenario.match.outage_wait, probe, say)
     services = build_services(scenario, store, use_cache, spending, observer, on_call=answered)
     agents = build_agents(scenario, services)
+    executor: Executor = InProcess(agents)
     not_started: list[str] = []
     unplayed: list[str] = []
     budget_note: str | None = None
@@ -186,13 +188,13 @@ async def run_tournament(
                     break
                 if store is not None:
                     store.prepare(spec, position)
-                match = Match(spec, agents, sink)
-                record = await match.play()
+                played = await executor.play(spec, sink)
+                record = played.record
             if store is not None:
                 store.finish(record)
-            if match.outage is None:
+            if played.outage is None:
                 break
-            outages.failed(match.outage)  # then wait for the backend, and play the match again
+            outages.failed(played.outage)  # then wait for the backend, and play the match again
         if record is not None:
             done[spec.key] = record
             observer.finished(record, resumed=False)

@@ -647,11 +647,10 @@ def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str],
         problems.append(Problem(loc + ("seats",), f"all_pairs plays two-seat tables; seats is {n}; use round_robin for larger tables"))
     if n > len(players):
         problems.append(Problem(loc + ("seats",), f"tables of {n} need at least {n} agents; {len(players)} take part"))
-    if n < game.min_seats or (game.max_seats is not None and n > game.max_seats):
-        wanted = f"at least {game.min_seats}" if game.max_seats is None else (
-            str(game.min_seats) if game.min_seats == game.max_seats else f"{game.min_seats} to {game.max_seats}")
+    count = game.seat_count_problem(n)
+    if count:
         where = loc + ("agents",) if fmt == "fixed" and entry.seats is None else loc + ("seats",)
-        problems.append(Problem(where, f"{entry.game} needs {wanted} players; the tables here have {n}"))
+        problems.append(Problem(where, f"{entry.game} {count}; the tables here have {n}"))
     return problems
 
 

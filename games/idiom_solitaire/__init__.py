@@ -19,12 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice
+from arena.contract import Game, InvalidReply, Notice, Task
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _NOT_HAN = re.compile(r"[^\u4e00-\u9fff]")
 
@@ -124,12 +126,14 @@ class IdiomSolitaire(Game):
                 f"{chain}. The last idiom is 「{last}」. Reply with only your idiom, four Chinese characters, {start}.")
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        return {"task": "idiom", "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
+        return {"task": Task.IDIOM, "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         return nx.complete_graph(self.seats, create_using=nx.DiGraph)
 
-    def parse(self, seat: str, reply: str) -> str:
+    def parse(self, seat: str, reply: str, round: int) -> str:
         word = _NOT_HAN.sub("", reply)
         if len(word) != 4:
             raise InvalidReply("Reply with exactly one four-character Chinese idiom and nothing else.")

@@ -15,12 +15,14 @@ import json
 import re
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class PublicGoodsParams(BaseModel):
@@ -108,12 +110,14 @@ class PublicGoods(Game):
         )
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         graph = nx.DiGraph()
         graph.add_nodes_from(self.seats)  # contributions are private; the referee reports on them
         return graph
 
     # -- actions -------------------------------------------------------------------
-    def parse(self, seat: str, reply: str) -> int:
+    def parse(self, seat: str, reply: str, round: int) -> int:
         text = reply.strip()
         fenced = _FENCE.match(text)
         if fenced:
