@@ -33,7 +33,7 @@ def spec(agents, problem="running-max", referees=(EXECUTION,), **params) -> Matc
 
 def fixed(name: str, *replies: str):
     """Says reply i in round i + 1 (cycling); a seat speaks only in its own rounds."""
-    return scripted(name, "fixed", params={"replies": list(replies)})
+    return scripted(name, "fixed", params={"replies": list(replies), "cycle": "round"})
 
 
 def test_problems_load_from_humaneval_and_from_a_user_file():

@@ -31,7 +31,8 @@ def questions(tmp_path):
 
 
 def fixed(name, *replies):
-    return scripted(name, "fixed", params={"replies": list(replies)})
+    # by round: a judge's comparisons stand alone, so it sees none of its earlier turns to count
+    return scripted(name, "fixed", params={"replies": list(replies), "cycle": "round"})
 
 
 def spec(questions, agents, **params):

@@ -27,7 +27,8 @@ def pairs(tmp_path):
 
 
 def says(name, *preferences):
-    return Recording(scripted(name, "fixed", params={"replies": [f"My view, round {i}.\nPreference: {p}" for i, p in enumerate(preferences)]}))
+    return Recording(scripted(name, "fixed", params={"replies": [f"My view, round {i}.\nPreference: {p}" for i, p in enumerate(preferences)],
+                                                     "cycle": "round"}))
 
 
 def spec(pairs, agents, **params):
@@ -200,7 +201,7 @@ def test_arena_rank_reports_opinion_altering_and_holding_by_leader_and_follower(
 
     pairs = write_pairs(tmp_path / "pairs.jsonl", [("p1", -1), ("p2", 1)])
     fixed = lambda replies: {"backend": "scripted", "strategy": "fixed",  # noqa: E731
-                             "params": {"replies": [f"My view.\nPreference: {r}" for r in replies]}}
+                             "params": {"replies": [f"My view.\nPreference: {r}" for r in replies], "cycle": "round"}}
     # by round: a leader speaks in rounds 1, 2, 4; a follower in rounds 1, 3, 5
     raw = {"name": "order", "seed": 1, "agents": {"stubborn": fixed("11111"), "pliable": fixed("22121")},
            "games": [{"game": "peer_discussion", "params": {"pairs": pairs}}],
