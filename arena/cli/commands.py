@@ -63,7 +63,14 @@ def _main(argv: list[str] | None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="arena", description="Evaluate language models by making them interact.")
+    parser = argparse.ArgumentParser(
+        prog="arena", description="Evaluate language models by making them interact.",
+        epilog="For scripts: --json (run, validate, runs, show, rank, games, agents, referees) prints one JSON "
+               "document and nothing else on stdout; --plain (runs, show, rank, games, agents, referees) prints "
+               "tables as tab-separated values. Piped output is never cut to the terminal's width. A smoke test: "
+               "`arena run S.yaml --limit 2 --set repeats=1`, then the same command without --limit plays the rest. "
+               "Exit status: 0 done, 1 some match failed, 2 bad input, 3 budget spent, 4 a backend unreachable, "
+               "130 Ctrl-C.")
     parser.add_argument("--version", action="version", version=f"arena {__version__}")
     sub = parser.add_subparsers(title="commands")
 
