@@ -147,6 +147,20 @@ def test_a_reader_that_went_away_gets_no_traceback(limited):
         assert result.returncode == 0 and result.stderr == "", (args, result.stderr)
 
 
+def test_a_run_whose_reader_went_away_plays_on(tmp_path):
+    """The live log of `arena run | head` is nobody's reason to stop playing, and never a failed match."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        result = subprocess.run([sys.executable, "-m", "arena.cli", "run", str(QUICKSTART), *SMALL, "--limit", "3",
+                                 "--plain"], cwd=tmp_path, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert result.returncode == 0 and result.stderr == ""
+    [row] = json.loads(arena("runs", "--json", cwd=tmp_path).stdout)
+    assert (row["finished"], row["failed"], row["status"]) == (3, 0, "stopped by --limit 3")
+
+
 def test_head_of_a_long_listing_ends_quietly(limited):
     """`arena export RUN | head -1`: the output is far bigger than a pipe holds, so the writer is still
     writing when the reader closes its end."""

@@ -246,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     except StoreError as exc:
         raise StoreError(f"{exc}{_overrides_hint(run_dir, args.overrides)}") from None
     store.record_session(args.overrides, args.limit)
-    console = output_console(stderr=args.json)  # with --json, stdout holds the document alone
+    console = output_console(stderr=args.json, keep_going=True)  # with --json, stdout holds the document alone
     kept = len(store.finished_keys())
     if kept:
         console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")

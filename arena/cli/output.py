@@ -19,9 +19,24 @@ from rich.text import Text
 UNBOUNDED = 100_000
 
 
-def console(stderr: bool = False) -> Console:
-    """A console for people: the terminal's width on a terminal, no width limit anywhere else."""
-    found = Console(stderr=stderr, highlight=False, soft_wrap=True)
+class _Console(Console):
+    keep_going = False
+
+    def on_broken_pipe(self) -> None:
+        """Rich would exit with status 1 here. A command ends through ``closing_quietly``, like on any
+        other closed pipe; a console that must keep going falls silent instead."""
+        self.quiet = True
+        if not self.keep_going:
+            raise BrokenPipeError
+        _stdout_to_nowhere()
+
+
+def console(stderr: bool = False, keep_going: bool = False) -> Console:
+    """A console for people: the terminal's width on a terminal, no width limit anywhere else.
+    ``keep_going``: if the reader goes away, print nothing more rather than stop the command (a run's
+    live view: a log nobody reads is no reason to stop playing, let alone to fail a match)."""
+    found = _Console(stderr=stderr, highlight=False, soft_wrap=True)
+    found.keep_going = keep_going
     if not found.is_terminal:
         found.width = UNBOUNDED
     return found
@@ -105,8 +120,12 @@ def closing_quietly(command: Callable[[], int]) -> int:
         _, rest = group.split(BrokenPipeError)
         if rest is not None:
             raise
-    # Python flushes stdout again on exit: point it at nothing so that flush cannot fail and complain
+    _stdout_to_nowhere()
+    return 0
+
+
+def _stdout_to_nowhere() -> None:
+    """Python flushes stdout again on exit: point it at nothing so that flush cannot fail and complain."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-    return 0
