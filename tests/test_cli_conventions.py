@@ -234,3 +234,26 @@ def test_help_documents_the_json_keys(tmp_path):
     assert "run_dir, name, status, finished" in " ".join(arena("runs", "--help", cwd=tmp_path).stdout.split())
     run_help = " ".join(arena("run", "--help", cwd=tmp_path).stdout.split())
     assert "--limit N" in run_help and "--set KEY=VALUE" in run_help and "session" in run_help
+
+
+# -- how --set reads its keys and values (in process: no command to start) ------------------
+def test_set_values_are_yaml_and_shorthands_reach_every_place(tmp_path):
+    from arena.run.overrides import parse_overrides
+    from arena.run.scenario import load_scenario
+
+    path = tmp_path / "s.yaml"
+    path.write_text(QUICKSTART.read_text(encoding="utf-8").replace(
+        "    seats: 4\n  - game: public_goods\n    label: public_goods_mode2",
+        "    seats: 4\n    tournament: {format: round_robin, repeats: 7}\n  - game: public_goods\n    label: public_goods_mode2"),
+        encoding="utf-8")
+    scenario = load_scenario(path, parse_overrides([
+        "repeats=2", "games.public_goods_mode2.params.alpha=2.5", "game.params.endowment=20",
+        "description='3'", "anonymity.vendors=false",
+    ]))
+    first, second = scenario.games
+    assert first.tournament.repeats == 2 and scenario.tournament.repeats == 2  # the entry's own block too
+    assert (first.params["alpha"], second.params["alpha"]) == (1.5, 2.5)
+    assert first.params["endowment"] == second.params["endowment"] == 20
+    assert scenario.description == "3" and scenario.anonymity.vendors is False
+    untouched = load_scenario(path)
+    assert untouched.games[0].tournament.repeats == 7 and untouched.games[1].params["alpha"] == 1.5

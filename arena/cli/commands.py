@@ -392,10 +392,10 @@ def _validate(args: argparse.Namespace) -> int:
             print_json(problems_document(args.scenario, exc))
         raise
     matches = count(scenario)  # counted, not built: a large plan is checked in no time
+    room = args.limit is None or matches < args.limit  # whether until_stable's blocks may come after the first
     if args.limit is not None:
         matches = min(matches, args.limit)
-    unstable = [] if args.limit else [
-        e.name for e in scenario.games if not isinstance(scenario.tournament_for(e).repeats, int)]
+    unstable = [e.name for e in scenario.games if room and not isinstance(scenario.tournament_for(e).repeats, int)]
     notes = [(f"games[{i}] ({entry.name})", note) for i, entry in enumerate(scenario.games)
              if (note := role_swap_note(scenario, entry))]
     if args.json:
