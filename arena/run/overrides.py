@@ -8,7 +8,8 @@ its label or game). Two shorthands cover what a smoke test changes most:
 - ``repeats`` sets the repeats of every tournament block: the scenario's and any entry's own.
 
 VALUE is read as YAML: ``3`` is a number, ``true`` a boolean, ``'3'`` a string, ``[a, b]`` a list.
-The overridden scenario is checked exactly as the file is; a problem in a field a --set wrote says so.
+The overridden scenario is checked exactly as the file is (a path it gives is read from the file's
+folder, like the file's own); a problem in a field a --set wrote says so.
 """
 
 from __future__ import annotations
