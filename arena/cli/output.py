@@ -28,7 +28,8 @@ class _Console(Console):
         self.quiet = True
         if not self.keep_going:
             raise BrokenPipeError
-        _stdout_to_nowhere()
+        if not self.stderr:  # what stdout still holds would fail again when Python flushes it on exit
+            _stdout_to_nowhere()
 
 
 def console(stderr: bool = False, keep_going: bool = False) -> Console:
