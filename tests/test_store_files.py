@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import yaml
@@ -36,7 +37,9 @@ KILLED_AT_RENAME = textwrap.dedent("""
     real = os.replace
     def replace(src, dst, *args, **kwargs):
         if Path(dst).name == "run.sqlite":  # the new store is whole beside its place: stop here for the kill
-            Path(sys.argv[1]).write_text(str(Path(src).name))
+            said = Path(sys.argv[1] + ".tmp")  # renamed into place whole: the test never reads it half written
+            said.write_text(str(Path(src).name))
+            real(said, sys.argv[1])
             threading.Event().wait()
         return real(src, dst, *args, **kwargs)
     os.replace = replace
@@ -51,7 +54,7 @@ def test_a_kill_between_making_the_store_and_renaming_it_leaves_no_store_and_the
                               "--run-dir", str(run_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         while not ready.exists() and child.poll() is None:  # the child says when it has reached the rename
-            pass
+            time.sleep(0.01)
         assert child.poll() is None, child.stderr.read().decode()
         child.send_signal(signal.SIGKILL)
     finally:

@@ -98,15 +98,18 @@ class _StandIn(Agent):
         return prompt_tokens(self.system, turn.as_chat())
 
 
-def estimate(scenario: Scenario) -> Estimate:
+def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
+    """``limit``: of the first ``limit`` matches only, as `arena run --limit` plays them."""
     real = build_agents(scenario)
-    specs = plan(scenario)
+    specs = plan(scenario)[:limit]
     calls: dict[str, float] = defaultdict(float)
     prompt: dict[str, float] = defaultdict(float)
     completion: dict[str, float] = defaultdict(float)
     entries = []
     for entry in scenario.games:
         members = [s for s in specs if s.group == entry.name]
+        if not members:  # all past the limit
+            continue
         settings = MatchSettings(turn_timeout=60, max_retries=0, max_rounds=scenario.match.max_rounds)
         by_name = {name: _StandIn(agent) for name, agent in real.items() if agent.makes_calls}
         try:
@@ -138,7 +141,7 @@ def estimate(scenario: Scenario) -> Estimate:
         asked = {(t.seat, t.round) for _, t, _, _ in every}
         defaulted = sum(1 for e in record.events if isinstance(e, ActionTaken) and e.defaulted and (e.seat, e.round) in asked)
         rule = scenario.tournament_for(entry).repeats
-        cap = None if isinstance(rule, int) else len(plan_entry(scenario, entry, 1, rule.max))
+        cap = None if isinstance(rule, int) or limit is not None else len(plan_entry(scenario, entry, 1, rule.max))
         entries.append(EntryEstimate(
             group=entry.name, matches=len(members), calls_per_match=len(every),
             prompt_tokens_per_match=round(sum(a.prompt_tokens(t) for a, t, _, _ in every)),

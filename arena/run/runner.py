@@ -59,6 +59,7 @@ class TournamentResult(BaseModel):
     outages: list[Outage] = []  # backends the run gave up on; their matches are left for the next run
     unplayed: list[str] = []  # keys of matches not started because a backend they need was down
     warnings: list[str] = []  # what the person running it must hear, however quiet the output (a damaged cache)
+    beyond_limit: int = 0  # matches of the plan past --limit, left for a later run
 
 
 class Limits:
@@ -134,7 +135,11 @@ async def run_tournament(
     observer: Observer | None = None,
     matches_at_once: int | None = None,
     use_cache: bool = True,
+    limit: int | None = None,
 ) -> TournamentResult:
+    """``limit``: play only the first ``limit`` matches of the plan, until_stable's added blocks
+    included (a smoke test). A match is the same whatever the limit, so a later run without it keeps
+    them and plays the rest; a run the limit cut short judges no stability, as that needs whole blocks."""
     observer = observer or Observer()
     spending = Spending()
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
@@ -206,15 +211,21 @@ async def run_tournament(
         if isinstance(rule := scenario.tournament_for(entry).repeats, UntilStable)
     }
     wave = plan(scenario)
+    beyond_limit = 0
     try:
         for agent in agents.values():  # a missing key or model stops the run before any match starts
             await agent.prepare()
         while wave:
+            if limit is not None:  # matches past the limit wait for a later run, unless one has played them
+                room = max(0, limit - len(order))
+                beyond = [s for s in wave[room:] if s.key not in earlier]
+                beyond_limit += len(beyond)
+                wave = wave[:room] + [s for s in wave[room:] if s.key in earlier]
             first = len(order)
             order += [s.key for s in wave]
             observer.planned(len(order))
             if store is not None:
-                store.set_planned(len(order))
+                store.set_planned(len(order) + beyond_limit)
             async with trio.open_nursery() as nursery:
                 for position, spec in enumerate(wave, start=first):
                     if spec.key in earlier:
@@ -223,7 +234,7 @@ async def run_tournament(
                     else:
                         nursery.start_soon(play, spec, position)
             wave = []
-            if budget_note or outages.given_up():  # stability is judged on complete blocks only: on resume
+            if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
                 break
             for name, (entry, rule, repeats) in list(repeats_so_far.items()):
                 members = [r for r in done.values() if r.group == name]
@@ -242,6 +253,7 @@ async def run_tournament(
         if store is not None:
             failed = sum(r.status == "failed" for r in done.values())
             store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
+                             else f"stopped by --limit {limit}" if beyond_limit
                              else "finished" if not failed else "finished with failures")
     except BaseException as exc:
         if store is not None:
@@ -258,7 +270,7 @@ async def run_tournament(
     resumed = sum(1 for key in order if key in earlier)
     return TournamentResult(records=[done[k] for k in order if k in done], stability=checks, resumed=resumed,
                             not_started=not_started, budget_note=budget_note, outages=outages.given_up(),
-                            unplayed=unplayed, warnings=services.warnings)
+                            unplayed=unplayed, warnings=services.warnings, beyond_limit=beyond_limit)
 
 
 def endpoints_of(spec: MatchSpec, agents: dict[str, Agent]) -> list[str]:

@@ -92,6 +92,9 @@ CREATE TABLE IF NOT EXISTS stability (
     grp TEXT NOT NULL, repeats INTEGER NOT NULL, tau REAL, max_width REAL, stable INTEGER, done INTEGER,
     PRIMARY KEY (grp, repeats)
 );
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, overrides TEXT NOT NULL, match_limit INTEGER
+);
 CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 """
 
@@ -354,6 +357,18 @@ class RunStore:
 
     def set_planned(self, planned: int) -> None:
         self.db.execute("UPDATE run SET planned = ?, updated = ? WHERE id = 1", (planned, time.time()))
+
+    def record_session(self, overrides: list[str], limit: int | None) -> None:
+        """One `arena run` on this run: the `--set KEY=VALUE` it was given and its `--limit`, for `arena show`."""
+        self.db.execute("INSERT INTO sessions (started, overrides, match_limit) VALUES (?, ?, ?)",
+                        (time.time(), json.dumps(overrides), limit))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        try:
+            rows = self.db.execute("SELECT started, overrides, match_limit FROM sessions ORDER BY id").fetchall()
+        except sqlite3.OperationalError:  # a store of this format written before sessions were kept
+            return []
+        return [{"started": started, "overrides": json.loads(overrides), "limit": limit} for started, overrides, limit in rows]
 
     def counts(self) -> dict[str, int]:
         try:
