@@ -9,7 +9,7 @@ from typing import Literal
 import trio
 from pydantic import Field
 
-from arena.contract import REFEREE, Strategy, StrategyParams, Turn
+from arena.contract import Strategy, StrategyParams, Turn
 
 
 class FixedParams(StrategyParams):
@@ -26,15 +26,8 @@ class Fixed(Strategy):
     Params = FixedParams
 
     def reply(self, turn: Turn, rng: random.Random) -> str:
-        index = own_turns(turn) if self.params.cycle == "turn" else turn.round - 1
+        index = turn.turn if self.params.cycle == "turn" else turn.round - 1
         return self.params.replies[index % len(self.params.replies)]
-
-
-def own_turns(turn: Turn) -> int:
-    """How many turns the seat took before this one, counted from its conversation, which holds every
-    prompt it was given. A game whose turns stand alone (a judge's samples) shows it none of them:
-    each of its turns is then a first."""
-    return sum(1 for m in turn.history if m.kind == "prompt" and m.sender == REFEREE)
 
 
 class Garbage(Strategy):

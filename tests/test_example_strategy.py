@@ -87,8 +87,9 @@ async def test_fixed_says_its_replies_in_order_by_its_own_turns_when_it_speaks_i
     assert [(r, take_) for r, seat, take_ in moves(record) if seat == "Player 2"] == [(2, 2), (4, 3), (6, 1), (8, 2)]
     assert not [e for e in record.events if e.type == "turn_failed"]
     assert record.payoffs == {"Player 1": 0.0, "Player 2": 1.0}
-    # what it counts: the prompts of its earlier turns, in the conversation each turn carries
-    assert [sum(m.kind == "prompt" for m in t.history) for t in second.turns] == [0, 1, 2, 3]
+    # what it counts: its own earlier turns, as the engine counts them and its conversation shows them
+    assert [t.turn for t in second.turns] == [0, 1, 2, 3]
+    assert [sum(m.kind == "prompt" for m in t.history) for t in second.turns] == [0, 1, 2, 3]  # as its text shows
 
 
 async def test_fixed_by_round_says_reply_i_in_round_i_plus_1(installed, piles):

@@ -69,6 +69,18 @@ async def test_bpc_shows_each_pair_in_both_orders_and_averages_the_2k_results(qu
     assert battle.battle == ("q1", "x", "y", "judge", -1) and battle.difference == pytest.approx(-1.75)
 
 
+async def test_a_fixed_judge_says_its_replies_by_its_own_turns_though_it_sees_none_of_them(questions):
+    # a judge's comparisons stand alone: its history holds none of its earlier turns, yet the engine counts them
+    replies = ["First.\n8 3", "Hm.\n5 5", "Second.\n2 9", "First.\n8 3"]
+    judge = Recording(scripted("judge", "fixed", params={"replies": replies}))
+    agents = {"x": fixed("x", "Answer X."), "y": fixed("y", "Answer Y."), "judge": judge}
+    record = await play_match(spec(questions, agents, samples=2), agents)
+    assert [t.turn for t in judge.turns] == [0, 1, 2, 3] and [t.round for t in judge.turns] == [2, 3, 4, 5]
+    assert all(not [m for m in t.history if m.kind == "prompt"] for t in judge.turns)
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    assert notice.data["verdicts"][0]["results"] == [-5, 0, -7, 5]  # replies 0, 1, 2, 3, in that order
+
+
 async def test_a_pure_position_bias_cancels_out(questions):
     agents = {"x": fixed("x", "Answer X."), "y": fixed("y", "Answer Y."), "judge": fixed("judge", "First!\n9 2")}
     record = await play_match(spec(questions, agents, samples=3), agents)

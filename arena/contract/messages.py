@@ -87,6 +87,8 @@ class Turn(BaseModel):
     seat: str
     role: str
     round: int
+    turn: int = Field(0, description="How many turns this seat was asked for earlier in the match (0: its first), "
+                      "counted by the engine whatever rounds it sat out and whatever its history shows.")
     history: Annotated[Sequence[Message], PlainValidator(_a_sequence)] = Field(description="What the seat may see, oldest first: the rules, every prompt it "
                                        "was given, its own replies and what it heard.")
     prompt: str

@@ -64,11 +64,14 @@ class Asker:
 
     def __init__(self, key: str, seed: int, settings: MatchSettings, emit: EventSink):
         self.key, self.seed, self.settings, self._emit = key, seed, settings, emit
+        self._asked: dict[str, int] = {}  # turns each seat was asked for so far (a re-ask is the same turn)
 
     def turn(self, seat: str, role: str, round: int, history: Sequence[Message], prompt: str,
              action_schema: dict[str, Any] | None = None, prompt_data: dict[str, Any] | None = None) -> Turn:
         """The first attempt at a turn."""
-        return Turn(match=self.key, seat=seat, role=role, round=round, history=history, prompt=prompt,
+        earlier = self._asked.get(seat, 0)
+        self._asked[seat] = earlier + 1
+        return Turn(match=self.key, seat=seat, role=role, round=round, turn=earlier, history=history, prompt=prompt,
                     seed=self._seed(seat, round, 0), action_schema=action_schema, prompt_data=prompt_data)
 
     def _seed(self, seat: str, round: int, attempt: int) -> int:
