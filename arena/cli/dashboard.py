@@ -525,6 +525,9 @@ def _follow_plain(follower: Follower, store: RunStore, console: Console, name: s
     while True:
         running = store.status() == _ACTIVE
         changes = follower.poll()
+        if first and running and not changes.planned and not changes.facts and not changes.messages:
+            time.sleep(interval)  # the run is still making its plan: say how far it is once there is one
+            continue
         if first:
             done = sum(n for status, n in store.counts().items() if status in ("finished", "truncated", "failed"))
             say(f"Watching {name} in {run_dir}: {done} of {changes.planned} matches done so far.")

@@ -40,6 +40,7 @@ def _collect(run_dir: Path, transcripts: bool = True):
 
 def run_report(args: argparse.Namespace) -> int:
     from arena.report.page import write
+    from arena.store import StoreError
 
     if (args.run_dir is None) == (args.reviews is None):
         raise StoreError("give a run directory, or --reviews FILE [FILE ...], not both")
