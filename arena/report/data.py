@@ -77,7 +77,7 @@ def collect_reviews(paths: list[Path], reference: str = "human") -> ReportData:
     options = {"reviewers": [reference]} if only_reference else {}
     board = leaderboard(reviews, reference=reference, **options).model_dump()
     weighted = leaderboard(reviews, weighted=True, reference=reference, **options).model_dump()
-    selected = reviews.by(options["reviewers"]).collapse_votes() if only_reference else peer_selection(reviews, reference)
+    selected = reviews.by(options["reviewers"]).battles() if only_reference else peer_selection(reviews, reference)
     rank = {"peer_rank": board, "run": None, "payoffs": [], "role_tables": [], "metrics": {}, "stability": [],
             "usage": []}
     summary = {
