@@ -14,7 +14,7 @@ from arena.results.payoffs import role_tables
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 
-from helpers import scripted
+from helpers import play, score_rows, scripted
 
 
 def game(**params) -> IdiomSolitaire:
@@ -78,17 +78,17 @@ async def test_two_full_vocabularies_play_to_a_draw_and_both_orders_are_played()
                                      "b": {"backend": "scripted", "strategy": "idiom_player", "params": {"vocabulary": 30, "seed": 1}}},
         "games": [{"game": "idiom_solitaire", "params": {"max_moves": 12}}], "tournament": {"repeats": 2},
     })
-    result = await run_tournament(scenario)
-    assert [r.key.split(":")[1] for r in result.records] == ["a+b", "b+a", "a+b", "b+a"]  # role swap: both orders
-    (table,) = role_tables(result.records)
+    result, records = await play(scenario)
+    assert [r.key.split(":")[1] for r in records] == ["a+b", "b+a", "a+b", "b+a"]  # role swap: both orders
+    (table,) = role_tables(score_rows(records))
     assert table.roles == ("Early", "Late")
     assert table.row_means["a"] >= table.row_means["b"]  # the bigger vocabulary does better, whichever side
-    starts = {next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in m.data) for r in result.records}
+    starts = {next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in m.data) for r in records}
     assert len(starts) > 1  # the start is drawn per match from its seed
     # hits by position: the role table of the `hits` metric, against the chains' own counts
-    (hits,) = role_tables(result.records, metric="hits")
+    (hits,) = role_tables(score_rows(records, "hits"), metric="hits")
     by_hand: dict[tuple[str, str], list[float]] = {}
-    for r in result.records:
+    for r in records:
         final = next(m.data for m in r.messages if m.kind == "notice" and "hits" in (m.data or {}))
         for seat in r.seats:
             by_hand.setdefault((seat.agent, seat.role), []).append(final["hits"][seat.label])

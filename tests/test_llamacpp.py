@@ -26,8 +26,8 @@ def public_goods(agents: dict, rounds: int = 2) -> dict:
     }
 
 
-def check_match(result, store, model_agents):
-    (record,) = result.records
+def check_match(records, store, model_agents):
+    (record,) = records
     assert record.status == "finished", record.error
     assert record.rounds == 2
     actions = [e for e in record.events if e.type == "action"]
@@ -53,8 +53,8 @@ async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow
         "mirror": {"backend": "scripted", "strategy": "tit_for_tat"},
     }))
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
-    result = await run_tournament(scenario, store)
-    record, calls = check_match(result, store, {"shaped", "loose"})
+    result, records = await play(scenario, store)
+    record, calls = check_match(records, store, {"shaped", "loose"})
     loose = next(s.label for s in record.seats if s.agent == "loose")
     failures = [e for e in record.events if e.type == "turn_failed" and e.seat == loose]
     # a base model without the schema's grammar rarely writes the JSON asked for: its replies are
@@ -109,8 +109,8 @@ async def test_the_openai_backend_plays_against_the_real_llama_cpp_server(tmp_pa
         "freerider": {"backend": "scripted", "strategy": "free_rider"},
     }))
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
-    result = await run_tournament(scenario, store)
-    record, calls = check_match(result, store, {"served", "grammar"})
+    result, records = await play(scenario, store)
+    record, calls = check_match(records, store, {"served", "grammar"})
     assert {c.backend for c in calls} == {"openai"}
     assert all(c.cost is None for c in calls)  # "gemma" has no price: tokens counted, cost unknown
     grammar = next(s.label for s in record.seats if s.agent == "grammar")
@@ -123,7 +123,7 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
     says is recorded, its code really runs in the sandbox, a verdict it could not give in
     JSON leaves the judge's score missing rather than invented, and its idioms are judged
     by the dictionary."""
-    from helpers import ROOT
+    from helpers import ROOT, play
 
     monkeypatch.chdir(ROOT)
     gemma = {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 96, "temperature": 0.7}
@@ -144,9 +144,9 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
         "match": {"turn_timeout": 300, "max_retries": 1},
     })
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
-    result = await run_tournament(scenario, store=store)
-    assert len(result.records) == 6 and all(r.status == "finished" for r in result.records), [r.error for r in result.records]
-    for record in result.records:
+    result, records = await play(scenario, store=store)
+    assert len(records) == 6 and all(r.status == "finished" for r in records), [r.error for r in records]
+    for record in records:
         if record.game == "idiom_solitaire":  # a poor model soon breaks a rule: the other seat wins
             assert sorted(record.payoffs.values()) in ([0.0, 1.0], [0.5, 0.5])
             assert set(record.metrics["hits"]) == {"Early", "Late"}

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import csv
 import difflib
-import io
 import json
 import sys
 import time
@@ -196,27 +195,24 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
         store.close()
         return 130
-    records = result.records
-    print_results(console, records, store)
-    failed = [r for r in records if r.status == "failed"]
-    for record in failed:
-        console.print(f"[red]match {record.key} failed:[/] {(record.error or '').splitlines()[0]}")
-    finished = sum(r.status == "finished" for r in records)
+    print_results(console, store)
+    for key in result.keys("failed"):  # read back one by one: the run kept no record
+        error = store.match(key).error or ""
+        console.print(f"[red]match {key} failed:[/] {error.splitlines()[0] if error else ''}")
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
-    console.print(f"{finished} of {len(records)} matches finished{replayed}. Run directory: {run_dir}")
+    console.print(f"{result.count('finished')} of {len(result.statuses)} matches finished{replayed}. Run directory: {run_dir}")
     store.close()
     if result.outages:
         for outage in result.outages:
             console.print(Text(f"Stopped: {outage}", style="red"))
-        interrupted = sum(r.status == "interrupted" for r in records)
-        console.print(f"{interrupted} matches were interrupted and {len(result.unplayed)} not started; nothing of "
+        console.print(f"{result.count('interrupted')} matches were interrupted and {len(result.unplayed)} not started; nothing of "
                       "theirs was scored. Run the same command once the backend is back to play them.")
         return OUTAGE
     if result.not_started:
         console.print(f"[yellow]Stopped: {result.budget_note}; {len(result.not_started)} matches were not started. "
                       "Raise the budget and run the same command to go on.[/]")
         return 3
-    return 1 if failed else 0
+    return 1 if result.count("failed") else 0
 
 
 def _dry_run(scenario) -> int:
@@ -382,44 +378,40 @@ def _show(args: argparse.Namespace) -> int:
         table = Table(title=f"matches of {args.run_dir}", title_justify="left")
         for column in ("Key", "Status", "Seats", "Payoffs"):
             table.add_column(column)
-        for record in store.records(status=None):
-            seats = ", ".join(f"{s.label}={s.agent}" for s in record.seats)
-            payoffs = ", ".join(f"{s}: {v:g}" for s, v in record.payoffs.items())
-            if record.status == "interrupted" and record.error:  # why nothing was scored
-                payoffs = record.error.splitlines()[0]
-            table.add_row(record.key, record.status, seats, Text(payoffs))
+        for match in store.matches():
+            seats = ", ".join(f"{s.label}={s.agent}" for s in match.seats)
+            payoffs = ", ".join(f"{s}: {v:g}" for s, v in match.payoffs.items())
+            if match.status == "interrupted" and match.error:  # why nothing was scored
+                payoffs = match.error.splitlines()[0]
+            table.add_row(match.key, match.status, seats, Text(payoffs))
         console.print(table)
         return 0
-    found = store.records(status=None, key=args.match)
-    if not found:
+    record = store.record(args.match)
+    if record is None:
         keys = [k for k, _ in store.match_keys()]
         close = difflib.get_close_matches(args.match, keys, n=3, cutoff=0.3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise StoreError(f"no match {args.match!r} in {args.run_dir}{hint} (`arena show {args.run_dir}` lists them)")
     from arena.cli.transcript import print_transcript
 
-    print_transcript(console, found[0])
+    print_transcript(console, record)
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
+    """Match by match, each written as it is read: the file of a big run is never held whole."""
     store = RunStore.open(args.run_dir)
-    records = store.records(status=None)
-    out = io.StringIO()
-    if args.format == "jsonl":
-        for record in records:
-            out.write(record.model_dump_json() + "\n")
-    else:
-        writer = csv.writer(out)
-        writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
-        for r in records:
-            for seat in r.seats:
-                writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
-                                 seat.agent, r.payoffs.get(seat.label, "")])
-    if args.output:
-        args.output.write_text(out.getvalue(), encoding="utf-8")
-    else:
-        sys.stdout.write(out.getvalue())
+    with (args.output.open("w", encoding="utf-8", newline="") if args.output else contextlib.nullcontext(sys.stdout)) as out:
+        if args.format == "jsonl":
+            for record in store.records(status=None):
+                out.write(record.model_dump_json() + "\n")
+        else:
+            writer = csv.writer(out)
+            writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
+            for r in store.matches():
+                for seat in r.seats:
+                    writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
+                                     seat.agent, r.payoffs.get(seat.label, "")])
     return 0
 
 
@@ -455,11 +447,10 @@ def _rank(args: argparse.Namespace) -> int:
         print(json.dumps(rank_json(store, **options), indent=2))
         return 0
     console = Console(highlight=False, soft_wrap=True)
-    records = store.records()
-    if not records:
+    if not store.counts().get("finished"):
         console.print(f"No finished matches in {args.run_dir} yet.")
         return 0
-    print_results(console, records, store)
+    print_results(console, store)
     board = peer_rank(store, **options)
     if board is not None:
         from arena.cli.tables import print_leaderboard

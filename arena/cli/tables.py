@@ -5,31 +5,32 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from arena.results.payoffs import PayoffSummary, RoleTable, metric_names, role_tables, summarize
+from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.usage import Usage, usage_by_agent
 from arena.store import RunStore
 
 
-def print_results(console: Console, records, store: RunStore | None = None) -> None:
-    names = metric_names(records)
-    print_payoffs(console, summarize(records), names)
-    for table in role_tables(records):
+def print_results(console: Console, store: RunStore) -> None:
+    """A run's tables, from the store's rows: payoffs, role tables, every other metric, calls, stability."""
+    names = store.metric_names()
+    turns = list(store.turns())
+    print_payoffs(console, summarize(store.scores(), turns), names)
+    for table in role_tables(store.scores()):
         print_role_table(console, table, names)
     for metric in dict.fromkeys(m for found in names.values() for m in found[1:]):  # the payoff's came first
-        print_payoffs(console, summarize(records, metric=metric), names)
-        for table in role_tables(records, metric=metric):
+        print_payoffs(console, summarize(store.scores(metric), turns, metric=metric), names)
+        for table in role_tables(store.scores(metric), metric=metric):
             print_role_table(console, table, names)
-    if store is not None:
-        usage = usage_by_agent(store.calls())
-        if usage:
-            print_usage(console, usage)
-        checks = store.stability()
-        groups = dict.fromkeys(c["group"] for c in checks)
-        for group in groups:
-            last = [c for c in checks if c["group"] == group][-1]
-            verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
-            tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
-            console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
+    usage = usage_by_agent(store.calls())
+    if usage:
+        print_usage(console, usage)
+    checks = store.stability()
+    groups = dict.fromkeys(c["group"] for c in checks)
+    for group in groups:
+        last = [c for c in checks if c["group"] == group][-1]
+        verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
+        tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
+        console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
 
 
 def _metric_title(group: str, metric: str, names: dict[str, list[str]] | None) -> str:

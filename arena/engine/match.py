@@ -43,7 +43,7 @@ from arena.engine.anonymity import scrub, scrub_data
 from arena.contract.game import Game, InvalidReply
 from arena.contract.messages import REFEREE, Message, Retry, Turn
 from arena.engine.pool import MessagePool
-from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
+from arena.contract.records import EventLog, MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Referee, RefereeSpec, Scores
 
 # What an outside agent asked by a referee is called in events and calls: no game's role gives a seat
@@ -77,7 +77,7 @@ class Match:
         self.spec = spec
         self._agents = agents
         self._on_event = on_event
-        self.events: list[Event] = []
+        self.events = EventLog(match=spec.key)  # a posted message is kept once: the log refers to the pool's
         self.seats: tuple[SeatInfo, ...] = ()
         self.game: Game | None = None
         self.pool: MessagePool | None = None

@@ -1,10 +1,14 @@
-"""A run's numbers in one structure: what `arena rank RUN_DIR --json` prints and the report shows."""
+"""A run's numbers in one structure: what `arena rank RUN_DIR --json` prints and the report shows.
+
+Everything is computed from the store's rows (scores, troubled turns, reviews, calls), read as
+it goes: no match record is built."""
 
 from __future__ import annotations
 
-from arena.results.payoffs import metric_names, role_tables, summarize
+from arena.results.payoffs import role_tables, summarize
 from arena.results.usage import usage_by_agent
 from arena.store import RunStore
+from arena.store.rows import TurnRow
 
 
 def peer_rank(store: RunStore, weighted: bool = False, **options):
@@ -17,27 +21,28 @@ def peer_rank(store: RunStore, weighted: bool = False, **options):
     return leaderboard(Reviews.from_rows(rows), weighted=weighted, **options) if rows else None
 
 
-def rank_json(store: RunStore, weighted: bool = False, records=None, **options) -> dict:
-    records = store.records() if records is None else records  # the run's finished matches
+def rank_json(store: RunStore, weighted: bool = False, **options) -> dict:
     info = store.run_info()
     board = peer_rank(store, weighted, **options)
+    turns = list(store.turns())  # only the seats that had an invalid, late or defaulted turn
     return {
         "peer_rank": None if board is None else board.model_dump(),
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
-        "payoffs": [r.model_dump() for r in summarize(records)],
-        "role_tables": [t.model_dump() for t in role_tables(records)],
-        "metrics": metrics_json(records),
+        "payoffs": [r.model_dump() for r in summarize(store.scores(), turns)],
+        "role_tables": [t.model_dump() for t in role_tables(store.scores())],
+        "metrics": metrics_json(store, turns),
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
     }
 
 
-def metrics_json(records) -> dict:
+def metrics_json(store: RunStore, turns: list[TurnRow] | None = None) -> dict:
     """Every metric the referees reported, by entry: its summary and role tables (the first is the payoff)."""
+    turns = list(store.turns()) if turns is None else turns
     out: dict = {}
-    for group, names in metric_names(records).items():
-        members = [r for r in records if r.group == group]
-        out[group] = {name: {"summary": [r.model_dump() for r in summarize(members, metric=name)],
-                             "role_tables": [t.model_dump() for t in role_tables(members, metric=name)]}
+    for group, names in store.metric_names().items():
+        mine = [t for t in turns if t.group == group]
+        out[group] = {name: {"summary": [r.model_dump() for r in summarize(store.scores(name, group), mine, metric=name)],
+                             "role_tables": [t.model_dump() for t in role_tables(store.scores(name, group), metric=name)]}
                       for name in names}
     return out
