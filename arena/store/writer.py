@@ -550,9 +550,15 @@ def _seats(text: str | None) -> tuple[SeatInfo, ...]:
     return tuple(SeatInfo(**seat) for seat in json.loads(text or "[]"))
 
 
+@lru_cache(maxsize=4096)
+def _recipients(text: str) -> tuple[str, ...]:
+    """Audiences repeat from message to message; each is parsed once."""
+    return tuple(json.loads(text))
+
+
 def _message_row(row) -> MessageRow:
     seq, idx, rnd, sender, recipients, kind, content, data, shown = row
-    return MessageRow(seq, idx, rnd, sender, tuple(json.loads(recipients)), kind, content,
+    return MessageRow(seq, idx, rnd, sender, _recipients(recipients), kind, content,
                       None if data is None else json.loads(data), shown)
 
 
