@@ -12,10 +12,11 @@ import urllib.request
 import pytest
 
 from arena.agents.llamacpp_backend import model_path
-from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 from arena.engine.match import JUDGE
+
+from helpers import play
 
 
 def public_goods(agents: dict, rounds: int = 2) -> dict:
@@ -123,7 +124,7 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
     says is recorded, its code really runs in the sandbox, a verdict it could not give in
     JSON leaves the judge's score missing rather than invented, and its idioms are judged
     by the dictionary."""
-    from helpers import ROOT, play
+    from helpers import ROOT
 
     monkeypatch.chdir(ROOT)
     gemma = {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 96, "temperature": 0.7}
