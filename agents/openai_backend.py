@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from typing import Any, Literal
 
+import trio
 from pydantic import Field
 
+from arena.contract import FatalAgentError
+
 from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError
+from .structured import ModeUnavailable, complete_structured, described
+
+# best first; "grammar" is skipped where no grammar can be built (without llama-cpp-python)
+PREFERENCE = ("json_schema", "json_object", "grammar", "text")
 
 
 class OpenAIConfig(HostedConfig):
     backend: str = "openai"
     base_url: str | None = Field(None, description="An OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the key (never the key itself).")
-    response_format: Literal["json_schema", "json_object"] = Field(
-        "json_schema",
-        description="How to ask for the game's JSON: json_schema (OpenAI, vLLM) or json_object with a schema (llama.cpp's server).",
+    response_format: Literal["auto", "json_schema", "json_object", "grammar", "text"] = Field(
+        "auto",
+        description="How to ask for the game's JSON. auto: find what the server takes on the first call (json_schema, "
+        "then json_object with the schema, then a GBNF grammar, then plain text with the schema in the prompt) and "
+        "keep it for the run; any other value forces that mode, and a server refusing it stops the agent.",
     )
 
 
@@ -23,10 +34,6 @@ class OpenAIAgent(HostedAgent):
     Config = OpenAIConfig
     backend_name = "openai"
     default_endpoint = "https://api.openai.com/v1"
-
-    def __init__(self, name: str, config: OpenAIConfig, services=None):
-        super().__init__(name, config, services)
-        self._schema_refused = False  # set when a server rejects structured output; then we parse text
 
     def sdk(self):
         import openai
@@ -37,25 +44,31 @@ class OpenAIAgent(HostedAgent):
         return self.sdk().AsyncOpenAI(api_key=key, base_url=self.config.base_url, max_retries=0, timeout=self.client_timeout())
 
     async def complete(self, request: ChatRequest) -> Completion:
+        choice = self.config.response_format
+        modes = PREFERENCE if choice == "auto" else (choice,)
+        return await complete_structured(self, request, modes, self._attempt, _refuses_mode, forced=choice != "auto")
+
+    async def _attempt(self, request: ChatRequest, mode: str | None) -> Completion:
+        if mode == "text":
+            request = described(request)
         messages: list[dict[str, Any]] = ([{"role": "system", "content": request.system}] if request.system else [])
         messages += request.messages
         options: dict[str, Any] = {"max_tokens": request.max_tokens, "seed": request.seed}
         for name in ("temperature", "top_p", "stop"):
             if getattr(request, name) is not None:
                 options[name] = getattr(request, name)
-        if request.schema_ is not None and not self._schema_refused:
-            if self.config.response_format == "json_schema":
-                options["response_format"] = {"type": "json_schema", "json_schema": {"name": "action", "schema": request.schema_}}
-            else:
-                options["response_format"] = {"type": "json_object", "schema": request.schema_}
-        try:
-            response = await self.send(self.client.chat.completions.create, model=self.config.model, messages=messages, **options)
-        except (CallRefused, TransientError) as exc:
-            # llama.cpp's server answers 500 to a format it lacks; others 400 or 422
-            if "response_format" in options and (isinstance(exc, CallRefused) or "response_format" in str(exc)):
-                self._schema_refused = True  # ask again, for plain text, from now on
-                return await self.complete(request)
-            raise
+        if mode == "json_schema":
+            options["response_format"] = {"type": "json_schema", "json_schema": {"name": "action", "schema": request.schema_}}
+        elif mode == "json_object":  # llama.cpp's servers and others that take a schema beside the type
+            options["response_format"] = {"type": "json_object", "schema": request.schema_}
+        elif mode == "grammar":  # llama.cpp's servers: GBNF in a field of their own
+            if await _grammar_builder() is None:
+                if self.config.response_format == "grammar":
+                    raise FatalAgentError(f"agent {self.name!r}: response_format grammar needs llama-cpp-python to build "
+                                          "the grammar: pip install 'arena-eval[llama]'")
+                raise ModeUnavailable("no grammar can be built here without llama-cpp-python")
+            options["extra_body"] = {"grammar": _gbnf(json.dumps(request.schema_, sort_keys=True))}
+        response = await self.send(self.client.chat.completions.create, model=self.config.model, messages=messages, **options)
         try:
             text = response.choices[0].message.content or ""
         except (AttributeError, IndexError, TypeError):
@@ -63,3 +76,36 @@ class OpenAIAgent(HostedAgent):
         usage = getattr(response, "usage", None)
         return Completion(text=text, prompt_tokens=getattr(usage, "prompt_tokens", None),
                           completion_tokens=getattr(usage, "completion_tokens", None))
+
+
+def _refuses_mode(exc: Exception) -> bool:
+    """A server refusing the way the JSON was asked for: a bad request (400, 422), or llama.cpp's
+    server, which answers 500 to a response_format it does not know and names the field."""
+    if isinstance(exc, CallRefused):
+        return True
+    return isinstance(exc, TransientError) and any(word in str(exc) for word in ("response_format", "json_schema", "grammar"))
+
+
+_builder: list = []  # [the converter or None], once looked for
+
+
+async def _grammar_builder():
+    """llama-cpp-python's JSON schema to GBNF converter, or None when it is not installed (imported
+    once, in a thread: importing it loads the llama.cpp library)."""
+    if not _builder:
+        def find():
+            try:
+                from llama_cpp.llama_grammar import json_schema_to_gbnf
+            except Exception:  # not installed, or its native library does not load: no grammar either way
+                return None
+            return json_schema_to_gbnf
+
+        found = await trio.to_thread.run_sync(find)
+        if not _builder:
+            _builder.append(found)
+    return _builder[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _gbnf(schema: str) -> str:
+    return _builder[0](schema)

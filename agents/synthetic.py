@@ -25,6 +25,19 @@ Which class to configure:
   ``verbosity``, ``name`` and ``style``), so one scripted agent can sit in a peer
   review as both author and reviewer, and its self-preference then applies to
   exactly the signature it writes.
+
+In a discussion or a debate a judge reads the material once per match: its noisy
+reading is drawn from the match and its seat, not from the turn, so it does not
+change its mind by chance. It changes it by persuasion (``openness``: adopting a
+different view the other reviewer states; in a debate, the majority or the mean
+of the debaters it has heard) or, once the two reviewers agree, by going back to
+its own reading (``reconsider``), which is PRD's post-agreement opinion altering.
+
+Single responses to a dialogue (ChatEval's Topical-Chat setting) are scored per
+dimension from what the text shows (see :func:`read_response`): whether the reply
+picks up the last turn (coherence), uses the given fact (groundedness), brings
+something new or asks back (engagingness), and is of a conversational length
+without repeating itself (naturalness).
 """
 
 from __future__ import annotations
@@ -33,11 +46,12 @@ import hashlib
 import math
 import random
 import re
+from collections import Counter
 from typing import Any
 
 from pydantic import Field
 
-from arena.contract import Strategy, StrategyParams, Turn
+from arena.contract import Strategy, StrategyParams, Task, Turn
 
 
 MAX_POINTS = 10
@@ -144,7 +158,14 @@ class SyntheticJudgeParams(SyntheticContestantParams):
         description="Added to the perceived quality of an answer that carries this persona's own signature line.",
     )
     openness: float = Field(
-        0.3, ge=0, le=1, description="Peer discussion: the chance of adopting the other reviewer's preference at a turn."
+        0.3, ge=0, le=1,
+        description=("Peer discussion: the chance, at a turn, of adopting the other reviewer's preference when it"
+                     " differs. A debate: the chance of coming round to the debaters it has heard."),
+    )
+    reconsider: float = Field(
+        0.0, ge=0, le=1,
+        description=("Peer discussion: the chance, at a turn after the two agreed, of going back to its own reading"
+                     " when that differs from what they agreed on."),
     )
     tie_margin: float = Field(
         0.05, ge=0,
@@ -234,6 +255,37 @@ def _answer_turn(params: SyntheticContestantParams, data: dict[str, Any], rng: r
     return write_answer(params, question, rng)
 
 
+_PREFERENCE = re.compile(r"Preference: (1|2|tie)\s*$")
+_CODE = {-1: "1", 0: "tie", 1: "2"}
+_WORD = re.compile(r"[a-z']+")
+_STOPWORDS = frozenset(
+    "about after again also been before being could does doing from have having here into just know like more most "
+    "much only other over really some such than that their them then there these they thing think this those very "
+    "want well were what when where which while will with would your yours".split())
+DIMENSION_READERS = ("naturalness", "coherence", "engagingness", "groundedness")
+
+
+def _content(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if len(w) >= 4 and w not in _STOPWORDS}
+
+
+def read_response(context: list[str], response: str, fact: str | None) -> dict[str, float]:
+    """What a bias-free reader sees in a dialogue response, per dimension, from 0 to 1."""
+    own, last, said = _content(response), _content(context[-1] if context else ""), _content(" ".join(context))
+    words = _WORD.findall(response.lower())
+    n = len(words)
+    natural = 1.0 if 5 <= n <= 30 else (n / 5 if n < 5 else max(0.0, 1 - (n - 30) / 30))
+    repeats = max((words.count(w) for w in own), default=0)
+    natural = max(0.0, natural - (0.4 if repeats >= 3 else 0.0))
+    grounded = 0.5 if not fact else min(1.0, len(own & _content(fact)) / max(1, min(4, len(_content(fact)))))
+    return {
+        "naturalness": natural,
+        "coherence": min(1.0, (2 * len(own & last) + len(own & said)) / 5),
+        "engagingness": min(1.0, 0.5 * ("?" in response) + len(own - said) / 10),
+        "groundedness": grounded,
+    }
+
+
 def _round_score(perceived: float) -> int:
     """A perceived quality on the 1-10 scale: 10 x quality rounded half up, clamped (0 and 0.1 both give 1)."""
     return max(1, min(MAX_POINTS, math.floor(MAX_POINTS * perceived + 0.5)))
@@ -249,9 +301,9 @@ class SyntheticContestant(Strategy):
 
     def reply(self, turn: Turn, rng: random.Random) -> str:
         data = turn.prompt_data or {}
-        if data.get("task") == "answer":
+        if data.get("task") == Task.ANSWER:
             return _answer_turn(self.params, data, rng)
-        if data.get("task") == "judge":
+        if data.get("task") == Task.JUDGE:
             return "I only write answers; I do not judge them."
         return "I have nothing to say to that."
 
@@ -263,35 +315,96 @@ class SyntheticJudge(Strategy):
 
     def reply(self, turn: Turn, rng: random.Random) -> str:
         data = turn.prompt_data or {}
-        if data.get("task") == "answer":
+        if data.get("task") == Task.ANSWER:
             return _answer_turn(self.params, data, rng)
-        if data.get("task") == "judge":
+        if data.get("task") == Task.JUDGE:
             return self.judge(data, rng)
-        if data.get("task") in ("review", "discuss"):
-            return self.discuss(data, rng)
-        if data.get("task") == "debate":
-            verdict = self.discuss(data, rng).rsplit("Preference: ", 1)[-1]
-            if data.get("output") == "scores":
-                first, second = self.perceive(list(data["answers"]), rng)
-                return f"My reading of the two answers.\nScores: {_round_score(first)} {_round_score(second)}"
-            return f"My reading of the two answers.\nVerdict: {verdict}"
-        if data.get("task") == "summarize":
+        if data.get("task") in (Task.REVIEW, Task.DISCUSS):
+            return self.discuss(data, turn, rng)
+        if data.get("task") == Task.DEBATE:
+            return self.debate(data, turn, rng)
+        if data.get("task") == Task.SCORE:
+            return self.score(data, turn, rng)
+        if data.get("task") == Task.SUMMARIZE:
             return "The reviewers weighed how many distinct points each answer makes."
         return "I have nothing to say to that."
 
-    def discuss(self, data: dict[str, Any], rng: random.Random) -> str:
-        """Peer discussion: a review ending in 'Preference: 1|2|tie'. In the discussion it comes
-        round to the other reviewer's view with probability ``openness``."""
+    @staticmethod
+    def _reading(turn: Turn) -> random.Random:
+        """The noise of this seat's reading of the match's material: the same at every turn."""
+        return random.Random(f"{turn.match}|{turn.seat}")
+
+    def _choose(self, first: float, second: float) -> str:
+        return "tie" if abs(first - second) < self.params.tie_margin else ("1" if first > second else "2")
+
+    def discuss(self, data: dict[str, Any], turn: Turn, rng: random.Random) -> str:
+        """Peer discussion: a review ending in 'Preference: 1|2|tie'. At a turn of the discussion it
+        adopts a different view the other reviewer states with probability ``openness`` (else it
+        holds what it said last); once they agree, it goes back to its own reading with
+        probability ``reconsider``."""
         answers = data.get("answers")
         if not isinstance(answers, (list, tuple)) or len(answers) != 2:
             return "I need exactly two answers to compare."
-        first, second = self.perceive([a if isinstance(a, str) else "" for a in answers], rng)
-        own = "tie" if abs(first - second) < self.params.tie_margin else ("1" if first > second else "2")
+        answers = [a if isinstance(a, str) else "" for a in answers]
+        own = self._choose(*self.perceive(answers, self._reading(turn)))
+        reasons = f"Answer 1 makes {count_points(answers[0])} points, answer 2 makes {count_points(answers[1])}."
         others = list((data.get("others") or {}).values())
-        if data.get("task") == "discuss" and others and rng.random() < self.params.openness:
-            own = {-1: "1", 0: "tie", 1: "2"}.get(others[0], own)
-            return f"Your arguments convince me.\nPreference: {own}"
-        return f"Answer 1 makes {count_points(answers[0])} points, answer 2 makes {count_points(answers[1])}.\nPreference: {own}"
+        if data.get("task") != Task.DISCUSS or not others:
+            return f"{reasons}\nPreference: {own}"
+        mine = [m.content for m in turn.history if m.sender == turn.seat and m.kind == "reply"]
+        said = next((found.group(1) for text in reversed(mine) if (found := _PREFERENCE.search(text))), own)
+        other = _CODE.get(others[0], said)
+        if other != said:
+            if rng.random() < self.params.openness:
+                return f"Your arguments convince me.\nPreference: {other}"
+            return f"{reasons} I keep my view.\nPreference: {said}"
+        if own != said and rng.random() < self.params.reconsider:
+            return f"On reflection I go back to my first reading. {reasons}\nPreference: {own}"
+        return f"We agree.\nPreference: {said}"
+
+    def debate(self, data: dict[str, Any], turn: Turn, rng: random.Random) -> str:
+        """ChatEval's debate over two answers: its own reading, or, with probability ``openness``,
+        the view of the debaters it has heard (their majority choice, or half way to their mean
+        score difference)."""
+        answers = data.get("answers")
+        if not isinstance(answers, (list, tuple)) or len(answers) != 2:
+            return "I need exactly two answers to compare."
+        first, second = self.perceive([a if isinstance(a, str) else "" for a in answers], self._reading(turn))
+        others = [v for v in (data.get("others") or {}).values() if isinstance(v, (int, float))]
+        swayed = bool(others) and rng.random() < self.params.openness
+        if data.get("output") == "scores":
+            one, two = _round_score(first), _round_score(second)
+            if swayed:  # keep its score of answer 1; answer 2's moves so the gap is half way to the others' mean gap
+                two = max(1, min(MAX_POINTS, round(one + ((two - one) + sum(others) / len(others)) / 2)))
+            return f"{'The others make a fair point.' if swayed else 'My reading of the two answers.'}\nScores: {one} {two}"
+        verdict = self._choose(first, second)
+        if swayed:
+            (top, n), *rest = Counter(_CODE[int(v)] for v in others).most_common() + [(None, 0)]
+            verdict = top if n > rest[0][1] else verdict
+        return f"{'The others make a fair point.' if swayed else 'My reading of the two answers.'}\nVerdict: {verdict}"
+
+    def score(self, data: dict[str, Any], turn: Turn, rng: random.Random) -> str:
+        """A dialogue response scored on each dimension asked for, on the scale asked for: what
+        :func:`read_response` sees, with this judge's noise (``skill``, on that 0 to 1 reading);
+        with probability ``openness``, half way to the mean of the scores it has heard."""
+        context, response, dimensions = data.get("context"), data.get("response"), data.get("dimensions")
+        low, high = data.get("scale") or (1, 5)
+        if not isinstance(response, str) or not isinstance(context, list) or not dimensions:
+            return "I need the dialogue, the response and what to score it on."
+        seen = read_response([str(c) for c in context], response, data.get("fact"))
+        others = [v for v in (data.get("others") or {}).values() if isinstance(v, dict)]
+        swayed = bool(others) and rng.random() < self.params.openness
+        noise = self._reading(turn)
+        lines = []
+        for dimension in dimensions:
+            value = seen.get(str(dimension).lower(), sum(seen.values()) / len(seen))
+            value += noise.gauss(0.0, self.params.skill) if self.params.skill > 0 else 0.0
+            own = low + value * (high - low)
+            heard = [o[dimension] for o in others if isinstance(o.get(dimension), (int, float))]
+            if swayed and heard:
+                own = (own + sum(heard) / len(heard)) / 2
+            lines.append(f"{dimension}: {max(low, min(high, math.floor(own + 0.5)))}")
+        return ("The others make a fair point.\n" if swayed else "My reading of the response.\n") + "\n".join(lines)
 
     def perceive(self, answers: list[str], rng: random.Random) -> list[float]:
         """Perceived quality of each answer, in display order, biases and noise included."""

@@ -20,7 +20,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from arena.contract import Strategy, StrategyParams, Turn, path_field
+from arena.contract import Stage, Strategy, StrategyParams, Task, Turn, path_field
 
 ANSWERS_HELP = ("Right answers it knows by heart: `humaneval` (HumanEval's canonical solutions), or a JSONL file of "
                 "problems ({prompt, canonical_solution}) or of texts ({source, reference}); looked up by the problem or "
@@ -76,7 +76,7 @@ def known_answer(data: dict, answers: str | None) -> str | None:
 
 def flawed(data: dict, reference: str | None = None) -> str:
     """A plausible wrong answer: code whose body does nothing useful, a text with words missing."""
-    if data.get("task") == "code":
+    if data.get("task") == Task.CODE:
         return data["source"] + "    return None\n"
     reference = reference or data.get("source") or ""
     words = reference.split()
@@ -88,7 +88,7 @@ def flawed(data: dict, reference: str | None = None) -> str:
 def right(data: dict, reference: str | None = None) -> str:
     if reference:
         return reference
-    if data.get("task") == "code":
+    if data.get("task") == Task.CODE:
         return data["source"] + "    pass\n"  # no solution to copy: the best a stand-in can do
     return data.get("source", "")
 
@@ -112,12 +112,12 @@ class WriterEditor(Strategy):
         reference = known_answer(data, self.params.answers)
         good = right(data, reference)
         wrong = current.strip() != good.strip()
-        if stage == "write":
+        if stage == Stage.WRITE:
             return good if rng.random() < self.params.write else flawed(data, reference)
-        if stage == "revise":
+        if stage == Stage.REVISE:
             return good if wrong and data.get("last_review") and rng.random() < self.params.fix else current
         caught = wrong and rng.random() < self.params.edit
-        if data.get("task") == "code":
+        if data.get("task") == Task.CODE:
             if caught:
                 return ("Correctness: the function does not compute what the docstring asks; it returns the same value "
                         "whatever the input. Implement the logic and check it against the docstring's examples.")

@@ -44,9 +44,9 @@ def measure() -> dict:
         names = sorted(truth)
         return float(stats.kendalltau([truth[n] for n in names], [scores[n] for n in names]).statistic)
 
-    alone = win_rate(reviews.by(["braggart"]).collapse_votes()).scores
-    equal = win_rate(reviews.collapse_votes()).scores
-    weighted = win_rate(reviews.collapse_votes(), weighted=True)
+    alone = win_rate(reviews.by(["braggart"]).battles()).scores
+    equal = win_rate(reviews.battles()).scores
+    weighted = win_rate(reviews.battles(), weighted=True)
     first_wins = raw_right = raw_total = bpc_right = bpc_total = 0
     for record in records:
         agent = {s.label: s.agent for s in record.seats}
@@ -58,7 +58,7 @@ def measure() -> dict:
             if truth[a] == truth[b]:
                 continue
             right = -1 if truth[a] > truth[b] else 1  # the verdict the truth calls for, from the pair's side
-            for order, difference in zip((0, 1), item["results"]):  # score differences, from the pair's side
+            for order, difference in zip(item["orders"], item["results"]):  # score differences, from the pair's side
                 verdict = (difference > 0) - (difference < 0)
                 first_wins += (verdict == -1) if order == 0 else (verdict == 1)
                 raw_right += verdict == right

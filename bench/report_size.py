@@ -99,7 +99,7 @@ def synthetic_run(run_dir: Path, matches: int = 10_000, seed: int = 0) -> Path:
             message(rounds, "Referee", [], "notice", f"Verdict on {question}: {score}.", {"question": question, "score": score})
             event("match_ended", {"rounds": rounds, "payoffs": payoffs})
             rows["outcomes"] += [(key, s["label"], s["agent"], s["role"], payoffs[s["label"]]) for s in seats]
-            rows["reviews"].append((key, 0, question, a, b, j, score))
+            rows["reviews"].append((key, 0, question, a, b, j, score, 0, 0, None))  # one sample, shown once
         rows["matches"].append((key, i, "duel", spec["repeat"], "synthetic_duel", json.dumps(spec),
                                 "failed" if failed else "finished", json.dumps(seats), json.dumps(spec["params"]),
                                 rounds, "the judge's backend stopped answering" if failed else None, 0.0, 0.0))

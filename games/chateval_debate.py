@@ -11,6 +11,14 @@ with its verdict. Three ways to talk:
 
 Each debater's last verdict counts: the majority for choices, the mean for scores. A debater's
 payoff is 1 when its final verdict matches the case's label (0 otherwise, or without a label).
+
+Position calibration (``position_calibration: true``, as ChatEval runs its evaluations): every
+pair is also debated with its answers the other way round, in a match of its own (case
+``<id>@swapped``), so no debater's words about one order reach the other. Each match's verdict
+is in the order it showed; ``arena.results.verdicts`` maps the swapped one back and combines the
+two as FairEval's BPC does, the sign of their mean: for scores the mean score difference, for
+choices a vote in which two opposite verdicts make a tie. The last notice's data (case, pair,
+swapped, calibrated, label, verdict, finals, firsts, output, strategy) is what it reads.
 """
 
 from __future__ import annotations
@@ -18,15 +26,17 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
 
-from .questions import case_of, load_pairs
+from .questions import SWAPPED, load_pairs, pair_of
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 PERSONAS = {
     "Everyday reader": "You read answers the way most people do: you want them clear, useful and to the point.",
@@ -40,15 +50,20 @@ _CHOICE = re.compile(r"verdict\W*(1|2|tie)\b", re.IGNORECASE)
 _SCORES = re.compile(r"scores\W*(\d+(?:\.\d+)?)\s*[, ]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
+Talk = Literal["one_by_one", "simultaneous_talk", "simultaneous_talk_with_summarizer"]  # ChatEval's strategies
+
+
 class DebateParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     pairs: str = path_field(description="A JSONL file of pairs of answers (peer_discussion's format, or PRD's LFQA file).")
     case: str | None = Field(None, description="The pair of this match; the tournament sets it.")
-    strategy: Literal["one_by_one", "simultaneous_talk", "simultaneous_talk_with_summarizer"] = "one_by_one"
+    strategy: Talk = "one_by_one"
     turns: int = Field(2, ge=1, description="Turns of debate.")
     output: Literal["choice", "scores"] = Field("choice", description="'Verdict: 1|2|tie', or 'Scores: X Y' (1 to 10).")
     personas: dict[str, str] | None = Field(None, description="Name -> description; default: a built-in set of five.")
+    position_calibration: bool = Field(
+        False, description="Debate every pair in both orders, a match each; the two verdicts are combined when scored.")
 
 
 class ChatEvalDebate(Game, HasCases, ReportsReviews):
@@ -74,7 +89,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
 
     @classmethod
     def cases(cls, params: DebateParams) -> list[str]:
-        return list(load_pairs(params.pairs))
+        ids = list(load_pairs(params.pairs))
+        return [c for i in ids for c in (i, i + SWAPPED)] if params.position_calibration else ids
 
     @classmethod
     def rounds_needed(cls, params, n_seats):
@@ -84,7 +100,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
-        self.case = case_of(load_pairs(params.pairs), params.case)
+        self.case = self.load_case(params)
         self.debaters = [s for s in self.seats if self.roles[s] == "Debater"]
         self.summarizer = next((s for s in self.seats if self.roles[s] == "Summarizer"), None)
         personas = list((params.personas or PERSONAS).items())
@@ -103,18 +119,32 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
                 rounds += [list(self.debaters), [self.summarizer]]
         return rounds
 
-    def rules(self, seat: str) -> str:
+    # -- what is debated: a pair of answers here; a subclass may debate something else ------------
+    subject = "which of the two answers is better"
+
+    @staticmethod
+    def load_case(params) -> Any:
+        return pair_of(load_pairs(params.pairs), params.case)
+
+    def material(self) -> str:
         c = self.case
-        material = f"[Question]\n{c.question}\n\n[Answer 1]\n{c.answer_a}\n[End of Answer 1]\n\n[Answer 2]\n{c.answer_b}\n[End of Answer 2]"
+        return f"[Question]\n{c.question}\n\n[Answer 1]\n{c.answer_a}\n[End of Answer 1]\n\n[Answer 2]\n{c.answer_b}\n[End of Answer 2]"
+
+    def verdict_format(self) -> str:
+        return "a line 'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'" if self.params.output == "choice" else \
+            "a line 'Scores: X Y' (Answer 1's and Answer 2's score, from 1 to 10)"
+
+    def material_data(self) -> dict[str, Any]:
+        return {"question": self.case.question, "answers": [self.case.answer_a, self.case.answer_b]}
+
+    def rules(self, seat: str) -> str:
         if seat == self.summarizer:
-            return ("You follow a debate between reviewers about which of two answers is better. After each turn, "
-                    "write a short, neutral summary of the arguments and of where each reviewer stands.\n\n" + material)
+            return (f"You follow a debate between reviewers about {self.subject}. After each turn, write a short, "
+                    "neutral summary of the arguments and of where each reviewer stands.\n\n" + self.material())
         name, description = self.persona[seat]
-        verdict = "'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'" if self.params.output == "choice" else \
-            "'Scores: X Y' (Answer 1's and Answer 2's score, from 1 to 10)"
         return (f"You are {seat}, a reviewer in a debate, speaking as: {name}. {description} Decide with the others "
-                f"which answer is better; weigh their arguments, but judge for yourself. End each message with a line "
-                f"{verdict}.\n\n" + material)
+                f"{self.subject}; weigh their arguments, but judge for yourself. End each message with "
+                f"{self.verdict_format()}.\n\n" + self.material())
 
     def speakers(self, round: int) -> list[str]:
         return list(self.schedule[round - 1])
@@ -125,13 +155,24 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return "Your turn in the debate: give your arguments, then your verdict."
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        data = {"task": "summarize" if seat == self.summarizer else "debate", "question": self.case.question,
-                "answers": [self.case.answer_a, self.case.answer_b]}
-        if seat != self.summarizer:  # only debaters are told how to give a verdict
-            data["output"] = self.params.output
-        return data
+        if seat == self.summarizer:
+            return {"task": Task.SUMMARIZE, **self.material_data()}
+        return {"task": Task.DEBATE, **self.material_data(), **self.verdict_data(), "others": self.heard(seat)}
+
+    def heard(self, seat: str) -> dict[str, Any]:
+        """The last verdict of every other debater whose words this seat has read: all of them, except
+        with a summarizer, whose summary is all a debater reads."""
+        if self.summarizer is not None:
+            return {}
+        return {d: v[-1] for d, v in self.verdicts.items() if d != seat and v}
+
+    def verdict_data(self) -> dict[str, Any]:
+        """How a debater is told to give its verdict, in structured form (only debaters are told)."""
+        return {"output": self.params.output}
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         graph = nx.DiGraph()
         graph.add_nodes_from(self.seats)
         if self.params.strategy == "simultaneous_talk_with_summarizer":
@@ -143,11 +184,14 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
             graph.add_edges_from((a, b) for a in self.debaters for b in self.debaters if a != b)
         return graph
 
-    def parse(self, seat: str, reply: str) -> Any:
+    def parse(self, seat: str, reply: str, round: int) -> Any:
         if seat == self.summarizer:
             if not reply.strip():
                 raise InvalidReply("The summary is empty.")
             return reply.strip()
+        return self.parse_verdict(reply)
+
+    def parse_verdict(self, reply: str) -> Any:
         if self.params.output == "choice":
             found = _CHOICE.findall(reply)
             if not found:
@@ -176,7 +220,10 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
                 self.verdicts[seat].append(value)
         if not self.is_over(round):
             return []
-        return [Notice(to=(), text=f"Debate verdict: {self.verdict()}.", data=self.summary())]
+        return [Notice(to=(), text=self.verdict_text(), data=self.summary())]
+
+    def verdict_text(self) -> str:
+        return f"Debate verdict: {self.verdict()}."
 
     def finals(self) -> dict[str, float]:
         return {s: v[-1] for s, v in self.verdicts.items() if v}
@@ -192,8 +239,11 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return top if n > rest[0][1] else 0
 
     def summary(self) -> dict[str, Any]:
-        return {"case": self.case.id, "label": self.case.label, "strategy": self.params.strategy,
-                "finals": self.finals(), "verdict": self.verdict(),
+        return {"case": self.case.id, "pair": self.case.id.removesuffix(SWAPPED),
+                "swapped": self.case.id.endswith(SWAPPED), "calibrated": self.params.position_calibration,
+                "label": self.case.label, "strategy": self.params.strategy,
+                "output": self.params.output, "finals": self.finals(), "verdict": self.verdict(),
+                "firsts": {s: v[0] for s, v in self.verdicts.items() if v},
                 "personas": {s: p[0] for s, p in self.persona.items()}}
 
     def is_over(self, round: int) -> bool:
@@ -205,6 +255,10 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return {s: float(label is not None and s in finals and sign(finals[s]) == label) if s in self.verdicts else 0.0
                 for s in self.seats}
 
-    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+    def reviews(self) -> list[Review]:
+        """Each debater's final verdict (its score difference, or choice): one sample, in the case's order."""
         c = self.case
-        return [(c.id, c.source_a, c.source_b, seat, (v > 0) - (v < 0)) for seat, v in self.finals().items()]
+        # both orders of a calibrated pair are one question to peer rank, which then sees the position bias
+        return [Review(c.id.removesuffix(SWAPPED), c.source_a, c.source_b, seat, (v > 0) - (v < 0), sample=0,
+                       order=int(c.id.endswith(SWAPPED)), difference=float(v))
+                for seat, v in self.finals().items()]

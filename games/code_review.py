@@ -20,7 +20,8 @@ from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
-from arena.contract import Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, Program, WritesCode, path_field
+from arena.contract import (Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, Program, Stage, Task, WritesCode,
+                            path_field)
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_jsonl
@@ -122,7 +123,7 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
 
     def prompt(self, seat: str, round: int) -> str:
         if seat == PROGRAMMER:
-            if not self.versions:
+            if round == 1:
                 return "Write your solution. Reply with Python code only."
             return "Revise your solution following the reviewer's comments. Reply with the whole revised code only."
         return (f"Review the programmer's latest code. If it is correct, clear and efficient, reply with only "
@@ -130,7 +131,8 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         # what the rules and the conversation say, and nothing more: the canonical solution is no seat's to read
-        data = {"task": "code", "stage": "write" if not self.versions else ("revise" if seat == PROGRAMMER else "review"),
+        stage = Stage.WRITE if round == 1 else (Stage.REVISE if seat == PROGRAMMER else Stage.REVIEW)
+        data = {"task": Task.CODE, "stage": stage,
                 "source": self.problem.prompt, "entry_point": self.problem.entry_point,
                 "current": self.versions[-1] if self.versions else None,
                 "last_review": self.comments[-1] if self.comments else None}
@@ -138,7 +140,7 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
             data["done_word"] = self.params.done_word
         return data
 
-    def parse(self, seat: str, reply: str) -> str | None:
+    def parse(self, seat: str, reply: str, round: int) -> str | None:
         if seat == PROGRAMMER:
             code = extract_code(reply)
             if not code.strip():

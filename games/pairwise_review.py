@@ -10,16 +10,17 @@ independent (a judge is shown only the rules and the comparison at hand):
 - output: two scores from 1 to 10, or a choice (1, 2 or tie);
 - multiple evidence calibration (MEC): ``samples`` comparisons of each pair;
 - balanced position calibration (BPC): each pair shown in both orders
-  (``swap``), the verdict being the mean over the 2k results;
+  (``swap``), the verdict being the mean over both orders of each order's mean
+  over its samples (with every sample given, the mean of the 2k results);
 - balanced position diversity entropy (BPDE): the entropy of those 2k results
   (which side won, or a tie), per judge and pair, reported with the verdicts.
 
-Every comparison, as shown, is one of the game's review tuples, so ``arena
-rank`` ranks the contestants with peer rank (whose win rate averages both
-orders, as BPC does); the calibrated verdicts and BPDE are recorded in the
-match's last, seat-less notice. A contestant's payoff is its share of
-comparisons won (ties half); a judge's payoff is 0 (judges are ranked by
-peer rank's weights, not here).
+Every comparison, as shown, is one of the game's reviews, with its sample,
+its order and the score difference (or choice) the judge gave, so ``arena
+rank`` calibrates them as the game does: one verdict per judge and pair, the
+one recorded in the match's last, seat-less notice beside its BPDE. A
+contestant's payoff is its share of those verdicts won (ties half); a judge's
+payoff is 0 (judges are ranked by peer rank's weights, not here).
 """
 
 from __future__ import annotations
@@ -32,15 +33,17 @@ from collections.abc import Mapping
 from functools import lru_cache
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_questions
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class PairwiseParams(BaseModel):
@@ -127,8 +130,8 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         # (pair, order, sample): order 0 shows the pair's first contestant first
         self.tasks = [(pair, order, k) for pair in combinations(sources, 2) for order in orders
                       for k in range(params.samples)]
-        self.results: dict[tuple[str, tuple[str, str]], list[int | None]] = {}  # per judge and pair, from the pair's side
-        self.shown: dict[tuple[str, tuple[str, str]], list[int]] = {}  # the order each of those results was given in
+        self.results: dict[tuple[str, tuple[str, str]], list[float | None]] = {}  # per judge and pair, from the pair's side
+        self.given: dict[tuple[str, tuple[str, str]], list[tuple[int, int]]] = {}  # each result's (order, sample)
 
     # -- what seats are told and asked ------------------------------------------------
     def rules(self, seat: str) -> str:
@@ -171,19 +174,21 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         # only what the prompt says: the question's id and category are not shown to a model, so not given here
         q = self.question
         if round == 1:
-            return {"task": "answer", "question": q.question}
-        return {"task": "judge", "question": q.question, "answers": [self.answers[s] for s in self._shown(round)],
+            return {"task": Task.ANSWER, "question": q.question}
+        return {"task": Task.JUDGE, "question": q.question, "answers": [self.answers[s] for s in self._shown(round)],
                 "output": self.params.output, "template": self.params.template}
 
     def history(self, seat: str, round: int, messages: tuple) -> tuple:
         return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         return nx.empty_graph(self.seats, create_using=nx.DiGraph)
 
     # -- replies ----------------------------------------------------------------------
-    def parse(self, seat: str, reply: str) -> Any:
-        if not self.answers:  # round 1: the contestants' answers
+    def parse(self, seat: str, reply: str, round: int) -> Any:
+        if round == 1:  # the contestants' answers
             if not reply.strip():
                 raise InvalidReply("Your answer is empty. Write an answer to the question.")
             return reply.strip()
@@ -217,15 +222,16 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         if round == 1:
             self.answers = dict(self.fixed) if self.fixed is not None else {seat: actions[seat] for seat in self.contestants}
             return []
-        (a, b), order, _ = self._task(round)
+        (a, b), order, sample = self._task(round)
         for judge in self.judges:
             action = actions.get(judge)
             value = None if action is None else action["difference"] * (1 if order == 0 else -1)  # back to (a, b)'s side
             self.results.setdefault((judge, (a, b)), []).append(value)
-            self.shown.setdefault((judge, (a, b)), []).append(order)
+            self.given.setdefault((judge, (a, b)), []).append((order, sample))
         if round < 1 + len(self.tasks):
             return []
-        summary = [{"judge": j, "pair": list(pair), "results": r, "verdict": self._verdict(r), "bpde": self._bpde(r)}
+        summary = [{"judge": j, "pair": list(pair), "results": r, "orders": [o for o, _ in self.given[(j, pair)]],
+                    "verdict": self._verdict(r, self.given[(j, pair)]), "bpde": self._bpde(r)}
                    for (j, pair), r in self.results.items()]
         # the answers judged, by seat (or by source, for fixed answers, in the scenario's order): for people to judge too
         return [Notice(to=(), text=f"{len(summary)} calibrated verdicts on question {self.question.id}.",
@@ -233,13 +239,18 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
                              "answers": dict(self.answers)})]
 
     @staticmethod
-    def _verdict(results: list[float | None]) -> int | None:
-        """BPC: the mean of the 2k score differences (or choices); its sign is the verdict
-        (+1: the pair's second is better). A judge's lean towards one position cancels out."""
-        given = [r for r in results if r is not None]
-        if not given:
+    def _verdict(results: list[float | None], given: list[tuple[int, int]]) -> int | None:
+        """MEC then BPC: each order's mean over its samples, then the mean of the orders' means,
+        of the score differences (or choices); its sign is the verdict (+1: the pair's second is
+        better). Both orders weigh the same even when a sample is missing, so a judge's lean
+        towards one position cancels out."""
+        by_order: dict[int, list[float]] = {}
+        for value, (order, _) in zip(results, given):
+            if value is not None:
+                by_order.setdefault(order, []).append(value)
+        if not by_order:
             return None
-        return _sign(sum(given) / len(given))
+        return _sign(sum(sum(v) / len(v) for v in by_order.values()) / len(by_order))
 
     @staticmethod
     def _bpde(results: list[float | None]) -> float | None:
@@ -252,8 +263,9 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
     def payoffs(self) -> dict[str, float]:
         """Contestant seats: their share of comparisons won; judges (and fixed-answer runs): 0."""
         won, met = Counter(), Counter()
-        for (_, (a, b)), results in self.results.items():
-            verdict = self._verdict(results)
+        for key, results in self.results.items():
+            _, (a, b) = key
+            verdict = self._verdict(results, self.given[key])
             if verdict is None:
                 continue
             won[a] += (1 - verdict) / 2
@@ -263,19 +275,20 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         return {s: (won[s] / met[s] if met[s] else 0.0) if self.roles[s] == "Contestant" else 0.0 for s in self.seats}
 
 
-    def reviews(self) -> list[tuple[str, str, str, str, int]]:
-        """Every comparison as it was shown (A: the answer shown first), as PRD's battles are:
-        peer rank's win rate then averages both orders (BPC), and its bias diagnostics can see
-        the judge's position bias. With MEC's k > 1, peer rank folds a judge's k samples of a
-        pair into one verdict, the sign of their mean over both orders (BPC's verdict)."""
+    def reviews(self) -> list[Review]:
+        """Every comparison as it was shown (A: the answer shown first), with its sample, its order
+        (0: the pair's own, 1: swapped) and the judge's score difference (or choice) in the
+        review's direction: peer rank averages them into the notice's verdicts, and its bias
+        diagnostics see each order on its own. A comparison without a valid verdict is left out."""
         out = []
         for key, results in self.results.items():
             judge, (a, b) = key
-            for verdict, order in zip(results, self.shown[key]):
-                if verdict is None:
+            for value, (order, sample) in zip(results, self.given[key]):
+                if value is None:
                     continue
-                first, second, score = (a, b, _sign(verdict)) if order == 0 else (b, a, -_sign(verdict))
-                out.append((self.question.id, first, second, judge, score))
+                first, second, shown = (a, b, value) if order == 0 else (b, a, -value)
+                out.append(Review(self.question.id, first, second, judge, _sign(shown), sample=sample, order=order,
+                                  difference=shown + 0.0))
         return out
 
 

@@ -6,12 +6,19 @@ them and ``label``: -1 when answer A is better, 1 when B is, 0 for a tie; PRD's 
 file, ``{"question", "answer_a", "answer_b", "answer_a_type", "answer_b_type",
 "overall_preference"}``, is read as it is, its repeated judgments folded to their majority).
 
-Round 1: both reviewers review the answers on their own and state a preference. Then they take
-turns, the leader first, each seeing everything said so far, until both state the same
-preference or ``max_turns`` turns have been taken. A reviewer's payoff is 1 when its final
-preference matches the case's label (0 otherwise, and when there is no label); the match's last
-notice records both reviewers' initial and final preferences, who altered or held its opinion,
-and the discussion's outcome.
+Round 1: both reviewers review the answers on their own and state a preference; the leader's
+review is listed first, as in PRD. Then they take turns, the leader first, each seeing everything
+said so far. PRD runs a fixed number of turns (four) and lets reviewers change their minds even
+after they have agreed: that is ``stop: turns``, the default, where ``max_turns`` is the number of
+turns. ``stop: agreement`` ends the discussion as soon as both state the same preference, after
+at most ``max_turns``.
+
+A reviewer's payoff is 1 when its final preference matches the case's label (0 otherwise, and
+when there is no label). The match's last notice records, per reviewer, its position (leader or
+follower), initial and final preference, whether it altered or held its opinion (PRD's OA/OH:
+final against initial) and whether it changed its mind after the two had agreed; and for the
+discussion, whether they began in disagreement, the turn they first agreed at and every stated
+preference in order. ``arena.results.discussion`` aggregates these over a run.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -33,12 +40,15 @@ class DiscussionParams(BaseModel):
 
     pairs: str = path_field(description="A JSONL file of pairs of answers to discuss (or PRD's LFQA file).")
     case: str | None = Field(None, description="The pair of this match; the tournament sets it.")
-    max_turns: int = Field(4, ge=0, description="Discussion turns after the initial reviews.")
+    max_turns: int = Field(4, ge=0, description="Discussion turns after the initial reviews: all of them under "
+                           "stop: turns (PRD's four), at most this many under stop: agreement.")
+    stop: Literal["turns", "agreement"] = Field(
+        "turns", description="turns: discuss for max_turns turns whatever happens (PRD); agreement: stop once they agree.")
     leader: Literal["first", "drawn"] = Field("first", description="Who speaks first: the first seat, or drawn per match.")
     role_reminder: bool = Field(True, description="Remind each reviewer of its role at every turn (PRD's role prompt).")
     criteria: bool = Field(True, description="Spell out what to judge: unsupported information, core information, coherence.")
     on_disagreement: Literal["tie", "leader", "follower"] = Field(
-        "tie", description="The outcome when they still disagree after max_turns.")
+        "tie", description="The outcome when they still disagree at the end.")
 
 
 _PREFERENCE = re.compile(r"preference\W*(1|2|tie)\b", re.IGNORECASE)
@@ -46,7 +56,7 @@ _WORD = {"1": -1, "2": 1, "tie": 0}  # -1: answer 1 (A) better
 
 
 class PeerDiscussion(Game, HasCases, ReportsReviews):
-    description = "Two reviewers discuss which of two answers is better until they agree (PRD's peer discussion)."
+    description = "Two reviewers discuss which of two answers is better, for a fixed number of turns or until they agree (PRD's peer discussion)."
     Params = DiscussionParams
     min_seats = max_seats = 2
 
@@ -69,6 +79,9 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]
         self.preferences: dict[str, list[int]] = {s: [] for s in self.seats}
         self.stated: dict[str, int] = {}  # the last preference each reviewer wrote (a defaulted turn writes none)
+        self.said: list[dict[str, Any]] = []  # every stated preference in order: turn (0: the initial reviews), seat
+        self.agreed_at: int | None = None  # the first turn after which both held the same preference
+        self.agreed_on: int | None = None  # and that preference
 
     def rules(self, seat: str) -> str:
         other = next(s for s in self.seats if s != seat)
@@ -87,7 +100,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
 
     def speakers(self, round: int) -> list[str]:
         if round == 1:
-            return list(self.seats)
+            return list(self.order)  # replies are listed in speaking order: the leader's review comes first
         return [self.order[(round - 2) % 2]]
 
     def prompt(self, seat: str, round: int) -> str:
@@ -100,7 +113,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         return text
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        return {"task": "review" if round == 1 else "discuss", "question": self.case.question,
+        return {"task": Task.REVIEW if round == 1 else Task.DISCUSS, "question": self.case.question,
                 "answers": [self.case.answer_a, self.case.answer_b],
                 "others": {s: p for s, p in self.stated.items() if s != seat}}
 
@@ -109,7 +122,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
 
         return nx.complete_graph(self.seats, create_using=nx.DiGraph)  # initial reviews are shown once round 1 closes
 
-    def parse(self, seat: str, reply: str) -> int:
+    def parse(self, seat: str, reply: str, round: int) -> int:
         found = _PREFERENCE.findall(reply)
         if not found:
             raise InvalidReply("End your message with a line 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")
@@ -129,9 +142,12 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         for seat, preference in actions.items():
             if preference is not None:
                 self.stated[seat] = preference
+                self.said.append({"turn": round - 1, "seat": seat, "preference": preference})
             else:
                 preference = self.preferences[seat][-1] if self.preferences[seat] else 0
             self.preferences[seat].append(preference)
+        if self.agreed_at is None and self._agree():
+            self.agreed_at, self.agreed_on = round - 1, self.preferences[self.seats[0]][-1]
         if not self.is_over(round):
             return []
         return [Notice(to=(), text=f"Outcome: {self.outcome()}.", data=self.summary())]
@@ -140,7 +156,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         return all(self.preferences[s] for s in self.seats) and len({self.preferences[s][-1] for s in self.seats}) == 1
 
     def is_over(self, round: int) -> bool:
-        return self._agree() or round >= 1 + self.params.max_turns
+        return round >= 1 + self.params.max_turns or (self.params.stop == "agreement" and self._agree())
 
     def outcome(self) -> int:
         if self._agree():
@@ -149,17 +165,31 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         return 0 if rule == "tie" else self.preferences[self.order[0] if rule == "leader" else self.order[1]][-1]
 
     def summary(self) -> dict[str, Any]:
+        leader, follower = self.order
         return {
             "case": self.case.id, "label": self.case.label, "outcome": self.outcome(), "agreed": self._agree(),
-            "leader": self.order[0], "turns": sum(len(p) for p in self.preferences.values()) - len(self.seats),
-            "reviewers": {s: {"initial": p[0], "final": p[-1], "altered": p[0] != p[-1], "held": p[0] == p[-1]}
-                          for s, p in self.preferences.items()},
+            "stop": self.params.stop, "leader": leader, "follower": follower,
+            "turns": sum(len(p) for p in self.preferences.values()) - len(self.seats),
+            "disagreed_at_start": self.preferences[leader][0] != self.preferences[follower][0],
+            "agreed_at": self.agreed_at, "said": list(self.said),
+            "reviewers": {s: self._reviewer(s) for s in self.seats},
         }
+
+    def _reviewer(self, seat: str) -> dict[str, Any]:
+        """One reviewer's course: PRD's opinion altering (final differs from initial) or holding."""
+        mine = [x for x in self.said if x["seat"] == seat]
+        after = [x["preference"] for x in mine if self.agreed_at is not None and x["turn"] > self.agreed_at]
+        p = self.preferences[seat]
+        return {"position": "leader" if seat == self.order[0] else "follower", "initial": p[0], "final": p[-1],
+                "altered": p[0] != p[-1], "held": p[0] == p[-1],
+                "changes": sum(a["preference"] != b["preference"] for a, b in zip(mine, mine[1:])),
+                "changed_after_agreement": any(x != self.agreed_on for x in after)}
 
     def payoffs(self) -> dict[str, float]:
         label = self.case.label
         return {s: float(label is not None and p[-1] == label) for s, p in self.preferences.items()}
 
-    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+    def reviews(self) -> list[Review]:
+        """Each reviewer's final preference: one verdict of one sample, in the case's order."""
         c = self.case
-        return [(c.id, c.source_a, c.source_b, seat, p[-1]) for seat, p in self.preferences.items()]
+        return [Review(c.id, c.source_a, c.source_b, seat, p[-1], sample=0) for seat, p in self.preferences.items()]

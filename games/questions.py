@@ -1,5 +1,6 @@
 """Cases for the judging games: question sets (JSONL, one {"id", "question"} a line, or Vicuna80's
-{"question_id", "text"}) and pairs of fixed answers to judge (see ``load_pairs``)."""
+{"question_id", "text"}), pairs of fixed answers to judge (see ``load_pairs``) and single responses
+to score on named dimensions (see ``load_responses``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from typing import TypeVar
 
-from pydantic import AliasChoices, BaseModel, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -74,6 +75,25 @@ class Case(BaseModel):
     label: int | None = None
 
 
+SWAPPED = "@swapped"  # a case id's suffix: the pair with its answers shown the other way round
+
+
+def swapped(case: Case) -> Case:
+    """The same pair shown the other way round: answer B first. The label follows the answers."""
+    return case.model_copy(update={
+        "id": case.id + SWAPPED, "answer_a": case.answer_b, "answer_b": case.answer_a,
+        "source_a": case.source_b, "source_b": case.source_a,
+        "label": None if case.label is None else -case.label})
+
+
+def pair_of(cases: dict[str, Case], case: str | None) -> Case:
+    """The match's pair, as ``case_of`` finds it, shown the other way round when its id ends in
+    ``@swapped`` (the second order of a position-calibrated game)."""
+    if case is not None and case.endswith(SWAPPED) and case not in cases:
+        return swapped(case_of(cases, case.removesuffix(SWAPPED)))
+    return case_of(cases, case)
+
+
 @lru_cache(maxsize=16)
 def load_pairs(path: str) -> dict[str, Case]:
     """Pairs of fixed answers to one question each, by id: JSONL lines {"id", "question",
@@ -109,3 +129,35 @@ def load_pairs(path: str) -> dict[str, Case]:
     if not cases:
         raise ValueError(f"{file}: no pairs in the file")
     return cases
+
+
+class Response(BaseModel):
+    """One response to a dialogue, to be scored on named dimensions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    context: list[str] = Field(min_length=1, description="The dialogue so far, one turn a line, oldest first.")
+    response: str = Field(min_length=1)
+    fact: str | None = Field(None, description="Knowledge the response may draw on (Topical-Chat's grounding).")
+    source: str = Field("response", description="Who wrote the response (a system's name).")
+    human: dict[str, float] = Field(default_factory=dict, description="Human scores by dimension, any scale.")
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id(cls, value):
+        return str(value) if isinstance(value, int) else value
+
+    @field_validator("context", mode="before")
+    @classmethod
+    def _context(cls, value):
+        return [line for line in value.splitlines() if line.strip()] if isinstance(value, str) else value
+
+
+@lru_cache(maxsize=16)
+def load_responses(path: str) -> dict[str, Response]:
+    """Responses to score, by id: JSONL lines {"id", "context", "response"} with optional "fact",
+    "source" and "human" ({dimension: score}); "context" is a list of turns or one text, a turn a
+    line. Read once per process; errors name the line."""
+    return load_jsonl(path, Response, "response",
+                      '{"id", "context": [turns], "response", optional "fact", "source", "human": {dimension: score}}')

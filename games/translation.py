@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from arena.contract import Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, path_field
+from arena.contract import Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, Stage, Task, path_field
 
 from .questions import case_of, load_jsonl
 
@@ -119,10 +119,10 @@ class Translation(Game, HasCases, Judged):
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         # the reference translation scores the seats; it is shown to none of them
-        return {"task": "translation", "stage": "write" if seat == TRANSLATOR else "edit", "source": self.text.source,
+        return {"task": Task.TRANSLATION, "stage": Stage.WRITE if seat == TRANSLATOR else Stage.EDIT, "source": self.text.source,
                 "source_lang": self.text.source_lang, "target_lang": self.text.target_lang, "current": self.draft}
 
-    def parse(self, seat: str, reply: str) -> str:
+    def parse(self, seat: str, reply: str, round: int) -> str:
         text = reply.strip()
         if not text:
             raise InvalidReply(f"Your reply was empty. Reply with the {self._languages()[1]} text only.")

@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Judged, Referee, Scores, Transcript
+from arena.contract import Game, InvalidReply, Judged, Referee, Scores, Task, Transcript
 from arena.contract.game import example_prose
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
@@ -85,7 +85,7 @@ class LLMJudge(Referee):
         if request is None:
             raise ValueError(f"{type(game).__name__} left nothing for the llm_judge referee to judge in this match")
         prompt = f"{request.text}\n\n{answer_format(request.seats, p.low, p.high)}"
-        data: dict[str, Any] = {**(request.data or {}), "task": "judge", "seats": list(request.seats),
+        data: dict[str, Any] = {**(request.data or {}), "task": Task.JUDGE, "seats": list(request.seats),
                                 "scale": [p.low, p.high]}
         verdict = await self.desk.ask(p.agent, prompt, lambda reply: parse_verdict(reply, request.seats, p.low, p.high), data)
         if verdict is None:

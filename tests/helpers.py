@@ -62,7 +62,7 @@ class Roundtable(Game):
     def prompt(self, seat, round):
         return f"Round {round}: say something to the table."
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         return reply
 
     def default_action(self, seat, round):
@@ -98,7 +98,7 @@ class TwoRoles(Game):
     def prompt(self, seat, round):
         return "Your number:"
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         return int(reply)
 
     def default_action(self, seat, round):

@@ -225,7 +225,7 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     first, second = ("gpt-4", "vicuna-13b") if row["first"] == "Answers 1" else ("vicuna-13b", "gpt-4")
     store = RunStore.open(tmp_path / "run")
     try:
-        judged = [r for r in store.review_rows() if r[0] == "s1" and r[3] == judge_of[row["judge"]]]
+        judged = [r.battle for r in store.review_rows() if r[0] == "s1" and r[3] == judge_of[row["judge"]]]
     finally:
         store.close()
     assert judged == [("s1", first, second, judge_of[row["judge"]], -1)]

@@ -33,7 +33,7 @@ def spec(agents, problem="running-max", referees=(EXECUTION,), **params) -> Matc
 
 def fixed(name: str, *replies: str):
     """Says reply i in round i + 1 (cycling); a seat speaks only in its own rounds."""
-    return scripted(name, "fixed", params={"replies": list(replies)})
+    return scripted(name, "fixed", params={"replies": list(replies), "cycle": "round"})
 
 
 def test_problems_load_from_humaneval_and_from_a_user_file():
@@ -54,12 +54,12 @@ def test_a_bad_problem_file_names_the_line(tmp_path):
 def test_replies_are_parsed_into_code_or_review():
     g = CodeReview(CodeReviewParams(problems=PROBLEMS), ["Programmer", "Reviewer"],
                    {"Programmer": "Programmer", "Reviewer": "Reviewer"}, random.Random(0))
-    assert g.parse("Programmer", "Here:\n```python\ndef f():\n    return 1\n```\nDone.") == "def f():\n    return 1\n"
+    assert g.parse("Programmer", "Here:\n```python\ndef f():\n    return 1\n```\nDone.", 1) == "def f():\n    return 1\n"
     assert extract_code("def f(): pass") == "def f(): pass\n"
     with pytest.raises(InvalidReply):
-        g.parse("Programmer", "   ")
-    assert g.parse("Reviewer", " Over. ") is None  # the done word, alone: accepted
-    assert g.parse("Reviewer", "Handle the empty list.") == "Handle the empty list."
+        g.parse("Programmer", "   ", 1)
+    assert g.parse("Reviewer", " Over. ", 2) is None  # the done word, alone: accepted
+    assert g.parse("Reviewer", "Handle the empty list.", 2) == "Handle the empty list."
 
 
 async def test_correct_code_passes_the_tests_and_the_reviewer_accepts():

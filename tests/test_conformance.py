@@ -404,4 +404,4 @@ async def test_pairwise_judges_see_the_question_and_both_answers_in_the_order_sh
     # the verdict tuples follow the order each pair was shown in: the longer answer won every time
     length = {agent: len(text) for text, agent in answers.items()}
     expected = sorted(("q1", a, b, judge, 1 if length[b] > length[a] else -1) for a, b in shown)
-    assert sorted(record.reviews) == expected
+    assert sorted(r.battle for r in record.reviews) == expected

@@ -10,6 +10,7 @@ the game uses for them, listed per game below. A fact with no way to show it fai
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,8 +27,9 @@ from arena.games.translation import language, load_texts
 from helpers import ROOT, scripted
 
 DATA = ROOT / "scenarios" / "data"
-PAIRS, QUESTIONS, PROBLEMS, TEXTS = (str(DATA / n) for n in ("sample-pairs.jsonl", "sample-questions.jsonl",
-                                                              "sample-problems.jsonl", "translation-samples.jsonl"))
+PAIRS, QUESTIONS, PROBLEMS, TEXTS, DIALOGUES = (str(DATA / n) for n in (
+    "sample-pairs.jsonl", "sample-questions.jsonl", "sample-problems.jsonl", "translation-samples.jsonl",
+    "sample-dialogues.jsonl"))
 Shows = Callable[[Any], "list[str] | Callable[[str], bool]"]  # a fact -> texts any one of which must appear, or a test
 
 
@@ -41,6 +43,20 @@ SCORES_OR_CHOICE = {
     "pairwise": {"scores": "two scores from 1 to 10", "choice": "1 if Assistant 1's answer is better, 2 if Assistant 2's is, or tie"},
     "debate": {"scores": "'Scores: X Y'", "choice": "'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'"},
 }
+def last_words(text: str, seat: str) -> str:
+    """What ``seat`` said last in a conversation as a model reads it (a synthetic reply is one paragraph;
+    messages are joined by a blank line)."""
+    return text.rsplit(f"[{seat}] ", 1)[-1].split("\n\n")[0].rstrip() if f"[{seat}] " in text else ""
+
+
+def said_verdict(words: str, value: float) -> bool:
+    scores = re.findall(r"Scores: (\d+) (\d+)", words)
+    if scores:
+        first, second = map(int, scores[-1])
+        return second - first == value
+    return words.endswith(f"Verdict: {PREFERENCE[value]}")
+
+
 JUDGE = {"task": words({"judge": "Score each of"}), "scale": lambda v: [f"on a scale of {v[0]} to {v[1]}"]}  # llm_judge's
 
 SHOWS: dict[str, dict[str, Shows]] = {
@@ -67,6 +83,15 @@ SHOWS: dict[str, dict[str, Shows]] = {
     "chateval_debate": {
         "task": words({"debate": "Your turn in the debate", "summarize": "Summarize this turn"}),
         "output": words(SCORES_OR_CHOICE["debate"]),
+        # each debater heard: its last verdict, as its own words give it (a choice, or the gap of its two scores)
+        "others": lambda others: lambda text: all(said_verdict(last_words(text, seat), v) for seat, v in others.items()),
+    },
+    "chateval_scoring": {
+        "task": words({"score": "then your scores", "summarize": "Summarize this turn"}),
+        "others": lambda others: lambda text: all(f"\n{d}: {x:g}" in "\n" + last_words(text, seat)
+                                                  for seat, scores in others.items() for d, x in scores.items()),
+        "dimensions": lambda names: lambda text: all(f"'{n}: N'" in text for n in names),
+        "scale": lambda scale: [f"a whole number from {scale[0]} to {scale[1]}"],
     },
     "idiom_solitaire": {
         "task": words({"idiom": "Reply with only your idiom"}),
@@ -205,6 +230,17 @@ async def test_debaters_read_only_the_material(strategy, output):
     checked, lost = await witnessed("chateval_debate", agents, {"pairs": PAIRS, "case": "d3", "strategy": strategy,
                                                                 "turns": 2, "output": output})
     assert not lost and len(checked) >= 4
+
+
+@pytest.mark.parametrize("strategy", ["one_by_one", "simultaneous_talk", "simultaneous_talk_with_summarizer"])
+async def test_debaters_scoring_a_response_read_only_the_dialogue_and_what_to_score(strategy):
+    agents = {n: synthetic(n, skill=0.2) for n in ("a", "b", "c")}
+    checked, lost = await witnessed("chateval_scoring", agents, {"responses": DIALOGUES, "case": "c2-curious",
+                                                                 "strategy": strategy, "turns": 2, "scale": [0, 3]})
+    assert not lost
+    scored = [data for kind, _, data in checked if kind == "prompt_data" and data["task"] == "score"]
+    assert len(scored) == 4 if strategy == "simultaneous_talk_with_summarizer" else 6
+    assert all(data["fact"] and len(data["context"]) == 3 for data in scored)
 
 
 @pytest.mark.parametrize("homophone", [False, True])

@@ -134,6 +134,7 @@ async def test_dashboard_flags_invalid_replies_and_counts_resumed_matches_as_don
     screen = final_frame(buffer.getvalue())
     assert re.search(r"r1\s+Player \d \(noise\)\s+.*INVALID \(attempt 2\)", screen), screen
     assert "1/1" in screen
+    store.close()  # lets go of the run's lock, as `arena run` does on its way out
 
     # played again, the run replays nothing: the match counts as done at once, and says so
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, text, scenario.fingerprint())
@@ -244,7 +245,8 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
     assert model.spend == pytest.approx((prompt * 1.0 + completion * 2.0) / 1e6)
     assert model.mean_latency > 0
     assert end.calls_per_match == pytest.approx(len(requests) / 3)
-    assert end.notes == [f"agent model at {url}: answers in JSON"]
+    mode = f"mock-model at {url}: output mode json_schema, the server holds replies to the game's JSON schema (response_format json_schema)"
+    assert sorted(end.notes) == sorted([f"agent model at {url}: answers in JSON", mode])  # each said once
     assert set(end.agents) == {"model"}  # the scripted players made no calls and no mistakes
 
     # what the watcher's screen says, to the digit: the same calls, tokens and spend
@@ -254,7 +256,7 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
     assert row, screen
     assert (int(row[1]), int(row[2].replace(",", "")), int(row[3].replace(",", ""))) == (len(requests), prompt, completion)
     assert row[4] == f"{model.spend:.4f}"
-    assert f"note: agent model at {url}: answers in JSON" in screen
+    assert f"note: agent model at {url}: answers in JSON" in screen and "output mode json_schema" in screen
     assert re.search(rf"calls {len(requests)} done · 0 in flight", screen), screen
 
 

@@ -102,6 +102,14 @@ def chateval_debate(body):
     return f"{words(150, 'which answer is better')}\n\nVerdict: {2 - seat_number(text) % 2}"
 
 
+def chateval_scoring(body):
+    text, prompt = chat(body)
+    if "Summarize this turn" in prompt:
+        return words(100, "the turn just argued")
+    dimensions = re.findall(r"'([\w -]+): N'", text)
+    return words(150, "how the response reads") + "\n\n" + "\n".join(f"{d}: {seat_number(text) % 5 + 1}" for d in dimensions)
+
+
 def idiom_solitaire(body):
     text, prompt = chat(body)
     used = set(re.findall(r"「(\w{4})」", text))
@@ -155,6 +163,8 @@ def entry(game: str, tmp_path: Path) -> tuple[dict, list[str]]:
         return {"game": game, "params": {"pairs": pair, "max_turns": 4}, "tournament": {"repeats": 2}}, two
     if game == "chateval_debate":
         return {"game": game, "params": {"pairs": pair, "strategy": "simultaneous_talk_with_summarizer", "turns": 2}}, three
+    if game == "chateval_scoring":
+        return {"game": game, "params": {"responses": str(DATA / "sample-dialogues.jsonl"), "turns": 2}}, three
     if game == "idiom_solitaire":
         return {"game": game, "params": {"max_moves": 12}}, two
     if game == "code_review":
@@ -168,8 +178,8 @@ def entry(game: str, tmp_path: Path) -> tuple[dict, list[str]]:
 
 
 GAMES = {"public_goods": public_goods, "pairwise_review": pairwise_review, "peer_discussion": peer_discussion,
-         "chateval_debate": chateval_debate, "idiom_solitaire": idiom_solitaire, "code_review": code_review,
-         "translation": translation}
+         "chateval_debate": chateval_debate, "chateval_scoring": chateval_scoring, "idiom_solitaire": idiom_solitaire,
+         "code_review": code_review, "translation": translation}
 
 
 def test_every_built_in_game_is_covered():
@@ -256,7 +266,7 @@ class Strict(Game):
     def prompt(self, seat, round):
         return "Your word:"
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         if not reply.strip():
             raise InvalidReply("Say a word.")
         return reply

@@ -261,7 +261,7 @@ async def test_invalid_replies_are_asked_again_then_default_to_50(installed, tmp
 def test_parse_accepts_a_json_guess(installed, reply, expected):
     game_cls = plugins.load("game", "guess_two_thirds")
     game = game_cls(game_cls.Params(), SEATS, dict.fromkeys(SEATS, "Player"), None)
-    assert game.parse("Player 1", reply) == expected
+    assert game.parse("Player 1", reply, 1) == expected
 
 
 @pytest.mark.parametrize(
@@ -280,7 +280,7 @@ def test_parse_rejects_with_a_reason(installed, reply, reason):
     game_cls = plugins.load("game", "guess_two_thirds")
     game = game_cls(game_cls.Params(), SEATS, dict.fromkeys(SEATS, "Player"), None)
     with pytest.raises(InvalidReply) as caught:
-        game.parse("Player 1", reply)
+        game.parse("Player 1", reply, 1)
     assert caught.value.reason == reason
 
 
@@ -307,3 +307,39 @@ def test_the_guides_scenario_is_valid_and_plays_as_it_says(installed):
     result, records = trio.run(play, scenario)
     means = {row.agent: row.mean for row in summarize(score_rows(records))}
     assert means == {"low": 3.0, "mid": 0.0, "high": 0.0}  # what the guide promises
+
+
+# -- (d) every other piece of code in the guide is real code, or runs as written -------------------
+SOURCES = [*sorted((ROOT / "docs" / "examples").glob("*.py")), *sorted((ROOT / "games").rglob("*.py")),
+           *sorted((ROOT / "tests").glob("test_example_*.py"))]
+
+
+def found_in_sources(block: str) -> bool:
+    """Whether the snippet is a piece of a file the tests play, at any depth of indentation."""
+    texts = [path.read_text(encoding="utf-8") for path in SOURCES]
+    return any(textwrap.indent(block, "    " * depth) in text for text in texts for depth in range(3))
+
+
+async def test_every_snippet_of_the_guide_is_a_piece_of_played_code_or_runs_as_written(monkeypatch):
+    blocks = re.findall(r"^```python\n(.*?)^```$", GUIDE.read_text(encoding="utf-8"), re.MULTILINE | re.DOTALL)
+    monkeypatch.syspath_prepend(str(EXAMPLE.parent))
+    ran = 0
+    try:
+        for block in blocks[1:]:
+            if found_in_sources(block):
+                continue
+            namespace: dict = {}
+            exec(compile(block, "<writing-a-game.md>", "exec"), namespace)  # what a reader would paste
+            for name, value in namespace.items():
+                if name.startswith("test_") and callable(value):
+                    await value()
+            ran += 1
+    finally:
+        plugins.unregister("game", "guess_two_thirds")
+        sys.modules.pop("guess_two_thirds", None)
+    assert ran == 2  # the two snippets of "Testing a game" that are not taken from a file
+    hooks = ["cases", "seat_problem", "rounds_needed", "seat_roles", "rules_data", "prompt_data", "history",
+             "speakers", "parse", "default_action", "example_reply", "apply", "payoffs", "metrics",
+             "judge_request", "programs", "rotating_roles", "Action"]
+    shown = "\n".join(blocks)
+    assert [hook for hook in hooks if not re.search(rf"\b(def )?{hook}\b", shown)] == []

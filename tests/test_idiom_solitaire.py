@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -14,7 +15,10 @@ from arena.results.payoffs import role_tables
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 
+from conformance_kit import between, current_prompt, local_only, mock_server, model_agent, scenario  # noqa: F401
+from conformance_kit import play as play_stored
 from helpers import play, score_rows, scripted
+from mock_llm import body_text
 
 
 def game(**params) -> IdiomSolitaire:
@@ -53,10 +57,10 @@ def test_the_homophone_rule_matches_by_pinyin():
 
 def test_replies_that_are_not_four_characters_are_asked_again():
     g = game()
-    assert g.parse("Early", " 「苟延残喘」。") == "苟延残喘"  # punctuation and spaces are not part of it
+    assert g.parse("Early", " 「苟延残喘」。", 1) == "苟延残喘"  # punctuation and spaces are not part of it
     for reply in ("I pass", "我的成语是：苟延残喘", "苟延"):
         with pytest.raises(InvalidReply, match="exactly one four-character"):
-            g.parse("Early", reply)
+            g.parse("Early", reply, 1)
 
 
 async def test_a_full_vocabulary_beats_a_small_one_and_the_hits_are_counted():
@@ -83,8 +87,9 @@ async def test_two_full_vocabularies_play_to_a_draw_and_both_orders_are_played()
     (table,) = role_tables(score_rows(records))
     assert table.roles == ("Early", "Late")
     assert table.row_means["a"] >= table.row_means["b"]  # the bigger vocabulary does better, whichever side
-    starts = {next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in m.data) for r in records}
-    assert len(starts) > 1  # the start is drawn per match from its seed
+    starts = [next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in m.data) for r in records]
+    # the role swap is a controlled comparison: both orders of a repeat start alike; each repeat draws anew
+    assert starts[0] == starts[1] and starts[2] == starts[3] and starts[0] != starts[2]
     # hits by position: the role table of the `hits` metric, against the chains' own counts
     (hits,) = role_tables(score_rows(records, "hits"), metric="hits")
     by_hand: dict[tuple[str, str], list[float]] = {}
@@ -96,3 +101,46 @@ async def test_two_full_vocabularies_play_to_a_draw_and_both_orders_are_played()
     for agent in ("a", "b"):
         assert hits.row_means[agent] == pytest.approx(sum(by_hand[(agent, "Early")]) / 2)
         assert hits.column_means[agent] == pytest.approx(sum(by_hand[(agent, "Late")]) / 2)
+
+
+# -- the role swap, as the models see it ------------------------------------------------------------
+def _connecting_idiom(body) -> str:
+    """An unused idiom that continues the chain the prompt shows."""
+    prompt = current_prompt(body_text(body))
+    chain = re.findall(r"「(.{4})」", between(prompt, "The chain so far", "The last idiom") or "")
+    options = [i for i in successors(chain[-1][-1], False) if i not in chain] if chain else []
+    return min(options) if options else "不知"
+
+
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+async def test_both_orders_of_a_pair_start_from_the_same_idiom_and_each_repeat_from_another(backend, tmp_path):
+    """What each model is sent: in a repeat, the agent moving first and, in the swapped match, the
+    other agent moving first are told the same starting idiom; another repeat starts elsewhere."""
+    with mock_server(backend, _connecting_idiom) as mock:
+        agents = {name: model_agent(backend, mock, model=f"{name}-model") for name in ("ann", "bob")}
+        records = await play_stored(tmp_path, scenario("swap", agents, "idiom_solitaire", {"max_moves": 2},
+                                                tournament={"repeats": 3}))
+        requests = mock.answered()
+    assert sorted(r.key.split("#")[1] for r in records) == ["1:ann+bob", "1:bob+ann", "2:ann+bob", "2:bob+ann",
+                                                             "3:ann+bob", "3:bob+ann"]
+    start_of = {r.key: next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in (m.data or {}))
+                for r in records}
+    by_repeat = {}
+    for r in records:
+        by_repeat.setdefault(r.repeat, set()).add(start_of[r.key])
+    assert all(len(starts) == 1 for starts in by_repeat.values()), by_repeat  # both orders: one start
+    assert len({s for starts in by_repeat.values() for s in starts}) == 3  # three repeats, three starts
+    # the requests, read as a model reads them: who it is, which seat, the start it was told
+    told = set()
+    for request in requests:
+        text = body_text(request.body)
+        seat = re.search(r"You are (Early|Late) in a game of idiom solitaire", text).group(1)
+        start = re.search(r"The game starts with 「(.{4})」", text).group(1)
+        told.add((request.body["model"], seat, start))
+        assert f"The chain so far, none of which may be used again: 「{start}」" in text  # the chain begins there
+    expected = {(f"{s.agent}-model", s.label, start_of[r.key]) for r in records for s in r.seats}
+    assert told == expected
+    for starts in by_repeat.values():
+        (start,) = starts
+        # the same idiom to the agent moving first in one order and to the other one in the swapped order
+        assert {("ann-model", "Early", start), ("bob-model", "Early", start)} <= told

@@ -66,7 +66,9 @@ async def test_the_log_says_each_note_once_and_the_model_calls_of_each_match(not
         await run_tournament(scenario, None, log)
         requests = mock.answered()
     lines = buffer.getvalue().splitlines()
-    assert [l.strip() for l in lines if "note:" in l] == [f"note: agent model at {url}: answers in JSON"]
+    noted = sorted(l.strip() for l in lines if "note:" in l)
+    assert noted[0] == f"note: agent model at {url}: answers in JSON" and len(noted) == 2  # each fact said once
+    assert noted[1].startswith(f"note: mock-model at {url}: output mode json_schema")
     said = [re.search(r"calls: (\d+), tokens ([\d,]+) in / ([\d,]+) out, \$(\d+\.\d{4}), mean latency \d+\.\d\d s(, 1 retry)?$", l)
             for l in lines if "calls: " in l]
     assert len(said) == 2 and all(said), lines

@@ -3,6 +3,7 @@ in this process and behind llama.cpp's own OpenAI-compatible server."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -27,12 +28,12 @@ def public_goods(agents: dict, rounds: int = 2) -> dict:
     }
 
 
-def check_match(records, store, model_agents):
+def check_match(records, store, model_agents, rounds: int = 2):
     (record,) = records
     assert record.status == "finished", record.error
-    assert record.rounds == 2
+    assert record.rounds == rounds
     actions = [e for e in record.events if e.type == "action"]
-    assert len(actions) == 2 * len(record.seats)  # every seat acted every round, validly or by default
+    assert len(actions) == rounds * len(record.seats)  # every seat acted every round, validly or by default
     failures = [e for e in record.events if e.type == "turn_failed"]
     for action in actions:  # a defaulted turn put nothing in, as the rules say
         if action.defaulted:
@@ -40,11 +41,15 @@ def check_match(records, store, model_agents):
             assert any(f.seat == action.seat and f.round == action.round for f in failures)
     payoffs = sum(record.payoffs.values())
     contributed = sum(a.action for a in actions)
-    assert payoffs == pytest.approx(len(record.seats) * 2 * 10 + 0.5 * contributed)
+    assert payoffs == pytest.approx(len(record.seats) * rounds * 10 + 0.5 * contributed)
     calls = [c for c in store.calls() if c.agent in model_agents]
     assert calls and all(c.error is None for c in calls)
     assert all(c.prompt_tokens and c.prompt_tokens > 50 and c.completion_tokens is not None for c in calls)  # usage recorded
     return record, calls
+
+
+def output_modes(store) -> list[dict]:
+    return [n for n in store.notes() if n["topic"] == "output mode"]
 
 
 async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow_the_rules(tmp_path):
@@ -62,6 +67,35 @@ async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow
     # recorded, shown back with the reason, and the default applies
     assert failures and all(f.failure == "invalid" and f.reply is not None for f in failures)
     assert {c.backend for c in calls} == {"llamacpp"} and all(c.cost == 0.0 for c in calls)
+    # the structured agent's grammar is said once; the packaged model's chat template needs no word
+    (mode,) = output_modes(store)
+    assert mode["agent"] == "shaped" and "output mode grammar" in mode["text"]
+    assert not [n for n in store.notes() if n["topic"] == "chat template"]
+
+
+def test_the_packaged_model_is_laid_out_in_gemmas_turns_with_the_system_text_in_the_first_turn():
+    from arena.agents.llamacpp_backend import LlamaCppConfig, _load, _system_in_first_turn, chat_format
+
+    config = LlamaCppConfig(model="gemma3-270m")
+    llama, _ = _load(model_path(config.model), config.n_ctx, config.n_threads, chat_format(config))
+    assert "tokenizer.chat_template" not in llama.metadata  # why llama.cpp alone would fall back to llama-2
+    assert llama.chat_format == "gemma"
+    chat = [{"role": "user", "content": "[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
+    assert _system_in_first_turn("Be brief.", chat) == [
+        {"role": "user", "content": "Be brief.\n\n[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
+
+
+async def test_a_gguf_file_without_a_chat_template_is_said_once(tmp_path):
+    scenario = parse_scenario(public_goods({
+        "file": {"backend": "llamacpp", "model": str(model_path("gemma3-270m")), "max_tokens": 24},
+        "freerider": {"backend": "scripted", "strategy": "free_rider"},
+    }, rounds=1))
+    store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
+    result, records = await play(scenario, store)
+    assert records[0].status == "finished"
+    (note,) = [n for n in store.notes() if n["topic"] == "chat template"]
+    assert note["agent"] == "file" and "declares no chat template" in note["text"] and "llama-2" in note["text"]
+    store.close()
 
 
 def free_port() -> int:
@@ -70,15 +104,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# The packaged GGUF declares no chat template, so without --chat_format the server lays chats out in
+# llama-2's format; gemma is llama-cpp-python's rendition of Gemma's own turns. docs/running-real-models.md
+# gives the same command.
+def server_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path("gemma3-270m")), "--chat_format", "gemma",
+            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--model_alias", "gemma"]
+
+
 @pytest.fixture
 def llama_server(tmp_path):
     port = free_port()
-    log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(model_path("gemma3-270m")),
-         "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--model_alias", "gemma"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
+    log_path = tmp_path / "server.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(server_command(port), stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -87,9 +126,9 @@ def llama_server(tmp_path):
                 break
             except OSError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the llama.cpp server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
+                    raise RuntimeError("the llama.cpp server did not start: " + log_path.read_text()[-2000:])
+                time.sleep(0.2)  # polling for the server to come up, not waiting for a result
+        yield f"http://127.0.0.1:{port}/v1", log_path
     finally:
         proc.terminate()
         try:
@@ -99,24 +138,47 @@ def llama_server(tmp_path):
         log.close()
 
 
-async def test_the_openai_backend_plays_against_the_real_llama_cpp_server(tmp_path, llama_server):
-    served = {"backend": "openai", "base_url": llama_server, "model": "gemma", "max_tokens": 48, "temperature": 0.8,
-              "api_key_env": "ARENA_TEST_NO_SUCH_KEY"}
-    scenario = parse_scenario(public_goods({
-        # the server refuses OpenAI's json_schema format (with a 500): the backend falls back to text
-        "served": served,
-        # ...and accepts llama.cpp's own: a JSON object constrained by the schema
-        "grammar": {**served, "response_format": "json_object"},
-        "freerider": {"backend": "scripted", "strategy": "free_rider"},
-    }))
+def test_the_server_uses_gemmas_turns(llama_server):
+    """What the server makes of a chat, seen from its token count: Gemma's turn markup, not llama-2's."""
+    from llama_cpp import Llama
+    from llama_cpp.llama_chat_format import format_gemma
+
+    url, log_path = llama_server
+    chat = [{"role": "user", "content": "How many coins do you put in?"}]
+    body = json.dumps({"model": "gemma", "messages": chat, "max_tokens": 1}).encode()
+    request = urllib.request.Request(f"{url}/chat/completions", data=body, headers={"Content-Type": "application/json"})
+    usage = json.load(urllib.request.urlopen(request, timeout=300))["usage"]
+    vocab = Llama(model_path=str(model_path("gemma3-270m")), vocab_only=True, verbose=False)
+    prompt = format_gemma(chat).prompt
+    assert prompt == "<start_of_turn>user\nHow many coins do you put in?<end_of_turn>\n<start_of_turn>model\n"
+    assert usage["prompt_tokens"] == len(vocab.tokenize(prompt.encode(), add_bos=True, special=True))
+    assert "fallback chat format" not in log_path.read_text()
+    vocab.close()
+
+
+async def test_the_llama_cpp_server_with_default_agent_settings_gets_valid_moves(tmp_path, llama_server, monkeypatch):
+    """The issue's case: llama.cpp's own server, the packaged model, an agent with nothing but its
+    backend, server and model. The first structured call finds the server refuses json_schema (500)
+    and takes json_object with the schema; most of the model's moves parse."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url, _ = llama_server
+    served = {"backend": "openai", "base_url": url, "model": "gemma"}
+    rounds = 3
+    scenario = parse_scenario(public_goods({"gemma_a": served, "gemma_b": served}, rounds=rounds))
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
     result, records = await play(scenario, store)
-    record, calls = check_match(records, store, {"served", "grammar"})
+    record, calls = check_match(records, store, {"gemma_a", "gemma_b"}, rounds=rounds)
     assert {c.backend for c in calls} == {"openai"}
     assert all(c.cost is None for c in calls)  # "gemma" has no price: tokens counted, cost unknown
-    grammar = next(s.label for s in record.seats if s.agent == "grammar")
-    replies = [e.reply for e in record.events if e.type in ("action", "turn_failed") and e.seat == grammar and e.reply]
-    assert replies and all(r.lstrip().startswith("{") for r in replies)  # the grammar shaped every reply
+    (stored,) = store.records()
+    turns = [e for e in stored.events if e.type == "action"]
+    parsed = [t for t in turns if not t.defaulted]
+    assert len(turns) == 2 * rounds and len(parsed) * 2 >= len(turns), [t.reply for t in turns]
+    assert all(t.reply.lstrip().startswith("{") for t in parsed)
+    (note,) = output_modes(store)  # one endpoint, two agents: found once, said once
+    assert note["endpoint"] == url and "output mode json_object" in note["text"]
+    assert "refused: json_schema (500: " in note["text"]
+    store.close()
 
 
 async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_path, monkeypatch):

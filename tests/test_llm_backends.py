@@ -20,7 +20,7 @@ import yaml
 
 from arena.contract import seeding
 from arena.contract.events import ActionTaken, TurnFailed
-from arena.games.public_goods import Contribution
+from arena.games.public_goods import contribution_schema
 from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
@@ -226,14 +226,15 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
     result, records, store = await play(tmp_path / "one", raw)
     store.close()
     assert all(r.status == "finished" for r in records)
-    schema = Contribution.model_json_schema()
+    schema = contribution_schema(10)  # the game's schema, narrowed to the default endowment
     assert openai_mock.count == 8
     for body in openai_mock.bodies():
         assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
         assert body["model"] == "mock-model" and body["messages"][-1]["role"] == "user"
     assert set(schema["properties"]) == {"reason", "coins"}
 
-    # a server without structured output answers 400 to response_format: the backend asks again in plain text
+    # a server without response_format answers 400 to it: the backend finds what it takes (here a grammar, or
+    # plain text where no grammar can be built), once for the endpoint
     openai_mock.reset(lambda count, body: "400" if "response_format" in body else "ok")
     result, records, store = await play(tmp_path / "two", raw)
     try:
@@ -242,7 +243,7 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
         assert all(not t.defaulted and t.attempts == 1 for _, t in turns)
         assert Counter(t.reply for _, t in turns) == Counter(r.reply for r in openai_mock.answered())
         with_schema = [b for b in openai_mock.bodies() if "response_format" in b]
-        assert len(with_schema) == 2  # each agent asked once, then remembered the refusal
+        assert len(with_schema) == 2  # json_schema, then json_object, once for both agents; then remembered
         assert openai_mock.count == len(turns) + 2
         calls = store.calls()
         assert sum(c.retries for c in calls) == 0 and all(c.error is None for c in calls)  # the fallback is not a retry
@@ -275,7 +276,7 @@ async def test_anthropic_messages_alternate_carry_the_system_prompt_and_use_a_fo
             assert all(a != b for a, b in zip(roles, roles[1:])), roles
             assert r.body["system"] == system
             assert r.body["tools"] == [{"name": "act", "description": "Your move in the game.",
-                                        "input_schema": Contribution.model_json_schema()}]
+                                        "input_schema": contribution_schema(10)}]
             assert r.body["tool_choice"] == {"type": "tool", "name": "act"}
             assert r.api_key == key and r.headers.get("anthropic-version")
         # the rules and the first prompt, both from the referee, arrive as one user message

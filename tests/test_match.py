@@ -121,12 +121,12 @@ class Unreachable(Agent):
 
 async def test_an_unreachable_backend_interrupts_the_match_and_nothing_is_scored():
     agents = quartet(gone=Unreachable("gone"))
-    match = Match(spec(6, agents, params={"rounds": 3}), agents)
-    record = await match.play()
+    played = await Match(spec(6, agents, params={"rounds": 3}), agents).play()
+    record = played.record
     assert record.status == "interrupted" and record.payoffs == {} and record.metrics == {}
     assert record.rounds == 2  # stopped in the round its backend failed
     assert "backend openai at http://127.0.0.1:9/v1 (agent 'gone') is unavailable" in record.error
-    assert match.outage is not None and match.outage.endpoint == "http://127.0.0.1:9/v1"
+    assert played.outage is not None and played.outage.endpoint == "http://127.0.0.1:9/v1"
     assert record.events[-1].type == "match_interrupted"
     gone = next(s.label for s in record.seats if s.agent == "gone")
     assert not [e for e in record.events if e.type == "turn_failed"]
@@ -156,7 +156,7 @@ async def test_a_defaulted_turn_posts_nothing_to_the_pool():
     from helpers import Roundtable
 
     class Strict(Roundtable):
-        def parse(self, seat, reply):
+        def parse(self, seat, reply, round):
             if reply != "ok":
                 raise InvalidReply("say ok")
             return reply
@@ -177,7 +177,7 @@ async def test_a_bug_in_a_game_fails_only_its_match_and_names_the_cause():
     from helpers import Roundtable
 
     class Buggy(Roundtable):
-        def parse(self, seat, reply):
+        def parse(self, seat, reply, round):
             return {}["missing"]
 
     plugins.register("game", "buggy", Buggy)
@@ -194,7 +194,7 @@ async def test_a_bug_in_a_game_fails_only_its_match_and_names_the_cause():
 async def test_a_match_that_cannot_be_set_up_is_recorded_as_failed():
     agents = {"a": scripted("a", "free_rider")}
     record = await play_match(MatchSpec(key="one", game="public_goods", agents=("a",), seed=1), agents)
-    assert record.status == "failed" and "needs at least 2 seats; 1 agents given" in record.error
+    assert record.status == "failed" and "public_goods needs at least 2 players; 1 agents given" in record.error
     record = await play_match(MatchSpec(key="x", game="no_such_game", agents=("a", "a"), seed=1), agents)
     assert record.status == "failed" and "unknown game 'no_such_game'" in record.error
 
@@ -210,6 +210,94 @@ async def test_a_judge_whose_backend_is_down_interrupts_the_match_rather_than_le
     match = Match(MatchSpec(key="cr", game="code_review", agents=("p", "r"), seed=1, shuffle_seats=False,
                             params={"problems": problems, "case": "running-max"},
                             referees=(RefereeSpec(use="llm_judge", params={"agent": "judge"}),)), agents)
-    record = await match.play()
+    played = await match.play()
+    record = played.record
     assert record.status == "interrupted" and record.metrics == {} and record.payoffs == {}
-    assert match.outage.agent == "judge" and "(agent 'judge') is unavailable" in record.error
+    assert played.outage.agent == "judge" and "(agent 'judge') is unavailable" in record.error
+
+
+async def test_a_match_is_built_whole_and_a_bad_spec_is_refused_when_built():
+    """Everything a match plays with exists once it is built; a spec that cannot be played is
+    refused there, with the one seat-count wording `arena validate` uses too."""
+    import pytest
+
+    from arena.contract import plugins
+    from arena.contract.errors import MatchSetupError
+
+    agents = quartet()
+    match = Match(spec(7, agents, shuffle_seats=False), agents)
+    assert [s.agent for s in match.seats] == list(QUARTET)
+    assert set(match.agents) == set(match.game.seats) == {s.label for s in match.seats}
+    assert match.pool.round == 0 and [type(r).__name__ for r in match.referees] == ["RuleReferee"]
+    with pytest.raises(MatchSetupError, match="'ghost', which the scenario does not define"):
+        Match(spec(7, {**agents, "ghost": None}), agents)
+    with pytest.raises(MatchSetupError, match="public_goods needs at least 2 players; 1 agents given"):
+        Match(spec(7, {"all": agents["all"]}), agents)
+    assert plugins.load("game", "code_review").seat_count_problem(3) == "needs 2 players"
+    assert plugins.load("game", "public_goods").seat_count_problem(12) is None
+
+
+async def test_parse_is_told_the_round_it_answers_including_on_a_re_ask():
+    from arena.contract import plugins
+    from helpers import Roundtable
+
+    parsed = []
+
+    class Counting(Roundtable):
+        def parse(self, seat, reply, round):
+            parsed.append((seat, round, reply))
+            if reply != "ok":
+                raise InvalidReply("say ok")
+            return reply
+
+    plugins.register("game", "counting", Counting)
+    try:
+        agents = {"good": scripted("good", "fixed", params={"replies": ["ok"]}),
+                  "bad": scripted("bad", "fixed", params={"replies": ["no", "ok"]})}
+        record = await play_match(MatchSpec(key="c", game="counting", agents=("good", "bad"), seed=1,
+                                            shuffle_seats=False, settings=MatchSettings(max_retries=1)), agents)
+    finally:
+        plugins.unregister("game", "counting")
+    assert record.status == "finished"
+    asked = sorted({(e.seat, e.round) for e in record.events if e.type == "action"})
+    assert sorted({(seat, round) for seat, round, _ in parsed}) == asked
+    # a re-ask parses for the same round as the first attempt
+    failed = [(e.seat, e.round) for e in record.events if e.type == "turn_failed"]
+    assert failed and all((seat, round, "no") in parsed for seat, round in failed)
+
+
+class Sleeper(Agent):
+    def __init__(self, name, seconds):
+        super().__init__(name, None)
+        self.seconds = seconds
+
+    async def reply(self, turn):
+        await trio.sleep(self.seconds)
+        return coins(2)
+
+
+async def test_an_agent_error_cuts_the_round_short_but_an_outage_lets_the_other_seats_finish(autojump_clock):
+    """A crash ends the match at once; an unreachable backend waits for the round's other seats
+    (their replies are paid for, and a replay gets them from the cache), then interrupts it."""
+    settings = MatchSettings(turn_timeout=100)
+    agents = {"slow": Sleeper("slow", 40), "flaky": Flaky("flaky")}
+    started = trio.current_time()
+    record = await play_match(spec(1, agents, params={"rounds": 1}, settings=settings), agents)
+    assert record.status == "failed" and trio.current_time() - started == 0
+    agents = {"slow": Sleeper("slow", 40), "gone": Unreachable("gone", down_from=1)}
+    started = trio.current_time()
+    played = await Match(spec(1, agents, params={"rounds": 1}, settings=settings), agents).play()
+    assert played.record.status == "interrupted" and played.outage.agent == "gone"
+    assert trio.current_time() - started == 40
+
+
+def test_the_action_schema_is_built_once_per_game_and_params_and_shared_by_its_matches():
+    from arena.games.public_goods import contribution_schema
+
+    agents = quartet()
+    first = Match(spec(1, agents, params={"rounds": 2}), agents)
+    other = Match(spec(2, agents, params={"rounds": 5}), agents)
+    poorer = Match(spec(3, agents, params={"rounds": 2, "endowment": 5}), agents)
+    assert first.action_schema == contribution_schema(10) and first.action_schema["properties"]["coins"]["maximum"] == 10
+    assert other.action_schema is first.action_schema  # same endowment: one schema, not one per match
+    assert poorer.action_schema["properties"]["coins"]["maximum"] == 5

@@ -8,7 +8,10 @@ from collections import Counter
 import pytest
 from scipy import stats
 
+from arena.contract import Review
 from arena.engine.match import play_match
+from arena.rank.bias import reviewer_bias
+from arena.rank.reviews import Reviews
 from arena.contract.records import MatchSettings, MatchSpec
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
@@ -28,7 +31,8 @@ def questions(tmp_path):
 
 
 def fixed(name, *replies):
-    return scripted(name, "fixed", params={"replies": list(replies)})
+    # by round: a judge's comparisons stand alone, so it sees none of its earlier turns to count
+    return scripted(name, "fixed", params={"replies": list(replies), "cycle": "round"})
 
 
 def spec(questions, agents, **params):
@@ -52,10 +56,17 @@ async def test_bpc_shows_each_pair_in_both_orders_and_averages_the_2k_results(qu
     assert verdict["results"] == [-5, 0, -7, 5]
     assert verdict["verdict"] == -1  # mean -1.75: X is better
     assert verdict["bpde"] == pytest.approx(stats.entropy([2, 1, 1]))  # two X, one tie, one Y
-    # the review tuples are the comparisons as shown (A: shown first)
-    assert record.reviews == [("q1", "x", "y", "judge", -1), ("q1", "x", "y", "judge", 0),
-                              ("q1", "y", "x", "judge", 1), ("q1", "y", "x", "judge", -1)]
+    # the reviews are the comparisons as shown (A: shown first), each with its sample, order and difference
+    assert record.reviews == [
+        Review("q1", "x", "y", "judge", -1, sample=0, order=0, difference=-5.0, match="m"),
+        Review("q1", "x", "y", "judge", 0, sample=1, order=0, difference=0.0, match="m"),
+        Review("q1", "y", "x", "judge", 1, sample=0, order=1, difference=7.0, match="m"),
+        Review("q1", "y", "x", "judge", -1, sample=1, order=1, difference=-5.0, match="m"),
+    ]
     assert record.payoffs == {"Contestant 1": 1.0, "Contestant 2": 0.0, "Judge": 0.0}
+    # peer rank calibrates them into the notice's verdict: order means -2.5 and -1, their mean -1.75
+    (battle,) = Reviews.from_rows(record.reviews).battles().rows()
+    assert battle.battle == ("q1", "x", "y", "judge", -1) and battle.difference == pytest.approx(-1.75)
 
 
 async def test_a_pure_position_bias_cancels_out(questions):
@@ -65,9 +76,14 @@ async def test_a_pure_position_bias_cancels_out(questions):
     (verdict,) = notice.data["verdicts"]
     assert verdict["results"] == [-7, -7, -7, 7, 7, 7] and verdict["verdict"] == 0
     assert verdict["bpde"] == pytest.approx(stats.entropy([3, 3]))  # the most uncertain a 2-way split can be
-    assert record.reviews == [("q1", "x", "y", "judge", -1)] * 3 + [("q1", "y", "x", "judge", -1)] * 3
+    assert [(r.battle, r.sample, r.order) for r in record.reviews] == (
+        [(("q1", "x", "y", "judge", -1), k, 0) for k in range(3)] + [(("q1", "y", "x", "judge", -1), k, 1) for k in range(3)])
+    reviews = Reviews.from_rows(record.reviews)
+    assert [b.battle for b in reviews.battles().rows()] == [("q1", "x", "y", "judge", 0)]  # rank's verdict: a tie too
+    (bias,) = reviewer_bias(reviews)
+    assert (bias.first_shown_wins, bias.swapped_pairs, bias.flip_rate) == (1.0, 1, 1.0)  # the bias, seen in full
     unswapped = await play_match(spec(questions, agents, samples=3, swap=False), agents)
-    assert unswapped.reviews == [("q1", "x", "y", "judge", -1)] * 3 and unswapped.rounds == 1 + 3
+    assert [r.battle for r in unswapped.reviews] == [("q1", "x", "y", "judge", -1)] * 3 and unswapped.rounds == 1 + 3
 
 
 @pytest.mark.parametrize("replies", [("1 too", "tie", "2", "2"), ("2", "1", "tie", "1")])
@@ -84,7 +100,7 @@ async def test_bpde_is_the_entropy_of_the_2k_results(questions, replies):
 async def test_templates_put_the_verdict_on_the_first_or_last_line(questions):
     agents = {"x": fixed("x", "X."), "y": fixed("y", "Y."), "judge": fixed("judge", "7 4\nbecause X says more")}
     first = await play_match(spec(questions, agents, template="verdict_first", swap=False), agents)
-    assert first.reviews == [("q1", "x", "y", "judge", -1)]  # "7 4": the first shown, X, is better
+    assert [r.battle for r in first.reviews] == [("q1", "x", "y", "judge", -1)]  # "7 4": the first shown, X, is better
     last = await play_match(spec(questions, agents, template="evidence_first", swap=False), agents)
     failures = [e for e in last.events if e.type == "turn_failed"]
     assert failures and "last line must be only two scores" in failures[0].reason

@@ -73,7 +73,7 @@ class Chatter(Game):
         self.graphs[round] = graph
         return graph
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         return reply
 
     def default_action(self, seat, round):

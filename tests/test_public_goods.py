@@ -91,7 +91,7 @@ def test_rules_state_the_numbers_of_the_game():
     ],
 )
 def test_valid_replies(reply, expected):
-    assert make_game(endowment=10).parse("Player 1", reply) == expected
+    assert make_game(endowment=10).parse("Player 1", reply, 1) == expected
 
 
 @pytest.mark.parametrize(
@@ -110,7 +110,7 @@ def test_valid_replies(reply, expected):
 )
 def test_invalid_replies_are_rejected_with_a_reason(reply, says):
     with pytest.raises(InvalidReply) as caught:
-        make_game(endowment=10).parse("Player 1", reply)
+        make_game(endowment=10).parse("Player 1", reply, 1)
     assert says in caught.value.reason
 
 

@@ -163,10 +163,38 @@ def test_repeated_votes_collapse_to_their_majority():
         ("q", "A", "B", "human", -1), ("q", "A", "B", "human", -1), ("q", "B", "A", "human", -1),  # A, A, B
         ("q", "A", "B", "llm", 1), ("q", "B", "A", "llm", 1),
     ])
-    collapsed = votes.collapse_votes()
+    collapsed = votes.battles()
     human = collapsed.by(["human"])
-    assert len(human) == 1 and list(human.rows())[0][1:] == ("A", "B", "human", -1)
+    assert len(human) == 1 and list(human.rows())[0].battle[1:] == ("A", "B", "human", -1)
     assert len(collapsed.by(["llm"])) == 2  # one review per order: not a pool of votes
+
+
+def test_samples_of_one_comparison_are_calibrated_as_mec_and_bpc_define_it():
+    from arena.contract import Review
+
+    def sample(a, b, k, order, difference, repeat=1, reviewer="j", score=None):
+        sign = (difference > 0) - (difference < 0) if difference is not None else score
+        return Review("q", a, b, reviewer, sign, sample=k, order=order, repeat=repeat, difference=difference, match=f"m{repeat}")
+
+    rows = [
+        # k = 3 in the pair's order, one sample left when swapped: the orders' means are 2/3 (y by 4, x by 1 twice)
+        # and -1 (x by 1): their mean favours x, though the mean of all four (.25) would favour y
+        sample("x", "y", 0, 0, 4.0), sample("x", "y", 1, 0, -1.0), sample("x", "y", 2, 0, -1.0), sample("y", "x", 0, 1, 1.0),
+        # the same comparison in another repeat is a verdict of its own: here y, in both orders
+        sample("x", "y", 0, 0, 2.0, repeat=2), sample("y", "x", 0, 1, -3.0, repeat=2),
+        # signs only: y, y, x in the pair's order (1/3), x when swapped (-1): x
+        *(sample("x", "z", k, 0, None, score=s) for k, s in enumerate((1, 1, -1))), sample("z", "x", 0, 1, None, score=1),
+    ]
+    battles = Reviews.from_rows(rows).battles()
+    assert [b.battle for b in battles.rows()] == [("q", "x", "y", "j", -1), ("q", "x", "y", "j", 1), ("q", "x", "z", "j", -1)]
+    assert [b.difference for b in battles.rows()] == pytest.approx([(2 / 3 - 1) / 2, (2 + 3) / 2, (1 / 3 - 1) / 2])
+    assert list(battles.battles().rows()) == list(battles.rows())  # a calibrated verdict stays what it is
+    (bias,) = reviewer_bias(Reviews.from_rows(rows))
+    assert (bias.reviews, bias.swapped_pairs) == (len(rows), 3)  # every comparison shown both ways, per repeat
+    assert bias.flip_rate == pytest.approx(2 / 3)  # y then x in repeat 1, z then x on signs; y both ways in repeat 2
+    # reviews without a sample index beside them stay battles of their own, as PRD's are
+    mixed = Reviews.from_rows(rows + [("q", "x", "y", "prd", -1), ("q", "y", "x", "prd", -1)]).battles()
+    assert [b.battle for b in mixed.by(["prd"]).rows()] == [("q", "x", "y", "prd", -1), ("q", "y", "x", "prd", -1)]
 
 
 # -- bad input --------------------------------------------------------------------------------
@@ -176,6 +204,10 @@ def test_repeated_votes_collapse_to_their_majority():
      "line 2: b: Field required"),
     (['{"question": 1, "a": "A", "b": "A", "reviewer": "r", "score": 0}'], "line 1: a contestant cannot battle itself"),
     (["not json"], "line 1"),
+    (['{"question": 1, "a": "A", "b": "B", "reviewer": "r", "score": 0, "sample": -1}'], "line 1: sample: Input should be greater"),
+    (['{"question": 1, "a": "A", "b": "B", "reviewer": "r", "score": 0, "order": 2}'], "line 1: order: Input should be less"),
+    (['{"question": 1, "a": "A", "b": "B", "reviewer": "r", "score": 1, "difference": NaN}'], "line 1: difference: Input should be a finite"),
+    (['{"question": 1, "a": "A", "b": "B", "reviewer": "r", "score": 1, "difference": -2}'], "line 1: score 1 is not the sign of difference -2"),
     ([], "no reviews in the file"),
 ])
 def test_bad_review_files_name_the_line(tmp_path, lines, says):
@@ -227,7 +259,7 @@ def rows_of(prd_reviews):
         "gpt4": (prd_reviews.by(["gpt4"]), False),
         "all": (prd_reviews.by([r for r in FIVE]), False),
         "weighted": (prd_reviews.by([r for r in FIVE]), True),
-        "human": (prd_reviews.by(["human"]).collapse_votes(), False),
+        "human": (prd_reviews.by(["human"]).battles(), False),
     }
 
 
@@ -240,7 +272,7 @@ def test_the_importer_reads_every_reviewer_and_leaves_out_the_second_run(prd):
         "answer-gpt35-vs-answer-gpt4-gpt35-reviewer-threeclass.jsonl",
         "answer-gpt4-vs-answer-gpt35-gpt35-reviewer-threeclass.jsonl",
     ]
-    assert len(reviews.by(["human"]).collapse_votes()) == 80 * 10  # one majority per question and pair
+    assert len(reviews.by(["human"]).battles()) == 80 * 10  # one majority per question and pair
 
 
 @needs_prd

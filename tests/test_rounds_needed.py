@@ -15,8 +15,8 @@ from arena.run.tournament import plan
 from helpers import ROOT
 
 OFFLINE = ["quickstart", "pairwise-review-synthetic", "peer-discussion-synthetic", "chateval-debate-synthetic",
-           "idiom-solitaire", "code-review", "translation"]
-FIXED_LENGTH = {"public_goods", "pairwise_review", "chateval_debate", "translation"}
+           "chateval-scoring-synthetic", "idiom-solitaire", "code-review", "translation"]
+FIXED_LENGTH = {"public_goods", "pairwise_review", "chateval_debate", "chateval_scoring", "translation"}
 
 
 @pytest.mark.parametrize("name", OFFLINE)

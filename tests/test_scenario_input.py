@@ -252,7 +252,7 @@ class Talk(Game):
     def prompt(self, seat, round):
         return "Speak."
 
-    def parse(self, seat, reply):
+    def parse(self, seat, reply, round):
         return reply
 
     def default_action(self, seat, round):

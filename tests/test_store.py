@@ -18,6 +18,7 @@ import pytest
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore, StoreError
+from arena.store.writer import SCHEMA_VERSION
 
 from helpers import ROOT, play
 
@@ -240,7 +241,7 @@ async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_not
     db.executescript("DROP TABLE metrics; ALTER TABLE messages DROP COLUMN shown; PRAGMA user_version = 2;")
     db.close()
     store = RunStore.open(tmp_path / "run")
-    assert store.db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     records = list(store.records())
     assert [r.payoffs for r in records] == before and all(r.metrics == {} for r in records)
     from arena.results.payoffs import summarize
@@ -336,3 +337,35 @@ def test_rank_report_show_and_resume_read_rows_not_whole_records(tmp_path, monke
     assert main(["show", str(run_dir), "--match", first]) == 0
     shown = capsys.readouterr().out
     assert f"{first} — public_goods" in shown and "── round 3" in shown
+
+
+@pytest.mark.parametrize("name", ["peer-discussion-synthetic", "chateval-debate-synthetic", "chateval-scoring-synthetic"])
+async def test_the_judging_summaries_read_from_the_last_notices_are_those_of_the_records(tmp_path, monkeypatch, name):
+    """rank_json's discussion, debate_verdicts and dimension_scores come from the store's last notices
+    of the judging games (RunStore.final_notices), not from every record: the same numbers."""
+    from arena.results.summary import judging_json, rank_json
+    from arena.run.scenario import load_scenario
+    from helpers import ROOT
+
+    monkeypatch.chdir(ROOT)  # the scenarios name their data files from the repository's root
+    scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
+    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
+    try:
+        await run_tournament(scenario, store=store)
+        from_records = judging_json(store.records())
+        assert any(from_records.values())
+        assert judging_json(store.final_notices()) == from_records
+        ranked = rank_json(store)
+        assert {k: ranked[k] for k in from_records} == from_records
+    finally:
+        store.close()
+
+
+async def test_a_run_without_judging_games_has_no_judging_notices_to_read(tmp_path):
+    scenario = parse_scenario(MEMORY_SCENARIO)
+    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
+    try:
+        await run_tournament(scenario, store=store)
+        assert list(store.final_notices()) == []
+    finally:
+        store.close()

@@ -36,7 +36,7 @@ async def test_chrf_scores_the_draft_and_the_polished_text_against_the_reference
     text = load_texts(TEXTS)["de-en-1"]
     draft = "The train was twenty minutes late because a tree fell on the rails."
     agents = {"t": scripted("t", "fixed", params={"replies": [draft]}),
-              "p": scripted("p", "fixed", params={"replies": ["-", text.reference]})}
+              "p": scripted("p", "fixed", params={"replies": [text.reference]})}  # its first turn, in round 2
     spec = MatchSpec(key="tr", game="translation", agents=("t", "p"), seed=1, shuffle_seats=False,
                      params={"texts": TEXTS, "case": "de-en-1"}, referees=(RefereeSpec(use="rules", params={"metric": "chrf"}),))
     record = await play_match(spec, agents)

@@ -27,6 +27,7 @@ from pathlib import Path
 import yaml
 
 from arena.contract import seeding
+from arena.contract.files import replacing
 from arena.engine.anonymity import scrub
 from arena.run.scenario import VENDOR_TERMS
 from arena.store import RunStore, StoreError
@@ -128,12 +129,12 @@ def new_seed() -> int:
 def export(run_dir: str | Path, beta: float, output: str | Path, seed: int | None = None) -> tuple[int, int]:
     """Write the top-β for annotators; (how many, the seed their order was drawn with)."""
     seed = new_seed() if seed is None else seed
-    store = RunStore.open(run_dir)
+    store = RunStore.open(run_dir, readonly=True)
     try:
         chosen, terms = uncertain(store, beta), filter_terms(store)
     finally:
         store.close()
-    with Path(output).open("w", newline="", encoding="utf-8") as handle:
+    with replacing(output) as partial, partial.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(shown(item, seed, terms) for item in chosen)

@@ -7,26 +7,29 @@ import contextlib
 import csv
 import difflib
 import json
+import sqlite3
 import sys
 import time
 from pathlib import Path
-
-import trio
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING
 
 from arena import __version__
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
 from arena.contract.errors import ConfigError
-from arena.rank.reviews import ReviewError
-from arena.results.summary import peer_rank, rank_json
+from arena.contract.files import OutputError, replacing, sqlite_damaged
+from arena.cli.documents import RUN_JSON, RUNS_JSON, SHOW_JSON, VALIDATE_JSON
+from arena.cli.output import closing_quietly, console as output_console, print_json, table_console
 from arena.cli.report import add_commands as add_report_commands
-from arena.store import RunStore, StoreError, run_dirs
-from arena.cli.tables import print_results
-from arena.run.tournament import count, role_swap_note
-from arena.run.scenario import load_scenario
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from arena.store import RunStore
+
+PLAIN_TABLE = "print the table as tab-separated values, a header row first, one row per line"
+PLAIN_TABLES = ("print each table as tab-separated values, a header row first; titles and other lines start "
+                "with '# ', a blank line between tables")
 
 
 OUTAGE = 4  # exit status: a backend stayed unreachable; its matches are left for the next `arena run`
@@ -34,7 +37,12 @@ OUTAGE = 4  # exit status: a backend stayed unreachable; its matches are left fo
 
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 every match finished, 1 some match failed, 2 a bad scenario, command line or run
-    directory, 3 the budget is spent, 4 a backend could not be reached (``OUTAGE``), 130 Ctrl-C."""
+    directory, 3 the budget is spent, 4 a backend could not be reached (``OUTAGE``), 130 Ctrl-C; 0 also
+    when the reader of a pipe stopped reading."""
+    return closing_quietly(lambda: _main(argv))
+
+
+def _main(argv: list[str] | None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "handler"):
@@ -42,15 +50,50 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.handler(args)
-    except (ConfigError, StoreError, ReviewError, FatalAgentError) as exc:
-        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {exc}", markup=True)
+    except _user_errors() as exc:  # evaluated only when something was raised: their modules load then
+        _error(str(exc))
+        return 2
+    except sqlite3.DatabaseError as exc:  # found part way through reading a store that looked whole
+        _error(_store_problem(exc, getattr(args, "run_dir", None)))
         return 2
     except KeyboardInterrupt:
         return 130
 
 
+def _user_errors() -> tuple[type[Exception], ...]:
+    """Errors a user can cause and fix (a scenario, a run directory, a reviews file, a key, an output
+    file): said in a line."""
+    from arena.rank.reviews import ReviewError
+    from arena.store import StoreError
+
+    return ConfigError, StoreError, ReviewError, FatalAgentError, OutputError
+
+
+def _error(text: str) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text("error: ", style="bold red") + Text(text))
+
+
+def _store_problem(exc: sqlite3.DatabaseError, run_dir: Path | None) -> str:
+    from arena.store import DamagedStore, STORE_FILE
+
+    path = Path(run_dir) / STORE_FILE if run_dir is not None else Path(STORE_FILE)
+    if sqlite_damaged(exc):
+        return str(DamagedStore(path, f"SQLite says: {exc}"))
+    return f"{path} could not be read (SQLite says: {exc})"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="arena", description="Evaluate language models by making them interact.")
+    parser = argparse.ArgumentParser(
+        prog="arena", description="Evaluate language models by making them interact.",
+        epilog="For scripts: --json (run, validate, runs, show, rank, games, agents, referees) prints one JSON "
+               "document and nothing else on stdout; --plain (runs, show, rank, games, agents, referees) prints "
+               "tables as tab-separated values. Piped output is never cut to the terminal's width. A smoke test: "
+               "`arena run S.yaml --limit 2 --set repeats=1`, then the same command without --limit plays the rest. "
+               "Exit status: 0 done, 1 some match failed, 2 bad input, 3 budget spent, 4 a backend unreachable, "
+               "130 Ctrl-C.")
     parser.add_argument("--version", action="version", version=f"arena {__version__}")
     sub = parser.add_subparsers(title="commands")
 
@@ -61,6 +104,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
     run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
     run.add_argument("--dry-run", action="store_true", help="print the planned matches, calls, tokens and cost; play nothing")
+    _scenario_options(run)
+    run.add_argument("--json", action="store_true", help=RUN_JSON + "; with --dry-run, the estimate")
     view = run.add_mutually_exclusive_group()
     view.add_argument("--plain", action="store_true", help="one line per event (the default when not a terminal)")
     view.add_argument("--rounds", action="store_true", help="a table per round of every match instead of the dashboard")
@@ -69,27 +114,38 @@ def _parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check a scenario file without running it")
     validate.add_argument("scenario", type=Path)
+    _scenario_options(validate)
+    validate.add_argument("--json", action="store_true", help=VALIDATE_JSON)
     validate.set_defaults(handler=_validate)
 
     games = sub.add_parser("games", help="list installed games and their parameters")
     games.add_argument("--json", action="store_true", help="machine-readable output")
+    games.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
     games.set_defaults(handler=_games)
 
     agents = sub.add_parser("agents", help="list installed agent backends and their parameters")
     agents.add_argument("--json", action="store_true", help="machine-readable output")
+    agents.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
     agents.set_defaults(handler=_agents)
 
     referees = sub.add_parser("referees", help="list installed referees and their parameters")
     referees.add_argument("--json", action="store_true", help="machine-readable output")
+    referees.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
     referees.set_defaults(handler=_referees)
 
     runs = sub.add_parser("runs", help="list run directories and their status")
     runs.add_argument("output", nargs="?", type=Path, default=Path("runs"), help="folder of run directories (default: runs)")
+    runs_form = runs.add_mutually_exclusive_group()
+    runs_form.add_argument("--json", action="store_true", help=RUNS_JSON)
+    runs_form.add_argument("--plain", action="store_true", help=PLAIN_TABLE)
     runs.set_defaults(handler=_runs)
 
     show = sub.add_parser("show", help="list a run's matches, or one match's transcript")
     show.add_argument("run_dir", type=Path)
     show.add_argument("--match", help="the key of the match to show")
+    show_form = show.add_mutually_exclusive_group()
+    show_form.add_argument("--json", action="store_true", help=SHOW_JSON)
+    show_form.add_argument("--plain", action="store_true", help=PLAIN_TABLE + " (the list of matches)")
     show.set_defaults(handler=_show)
 
     export = sub.add_parser("export", help="write a run's matches as JSON lines or CSV")
@@ -118,6 +174,7 @@ def _parser() -> argparse.ArgumentParser:
     rank.add_argument("--bootstrap", type=int, default=200, help="bootstrap samples (questions resampled); 0: no intervals")
     rank.add_argument("--seed", type=int, default=0)
     rank.add_argument("--json", action="store_true", help="machine-readable output")
+    rank.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
     rank.set_defaults(handler=_rank)
 
     annotate = sub.add_parser("annotate", help="human in the loop: export the least certain verdicts, import people's")
@@ -139,7 +196,9 @@ def _parser() -> argparse.ArgumentParser:
     back.set_defaults(handler=_annotate_import)
 
     importer = sub.add_parser("import", help="turn released review data into a reviews JSONL file")
-    importer.add_argument("format", choices=["prd"], help="prd: PRD's vicuna80 ratings-<reviewer> folders")
+    importer.add_argument("format", choices=["prd", "faireval"],
+                          help="prd: PRD's vicuna80 ratings-<reviewer> folders; faireval: FairEval's repository "
+                               "folder (answer/, review/: the human labels and FairEval.py's evaluations)")
     importer.add_argument("folder", type=Path)
     importer.add_argument("-o", "--output", type=Path, required=True)
     importer.add_argument("--contestants", nargs="+", help="keep only battles between these")
@@ -153,6 +212,33 @@ def _parser() -> argparse.ArgumentParser:
 
     add_report_commands(sub)
     return parser
+
+
+def _scenario_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="overrides",
+                        help="change a scenario field for this run, by dotted path (repeatable): repeats=1, "
+                             "agents.alice.model=gpt-4o-mini, games[0].params.rounds=3, game.params.rounds=3 (every "
+                             "entry); VALUE is read as YAML and checked like the file; `arena show` lists them")
+    parser.add_argument("--limit", type=_positive, metavar="N",
+                        help="only the first N matches of the plan, the same ones every time (a smoke test); "
+                             "running again without --limit keeps them and plays the rest")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, not {value}")
+    return value
+
+
+def _load(args: argparse.Namespace):
+    """The scenario file with the command's --set overrides written in."""
+    from arena.run.scenario import load_scenario
+    from arena.run.overrides import parse_overrides
+    return load_scenario(args.scenario, parse_overrides(args.overrides))
 
 
 # -- run -------------------------------------------------------------------------------
@@ -174,34 +260,108 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
 
 
 def _run(args: argparse.Namespace) -> int:
+    from arena.store import StoreError
+    from arena.store import RunStore
+
+    scenario = _load(args)
+    if args.dry_run:
+        return _dry_run(scenario, args.limit, args.json)
+    args.run_dir = args.run_dir or Path(scenario.output) / scenario.name  # an error about the store names it
+    try:
+        store = RunStore.create_or_resume(
+            args.run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
+        )
+    except StoreError as exc:
+        raise StoreError(f"{exc}{_overrides_hint(args.run_dir, args.overrides)}") from None
+    try:  # however the run ends (Ctrl-C, budget, outage, an error), the run's lock is let go
+        store.record_session(args.overrides, args.limit)
+        return _play(args, scenario, store)
+    finally:
+        store.close()
+
+
+def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
+    import trio
+    from rich.text import Text
+    from arena.store.lock import describe as describe_holder
+
     from arena.run.runner import run_tournament
 
-    scenario = load_scenario(args.scenario)
-    if args.dry_run:
-        return _dry_run(scenario)
-    run_dir = args.run_dir or Path(scenario.output) / scenario.name
-    store = RunStore.create_or_resume(
-        run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
-    )
-    console = Console(highlight=False, soft_wrap=True)
-    kept = len(store.finished_keys())
-    if kept:
-        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept.")
+    run_dir = store.run_dir
+    console = output_console(stderr=args.json, keep_going=True)  # with --json, stdout holds the document alone
+    if store.took_over:
+        console.print(Text(f"note: the `arena run` that last played {run_dir} ({describe_holder(store.took_over)}) "
+                           "ended without letting go of it; this run takes over."))
+    if store.set_aside is not None:
+        console.print(Text(f"The store that was in {run_dir} is set aside as {store.set_aside.name}."))
+    counts = store.counts()
+    kept, cut = counts.get("finished", 0), counts.get("truncated", 0)  # what a resume keeps (records.KEPT)
+    if kept or cut:
+        also = f", and {cut} truncated (played again, they would be cut again)" if cut else ""
+        console.print(f"Resuming the run in {run_dir}: {kept} finished matches are kept{also}.")
     observer = _observer(args, console, scenario, store)
     try:
         with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
-            result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache)
+            result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache,
+                              args.limit)
     except KeyboardInterrupt:
         console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
-        store.close()
         return 130
-    print_results(console, store)
-    for key in result.keys("failed"):  # read back one by one: the run kept no record
+    for warning in result.warnings:  # said on stderr however quiet the output (a damaged cache)
+        output_console(stderr=True).print(Text("warning: ", style="bold yellow") + Text(warning))
+    return _report_run(args, console, run_dir, store, result)
+
+
+def _overrides_hint(run_dir: Path, given: list[str]) -> str:
+    """When a run was started with other --set overrides than these, which: they may be the difference."""
+    from arena.store import RunStore
+    try:
+        store = RunStore.open(run_dir, readonly=True)
+        try:
+            earlier = [s["overrides"] for s in store.sessions()]
+        finally:
+            store.close()
+    except Exception:  # a store that cannot be read has its own message already
+        return ""
+    if not earlier or earlier[-1] == given:
+        return ""
+    flags = " ".join(f"--set {item}" for item in earlier[-1]) or "no --set"
+    return f" It was last run with {flags}."
+
+
+def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store: RunStore, result) -> int:
+    """The results and how the run ended, for a person; then, with --json, the summary on stdout."""
+    from arena.cli.tables import print_results
+    if not args.json:
+        print_results(console, store)
+    failed = result.keys("failed")
+    for key in failed:  # read back one by one: the run kept no record
         error = store.match(key).error or ""
         console.print(f"[red]match {key} failed:[/] {error.splitlines()[0] if error else ''}")
+    finished, truncated = result.count("finished"), result.count("truncated")
+    cut = f", {truncated} truncated at max_rounds" if truncated else ""
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
-    console.print(f"{result.count('finished')} of {len(result.statuses)} matches finished{replayed}. Run directory: {run_dir}")
-    store.close()
+    console.print(f"{finished} of {len(result.statuses)} matches finished{cut}{replayed}. Run directory: {run_dir}")
+    if result.beyond_limit:
+        console.print(f"--limit {args.limit}: {result.beyond_limit} more matches are planned; run the same command "
+                      "without --limit to play them.")
+    status = _run_status(console, result, failed)
+    if args.json:
+        stopped = ("outage" if result.outages else "budget" if result.not_started else
+                   "limit" if result.beyond_limit else None)
+        session = {"played": len(result.statuses) - result.resumed, "finished": finished, "failed": failed,
+                   "interrupted": result.keys("interrupted"),
+                   "not_started": result.not_started + result.unplayed, "resumed": result.resumed,
+                   "beyond_limit": result.beyond_limit, "limit": args.limit, "overrides": args.overrides,
+                   "stopped": stopped, "exit_status": status}
+        from arena.cli.documents import run_document
+
+        print_json(run_document(run_dir, store, session))
+    return status
+
+
+def _run_status(console: Console, result, failed) -> int:
+    from rich.text import Text
     if result.outages:
         for outage in result.outages:
             console.print(Text(f"Stopped: {outage}", style="red"))
@@ -212,15 +372,20 @@ def _run(args: argparse.Namespace) -> int:
         console.print(f"[yellow]Stopped: {result.budget_note}; {len(result.not_started)} matches were not started. "
                       "Raise the budget and run the same command to go on.[/]")
         return 3
-    return 1 if result.count("failed") else 0
+    return 1 if failed else 0
 
 
-def _dry_run(scenario) -> int:
+def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
+    from rich.table import Table
+
     from arena.cli.tables import usd
     from arena.run.dryrun import estimate
 
-    console = Console(highlight=False, soft_wrap=True)
-    found = estimate(scenario)
+    console = output_console()
+    found = estimate(scenario, limit)
+    if as_json:
+        print_json(found.model_dump())
+        return 0
     table = Table(title=f"{scenario.name}: {found.matches} matches planned", title_justify="left")
     for column in ("Game entry", "Matches", "Model calls per match", "Prompt tokens per match", "Reply tokens per match"):
         table.add_column(column)
@@ -270,15 +435,34 @@ def _dry_run(scenario) -> int:
 
 # -- other commands --------------------------------------------------------------------
 def _validate(args: argparse.Namespace) -> int:
-    scenario = load_scenario(args.scenario)
+    from arena.run.tournament import count, role_swap_note
+
+    try:
+        scenario = _load(args)
+    except ConfigError as exc:
+        if args.json:  # the problems for a script on stdout; the message for a person on stderr all the same
+            from arena.cli.documents import problems_document
+
+            print_json(problems_document(args.scenario, exc))
+        raise
     matches = count(scenario)  # counted, not built: a large plan is checked in no time
-    unstable = [e.name for e in scenario.games if not isinstance(scenario.tournament_for(e).repeats, int)]
+    room = args.limit is None or matches < args.limit  # whether until_stable's blocks may come after the first
+    if args.limit is not None:
+        matches = min(matches, args.limit)
+    unstable = [e.name for e in scenario.games if room and not isinstance(scenario.tournament_for(e).repeats, int)]
+    notes = [(f"games[{i}] ({entry.name})", note) for i, entry in enumerate(scenario.games)
+             if (note := role_swap_note(scenario, entry))]
+    if args.json:
+        from arena.cli.documents import validate_document
+
+        print_json(validate_document(args.scenario, scenario, matches, unstable, notes, args.overrides, args.limit))
+        return 0
     extra = f" (until_stable adds more for: {', '.join(unstable)})" if unstable else ""
-    print(f"{args.scenario}: ok — {len(scenario.agents)} agents, {len(scenario.games)} game entries, {matches} matches{extra}")
-    for i, entry in enumerate(scenario.games):
-        note = role_swap_note(scenario, entry)
-        if note:
-            print(f"  games[{i}] ({entry.name}): {note}")
+    limited = f" (--limit {args.limit})" if args.limit is not None else ""
+    print(f"{args.scenario}: ok — {len(scenario.agents)} agents, {len(scenario.games)} game entries, "
+          f"{matches} matches{limited}{extra}")
+    for where, note in notes:
+        print(f"  {where}: {note}")
     return 0
 
 
@@ -292,6 +476,8 @@ def _fields(model) -> list[dict]:
 
 
 def _print_fields(console: Console, title: str, fields: list[dict]) -> None:
+    from rich.table import Table
+
     table = Table(title=title, title_justify="left")
     for column in ("Parameter", "Type", "Default", "Meaning"):
         table.add_column(column)
@@ -316,10 +502,11 @@ def _games(args: argparse.Namespace) -> int:
 
 def _print_listing(args: argparse.Namespace, listing: list[dict], title=lambda p: f"{p['name']} — {p['description']}") -> int:
     """Installed plugins with their parameters: JSON, or a table each."""
+
     if args.json:
         print(json.dumps(listing, indent=2, default=str))
         return 0
-    console = Console(highlight=False, soft_wrap=True)
+    console = table_console(args.plain, titled=True)
     for plugin in listing:
         _print_fields(console, title(plugin), plugin["params"])
     return 0
@@ -348,42 +535,68 @@ def _type_name(annotation) -> str:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    console = Console(highlight=False, soft_wrap=True)
+    from rich.table import Table
+    from rich.text import Text
+
+    from arena.results.listing import run_rows
+
+    rows = run_rows(args.output)
+    if args.json:
+        print_json([row.model_dump() for row in rows])
+        return 0
+    console = table_console(args.plain, titled=False)
+    if not rows and not args.plain:
+        console.print(f"No run directories under {args.output}.")
+        return 0
     table = Table(title=f"runs under {args.output}", title_justify="left")
     for column in ("Run directory", "Scenario", "Status", "Finished", "Failed", "Planned", "Updated"):
         table.add_column(column)
-    found = 0
-    for run_dir in run_dirs(args.output):
-        store = RunStore.open(run_dir)
-        info, counts = store.run_info(), store.counts()
-        status = store.status()
-        if counts.get("interrupted"):
-            status += f" ({counts['interrupted']} interrupted)"
-        table.add_row(str(run_dir), info.get("name", "?"), status, str(counts.get("finished", 0)),
-                      str(counts.get("failed", 0)), str(info.get("planned", 0)),
-                      time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info.get("updated") or 0)))
-        store.close()
-        found += 1
-    if not found:
-        console.print(f"No run directories under {args.output}.")
-        return 0
+    for row in rows:
+        updated = row.updated.replace("T", " ")[:19] if row.updated else "—"
+        if not row.readable:
+            table.add_row(row.run_dir, "?", Text(row.status, style="red"), "", "", "", updated)
+            continue
+        also = [f"{n} {what}" for n, what in ((row.interrupted, "interrupted"), (row.truncated, "truncated")) if n]
+        status = row.status + (f" ({', '.join(also)})" if also else "")
+        table.add_row(row.run_dir, row.name or "?", status, str(row.finished), str(row.failed), str(row.planned),
+                      updated)
     console.print(table)
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    store = RunStore.open(args.run_dir)
-    console = Console(highlight=False, soft_wrap=True)
+    from rich.table import Table
+    from rich.text import Text
+
+    from arena.results.listing import match_rows
+    from arena.store import RunStore, StoreError
+
+    store = RunStore.open(args.run_dir, readonly=True)
+    console = output_console()
     if args.match is None:
+        if args.json:
+            from arena.cli.documents import show_document
+
+            print_json(show_document(args.run_dir, store))
+            return 0
+        console = table_console(args.plain, titled=False)
+        for session in store.sessions():  # what the run's commands changed, before the matches they played
+            changed = [f"--set {item}" for item in session["overrides"]]
+            changed += [f"--limit {session['limit']}"] if session["limit"] is not None else []
+            if changed:
+                when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(session["started"]))
+                console.print(Text(f"run of {when} with {' '.join(changed)}"))
         table = Table(title=f"matches of {args.run_dir}", title_justify="left")
         for column in ("Key", "Status", "Seats", "Payoffs"):
             table.add_column(column)
-        for match in store.matches():
-            seats = ", ".join(f"{s.label}={s.agent}" for s in match.seats)
-            payoffs = ", ".join(f"{s}: {v:g}" for s, v in match.payoffs.items())
-            if match.status == "interrupted" and match.error:  # why nothing was scored
-                payoffs = match.error.splitlines()[0]
-            table.add_row(match.key, match.status, seats, Text(payoffs))
+        for row in match_rows(store.matches(), dict(store.match_keys())):
+            seats = ", ".join(f"{s.label}={s.agent}" for s in row.seats)
+            payoffs = ", ".join(f"{s}: {v:g}" for s, v in row.payoffs.items())
+            if row.status == "interrupted" and row.error:  # why nothing was scored
+                payoffs = row.error
+            elif row.status == "truncated":  # scored where it stopped; the results leave it out
+                payoffs += f" (stopped at max_rounds after {row.rounds} rounds; not in the results)"
+            table.add_row(row.key, row.status, seats, Text(payoffs))
         console.print(table)
         return 0
     record = store.record(args.match)
@@ -394,29 +607,47 @@ def _show(args: argparse.Namespace) -> int:
         raise StoreError(f"no match {args.match!r} in {args.run_dir}{hint} (`arena show {args.run_dir}` lists them)")
     from arena.cli.transcript import print_transcript
 
+    if args.json:
+        print_json(record.model_dump(mode="json"))
+        return 0
     print_transcript(console, record)
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
     """Match by match, each written as it is read: the file of a big run is never held whole."""
-    store = RunStore.open(args.run_dir)
-    with (args.output.open("w", encoding="utf-8", newline="") if args.output else contextlib.nullcontext(sys.stdout)) as out:
-        if args.format == "jsonl":
-            for record in store.records(status=None):
-                out.write(record.model_dump_json() + "\n")
-        else:
-            writer = csv.writer(out)
-            writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
-            for r in store.matches():
-                for seat in r.seats:
-                    writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
-                                     seat.agent, r.payoffs.get(seat.label, "")])
+    from arena.store import RunStore
+
+    store = RunStore.open(args.run_dir, readonly=True)
+    try:
+        if args.output is None:
+            _write_export(store, args.format, sys.stdout)
+            return 0
+        with replacing(args.output) as partial:  # written whole or not at all: a failure keeps the old file
+            with partial.open("w", encoding="utf-8", newline="") as out:
+                _write_export(store, args.format, out)
+    finally:
+        store.close()
     return 0
+
+
+def _write_export(store: RunStore, format: str, out) -> None:
+    if format == "jsonl":
+        for record in store.records(status=None):  # one record at a time, with its transcript
+            out.write(record.model_dump_json() + "\n")
+        return
+    writer = csv.writer(out)
+    writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
+    for r in store.matches():  # the rows alone: no transcript is read
+        for seat in r.seats:
+            writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
+                             seat.agent, r.payoffs.get(seat.label, "")])
 
 
 def _rank_options(args: argparse.Namespace) -> dict:
     """The peer-rank options of `arena rank`, as ``arena.rank.leaderboard`` takes them."""
+    from arena.rank.reviews import ReviewError
+
     from arena.rank import METHODS
 
     fixed = {}
@@ -437,20 +668,26 @@ def _rank_options(args: argparse.Namespace) -> dict:
 
 
 def _rank(args: argparse.Namespace) -> int:
+    from arena.results.summary import peer_rank, rank_json
+    from arena.store import RunStore, StoreError
+    from arena.cli.tables import print_judging, print_left_out, print_results
+
     if args.reviews is not None:
         return _rank_reviews(args)
     if args.run_dir is None:
         raise StoreError("give a run directory, or --reviews FILE")
     options = _rank_options(args)
-    store = RunStore.open(args.run_dir)
+    store = RunStore.open(args.run_dir, readonly=True)
     if args.json:
         print(json.dumps(rank_json(store, **options), indent=2))
         return 0
-    console = Console(highlight=False, soft_wrap=True)
+    console = table_console(args.plain, titled=True)
     if not store.counts().get("finished"):
         console.print(f"No finished matches in {args.run_dir} yet.")
+        print_left_out(console, store)
         return 0
     print_results(console, store)
+    print_judging(console, store)
     board = peer_rank(store, **options)
     if board is not None:
         from arena.cli.tables import print_leaderboard
@@ -461,6 +698,7 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 def _rank_reviews(args: argparse.Namespace) -> int:
+
     from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
     from arena.cli.tables import print_leaderboard
@@ -470,7 +708,7 @@ def _rank_reviews(args: argparse.Namespace) -> int:
     if args.json:
         print(board.model_dump_json(indent=2))
     else:
-        print_leaderboard(Console(highlight=False, soft_wrap=True), board)
+        print_leaderboard(table_console(args.plain, titled=True), board)
     return 0
 
 
@@ -500,10 +738,13 @@ def _annotate_import(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    from arena.rank.faireval import read_faireval
     from arena.rank.prd import read_prd
 
-    reviews, skipped = read_prd(args.folder, args.contestants)
-    reviews.write_jsonl(args.output)
+    read = {"prd": read_prd, "faireval": read_faireval}[args.format]
+    reviews, skipped = read(args.folder, args.contestants)
+    with replacing(args.output) as partial:
+        reviews.write_jsonl(partial)
     print(f"{args.output}: {len(reviews)} reviews of {len(reviews.contestants)} contestants by "
           f"{len(reviews.reviewers)} reviewers ({', '.join(reviews.reviewers)})")
     for path in skipped:
@@ -512,10 +753,12 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _watch(args: argparse.Namespace) -> int:
+
+    from arena.store import RunStore
+
     from arena.cli.dashboard import watch_run
 
-    store = RunStore.open(args.run_dir)
-    store.close()
-    console = Console(highlight=False, soft_wrap=True)
+    RunStore.open(args.run_dir, readonly=True).close()  # a folder that holds no run is refused at once
+    console = output_console()
     return watch_run(args.run_dir, console, interval=args.interval, plain=args.plain or not console.is_terminal)
 

@@ -34,7 +34,9 @@ from rich.text import Text
 
 from arena.cli.live import CallTally
 from arena.contract.calls import CallRecord, CallStarted
-from arena.contract.events import Event, MatchEnded, MatchFailed, MatchStarted, MessagePosted, RoundClosed, TurnFailed
+from arena.contract.events import (
+    Event, MatchEnded, MatchFailed, MatchInterrupted, MatchStarted, MessagePosted, RoundClosed, TurnFailed,
+)
 from arena.contract.messages import REFEREE, Message
 from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.progress import RunProgress, Snapshot, rounds_needed
@@ -209,12 +211,19 @@ class Dashboard(Observer):
             with self._lock:
                 self.progress.turn_failed(event.match, event.seat, event.round, event.attempt, event.failure, at)
         elif isinstance(event, MatchEnded):
+            if event.status == "truncated":
+                line = _Line(event.match, event.rounds, {}, None, (),
+                             f"■ truncated: stopped at max_rounds after {event.rounds} rounds", "yellow")
             with self._lock:
-                self.progress.match_done(event.match, "finished", at)
+                self.progress.match_done(event.match, event.status, at)
         elif isinstance(event, MatchFailed):
             line = _Line(event.match, None, {}, None, (), f"✖ failed: {_first_line(event.error)}", "bold red")
             with self._lock:
                 self.progress.match_done(event.match, "failed", at)
+        elif isinstance(event, MatchInterrupted):
+            line = _Line(event.match, None, {}, None, (), f"⏸ interrupted: {_first_line(event.error)}", "yellow")
+            with self._lock:
+                self.progress.match_done(event.match, "interrupted", at)
         if line is not None:
             with self._lock:
                 self._feed.append(line)
@@ -260,7 +269,7 @@ class Dashboard(Observer):
         for key, message in changes.messages[-(self._feed.maxlen or 0):]:
             self.message(key, message)
         for _, fact in changes.facts:  # their last messages are in the feed: their seats are no longer needed
-            if isinstance(fact, (MatchEnded, MatchFailed)):
+            if isinstance(fact, (MatchEnded, MatchFailed, MatchInterrupted)):
                 self._seats.pop(fact.match, None)
         with self._lock:
             for token in changes.gone:
@@ -275,7 +284,7 @@ class Dashboard(Observer):
     def catch_up(self, run_dir: str | Path) -> None:
         """Start from what earlier sessions of a resumed run left in its store (their calls, spend and
         finished matches), as `arena watch` would see it; nothing of theirs is running any more."""
-        store = RunStore.open(run_dir)
+        store = RunStore.open(run_dir, readonly=True)
         try:
             now = time.time()
             changes = Follower(store, first_messages=0, skip_kinds=FEED_SKIPS).poll()
@@ -306,6 +315,10 @@ class Dashboard(Observer):
         said = []
         if snap.failed:
             said.append(f"[red]{snap.failed} failed[/]")
+        if snap.truncated:
+            said.append(f"[yellow]{snap.truncated} truncated[/]")
+        if snap.interrupted:
+            said.append(f"[yellow]{snap.interrupted} interrupted[/]")
         if snap.resumed:
             said.append(f"{snap.resumed} done before")
         self._bar.update(self._task, total=snap.planned or None, completed=snap.done, rate=snap.match_rate,
@@ -457,7 +470,7 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
     from arena.cli.tables import print_results
 
     run_dir = Path(run_dir)
-    store = RunStore.open(run_dir)
+    store = RunStore.open(run_dir, readonly=True)
     follower = Follower(store, first_messages=FEED_SIZE, skip_kinds=FEED_SKIPS)
     try:
         info = follower.wait_for_run()
@@ -473,9 +486,10 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
                 _follow_live(follower, store, console, name, interval)
             status = store.status()
         counts, planned = store.counts(), store.run_info().get("planned", 0)
+        also = "".join(f", {counts[s]} {s}" for s in ("truncated", "interrupted") if counts.get(s))
         console.print(
             f"Run {name} in {run_dir}: {status} — {counts.get('finished', 0)} finished, "
-            f"{counts.get('failed', 0)} failed, of {planned} planned.", markup=False)
+            f"{counts.get('failed', 0)} failed{also}, of {planned} planned.", markup=False)
         if counts.get("finished"):
             print_results(console, store)
         else:
@@ -512,7 +526,7 @@ def _follow_plain(follower: Follower, store: RunStore, console: Console, name: s
         running = store.status() == _ACTIVE
         changes = follower.poll()
         if first:
-            done = sum(n for status, n in store.counts().items() if status in ("finished", "failed"))
+            done = sum(n for status, n in store.counts().items() if status in ("finished", "truncated", "failed"))
             say(f"Watching {name} in {run_dir}: {done} of {changes.planned} matches done so far.")
         for _, fact in changes.facts:
             if isinstance(fact, MatchStarted):
@@ -523,7 +537,7 @@ def _follow_plain(follower: Follower, store: RunStore, console: Console, name: s
             to = _recipients(match_seats, message.sender, message.recipients)
             sender = message.sender if message.sender == REFEREE else _who(match_seats, message.sender)
             say(f"[{key}] r{message.round} {sender} -> {to}: {_one_line(message.content, 160)}")
-        ended: list[MatchEnded | MatchFailed] = []
+        ended: list[MatchEnded | MatchFailed | MatchInterrupted] = []
         for _, fact in changes.facts:
             if isinstance(fact, Note):
                 say(f"note: {fact.text}")
@@ -534,15 +548,20 @@ def _follow_plain(follower: Follower, store: RunStore, console: Console, name: s
             elif isinstance(fact, TurnFailed) and not first:
                 say(f"[{fact.match}] r{fact.round} {_who(seats.get(fact.match, {}), fact.seat)} {fact.failure.upper()} "
                     f"attempt {fact.attempt}: {fact.reason}")
-            elif isinstance(fact, (MatchEnded, MatchFailed)):
+            elif isinstance(fact, (MatchEnded, MatchFailed, MatchInterrupted)):
                 ended.append(fact)
         for end in ended:
             calls = tally.pop_line(end.match)
-            seats.pop(end.match, None)
+            seats_of = seats.pop(end.match, None) or {}
             if first:  # finished before we looked
                 continue
             if isinstance(end, MatchFailed):
                 say(f"[{end.match}] FAILED: {_first_line(end.error)}")
+            elif isinstance(end, MatchInterrupted):
+                say(f"[{end.match}] INTERRUPTED (to be played again): {_first_line(end.error)}")
+            elif end.status == "truncated":
+                say(f"[{end.match}] TRUNCATED at max_rounds after {end.rounds} rounds (left out of the results): "
+                    + ", ".join(f"{_who(seats_of, s)}={v:g}" for s, v in end.payoffs.items()))
             else:
                 outcomes = changes.outcomes.get(end.match, ("", []))[1]
                 say(f"[{end.match}] finished: " + ", ".join(f"{_who({o.seat: o.agent}, o.seat)}={o.payoff:g}" for o in outcomes))

@@ -15,7 +15,9 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.contract.calls import CallRecord
-from arena.contract.events import ActionTaken, Event, MatchEnded, MatchFailed, MatchStarted, MessagePosted, RoundClosed, TurnFailed
+from arena.contract.events import (
+    ActionTaken, Event, MatchEnded, MatchFailed, MatchInterrupted, MatchStarted, MessagePosted, RoundClosed, TurnFailed,
+)
 from arena.run.runner import Observer
 
 
@@ -106,11 +108,14 @@ class RoundLog(Observer):
     def __call__(self, event: Event) -> None:
         self.event(event)
 
+    def note(self, text: str) -> None:
+        self.console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
+
     def event(self, event: Event) -> None:
         if isinstance(event, MatchStarted):
             self.seats[event.match] = {s.label: s.agent for s in event.seats}
         (self._plain if self.plain else self._rich)(event)
-        if isinstance(event, (MatchEnded, MatchFailed)):
+        if isinstance(event, (MatchEnded, MatchFailed, MatchInterrupted)):
             line = self._calls.pop_line(event.match)
             if line is not None:
                 self._say(f"[{event.match}] {line}" if self.plain else Text(f"  {line}", style="dim"))
@@ -147,11 +152,15 @@ class RoundLog(Observer):
         elif isinstance(event, RoundClosed):
             line = f"{head} round {event.round} closed"
         elif isinstance(event, MatchEnded):
-            line = f"{head} end after {event.rounds} rounds: " + ", ".join(
+            how = (" TRUNCATED: stopped at max_rounds before the game ended, left out of the results"
+                   if event.status == "truncated" else "")
+            line = f"{head} end after {event.rounds} rounds{how}: " + ", ".join(
                 f"{self._who(event.match, s)}={v:g}" for s, v in event.payoffs.items()
             )
         elif isinstance(event, MatchFailed):
             line = f"{head} FAILED: {event.error.splitlines()[0]}"
+        elif isinstance(event, MatchInterrupted):
+            line = f"{head} INTERRUPTED (not scored; played again later): {event.error.splitlines()[0]}"
         else:
             return
         self._say(line)
@@ -170,10 +179,20 @@ class RoundLog(Observer):
         elif isinstance(event, RoundClosed):
             self._print_round(event.match, event.round)
         elif isinstance(event, MatchEnded):
-            scores = ", ".join(f"{s} [dim]({self.seats[event.match].get(s)})[/] {v:g}" for s, v in event.payoffs.items())
-            self.console.print(f"[bold green]■ {event.match}[/] ended after {event.rounds} rounds: {scores}")
+            scores = Text(", ").join(Text.assemble(f"{s} ", (f"({self.seats.get(event.match, {}).get(s)})", "dim"), f" {v:g}")
+                                     for s, v in event.payoffs.items())
+            if event.status == "truncated":
+                head = Text(f"■ {event.match} truncated", style="bold yellow")
+                head.append(f" at max_rounds after {event.rounds} rounds (left out of the results): ", style="yellow")
+            else:
+                head = Text(f"■ {event.match}", style="bold green")
+                head.append(f" ended after {event.rounds} rounds: ")
+            self.console.print(head + scores)
         elif isinstance(event, MatchFailed):
-            self.console.print(f"[bold red]✖ {event.match} failed:[/] {Text(event.error.splitlines()[0])}")
+            self.console.print(Text(f"✖ {event.match} failed: ", style="bold red") + Text(event.error.splitlines()[0]))
+        elif isinstance(event, MatchInterrupted):
+            self.console.print(Text(f"⏸ {event.match} interrupted (not scored; played again later): ", style="bold yellow")
+                               + Text(event.error.splitlines()[0]))
 
     def _print_round(self, match: str, round: int) -> None:
         key = (match, round)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from arena.store import RunStore, StoreError
-
 
 def add_commands(sub) -> None:
-    report = sub.add_parser("report", help="one self-contained HTML file: leaderboards, figures, every transcript")
-    report.add_argument("run_dir", type=Path)
-    report.add_argument("-o", "--output", type=Path, help="file to write (default: RUN_DIR/report.html)")
+    report = sub.add_parser("report", help="one self-contained HTML file: leaderboards, figures, every transcript",
+                            description="A run's report, or the report of reviews files (taken together, as one "
+                                        "file): the leaderboards, heatmaps, reviewer weights, bias and agreement of "
+                                        "`arena rank`.")
+    report.add_argument("run_dir", type=Path, nargs="?", help="a run directory")
+    report.add_argument("--reviews", type=Path, nargs="+", metavar="FILE",
+                        help="JSONL files of review tuples instead of a run (several are read as one)")
+    report.add_argument("-o", "--output", type=Path,
+                        help="file to write (default: RUN_DIR/report.html; with --reviews, the first FILE with .html)")
     report.set_defaults(handler=run_report)
 
     plot = sub.add_parser("plot", help="a figure of the report as a PNG image")
@@ -25,8 +29,9 @@ def add_commands(sub) -> None:
 
 def _collect(run_dir: Path, transcripts: bool = True):
     from arena.report.data import collect
+    from arena.store import RunStore
 
-    store = RunStore.open(run_dir)
+    store = RunStore.open(run_dir, readonly=True)
     try:
         return collect(store, transcripts)
     finally:
@@ -35,7 +40,19 @@ def _collect(run_dir: Path, transcripts: bool = True):
 
 def run_report(args: argparse.Namespace) -> int:
     from arena.report.page import write
+    from arena.store import StoreError
 
+    if (args.run_dir is None) == (args.reviews is None):
+        raise StoreError("give a run directory, or --reviews FILE [FILE ...], not both")
+    if args.reviews is not None:
+        from arena.report.data import collect_reviews
+
+        output = args.output or args.reviews[0].with_suffix(".html")
+        report = collect_reviews(args.reviews)
+        size = write(report, output)
+        print(f"{output}: {report.summary['source']['reviews']} reviews from {len(args.reviews)} "
+              f"file{'s' if len(args.reviews) != 1 else ''}, {size / 1e6:.1f} MB")
+        return 0
     output = args.output or args.run_dir / "report.html"
     report = _collect(args.run_dir)
     size = write(report, output)
@@ -45,6 +62,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 def run_plot(args: argparse.Namespace) -> int:
     from arena.report.plot import plot
+    from arena.store import StoreError
 
     output = args.output or args.run_dir / f"{args.kind}.png"
     report = _collect(args.run_dir, transcripts=False)

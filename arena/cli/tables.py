@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.usage import Usage, usage_by_agent
@@ -24,6 +25,8 @@ def print_results(console: Console, store: RunStore) -> None:
     usage = usage_by_agent(store.calls())
     if usage:
         print_usage(console, usage)
+    for note in store.notes():
+        console.print(f"note ({note['agent']}): {note['text']}", markup=False, highlight=False)
     checks = store.stability()
     groups = dict.fromkeys(c["group"] for c in checks)
     for group in groups:
@@ -31,6 +34,18 @@ def print_results(console: Console, store: RunStore) -> None:
         verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
         tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
         console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
+    print_left_out(console, store)
+
+
+def print_left_out(console: Console, store: RunStore) -> None:
+    """Say what the results leave out: matches stopped at max_rounds before their game ended."""
+    truncated = store.counts().get("truncated", 0)
+    if truncated:
+        console.print(Text(
+            f"{truncated} {'match was' if truncated == 1 else 'matches were'} stopped at match.max_rounds before "
+            f"the game ended (truncated): scored where they stopped, kept in the store and in exports, and left out "
+            f"of these results; `arena show {store.run_dir}` lists them. To play them to the end, raise "
+            "match.max_rounds and start the run afresh (--force-new).", style="yellow"))
 
 
 def _metric_title(group: str, metric: str, names: dict[str, list[str]] | None) -> str:
@@ -197,4 +212,98 @@ def print_pairwise(console: Console, board) -> None:
         table.add_column(name, justify="right")
     for name, row in zip(names, board.pairwise):
         table.add_row(name, *("—" if v is None else f"{v:.3f}" for v in row))
+    console.print(table)
+
+
+# -- judging games against their labels ---------------------------------------------------------
+def _share(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def print_judging(console: Console, store: RunStore) -> None:
+    """Peer discussions, debate verdicts and dimension scores against labels and human scores, read
+    from the last notices of the judging games' matches (``RunStore.final_notices``): no record is built."""
+    from arena.results.dimensions import dimension_scores
+    from arena.results.discussion import discussion_summaries
+    from arena.results.verdicts import verdict_scores
+
+    records = list(store.final_notices())  # only the matches of judging games: none in other runs
+    for summary in discussion_summaries(records):
+        print_discussion(console, summary)
+    scores = verdict_scores(records)
+    if scores:
+        print_debate_verdicts(console, scores)
+    for found in dimension_scores(records):
+        print_dimension_scores(console, found)
+
+
+def print_discussion(console: Console, s) -> None:
+    console.print(f"{s.group}: {s.discussions} peer discussions ({s.labelled} labelled), {s.mean_turns:.1f} turns on "
+                  f"average; agreed at the start {s.agreed_at_start}, at the end {s.agreed_at_end}; a reviewer changed "
+                  f"its mind after they had agreed in {s.changed_after_agreement}. Accuracy against the labels: initial "
+                  f"{_share(s.initial_accuracy)}, final {_share(s.final_accuracy)}, the discussion's outcome (PDA) "
+                  f"{_share(s.discussion_accuracy)}")
+    table = Table(title=f"{s.group}: each reviewer as leader and follower. Accuracy: initial and final preference "
+                  "against the label; OA: opinion altered, OH: held, over the discussions that began apart; after "
+                  "agreeing: discussions in which it changed its mind once they had agreed", title_justify="left")
+    for column in ("Reviewer", "Position", "Matches", "Initial", "Final", "Began apart", "OA", "OH", "OA share",
+                   "After agreeing"):
+        left = column in ("Reviewer", "Position")
+        table.add_column(column, justify="left" if left else "right", no_wrap=left)
+    for r in s.reviewers:
+        table.add_row(r.agent or "all", r.position, str(r.discussions), _share(r.initial_accuracy, 2),
+                      _share(r.final_accuracy, 2), str(r.disagreed), str(r.altered), str(r.held),
+                      _share(r.altered_share, 2), str(r.changed_after_agreement))
+    console.print(table)
+    table = Table(title=f"{s.group}: per pair of reviewers A / B and who led; accuracy of A / B before and after, and "
+                  "of the discussion's outcome (PDA)", title_justify="left")
+    for column in ("A / B", "Led by", "Matches", "Agreed", "Initial", "Final", "PDA"):
+        left = column in ("A / B", "Led by")
+        table.add_column(column, justify="left" if left else "right", no_wrap=left)
+    for p in s.pairs:
+        each = lambda found: " / ".join(_share(v, 2) for v in found.values())  # noqa: E731
+        table.add_row(" / ".join(p.reviewers), p.leader or "either", str(p.discussions), str(p.agreed),
+                      each(p.initial_accuracy), each(p.final_accuracy), _share(p.discussion_accuracy, 2))
+    console.print(table)
+
+
+def print_debate_verdicts(console: Console, scores) -> None:
+    table = Table(title="debate verdicts against the labels, per entry (calibrated: both orders of each pair, "
+                  "combined; per order: every match alone)", title_justify="left")
+    for column in ("Entry", "Strategy", "Output", "Calibrated", "Examples", "Left out", "Accuracy", "Cohen's kappa",
+                   "Accuracy per order"):
+        table.add_column(column, justify="left" if column in ("Entry", "Strategy", "Output", "Calibrated") else "right")
+    for s in scores:
+        table.add_row(s.group, s.strategy or "—", s.output or "—", "yes" if s.calibrated else "no", str(s.examples),
+                      str(s.left_out), _share(s.accuracy), _share(s.cohen_kappa),
+                      f"{_share(s.as_shown_accuracy)} ({s.as_shown})")
+    console.print(table)
+    table = Table(title="each debater's own verdict against the labels (combined over orders like the group's)",
+                  title_justify="left")
+    for column in ("Entry", "Debater", "Examples", "Final accuracy", "First-turn accuracy"):
+        table.add_column(column, justify="left" if column in ("Entry", "Debater") else "right")
+    for s in scores:
+        for d in s.debaters:
+            table.add_row(s.group, d.agent, str(d.examples), _share(d.accuracy), _share(d.first_accuracy))
+    console.print(table)
+
+
+def print_dimension_scores(console: Console, s) -> None:
+    table = Table(title=f"{s.group}: the debate's mean score per dimension against human scores, over {s.responses} "
+                  "responses", title_justify="left")
+    for column in ("Dimension", "Responses", "Mean score", "Spearman", "Kendall"):
+        table.add_column(column, justify="left" if column == "Dimension" else "right")
+    for c in s.correlations:
+        mean = s.mean.get(c.dimension)
+        table.add_row(c.dimension, str(c.responses), "" if mean is None else f"{mean:.2f}", _share(c.spearman),
+                      _share(c.kendall))
+    console.print(table)
+    if not s.debaters:
+        return
+    table = Table(title=f"{s.group}: each debater alone against human scores (Spearman / Kendall)", title_justify="left")
+    names = [c.dimension for c in s.correlations]
+    for column in ["Debater", *names]:
+        table.add_column(column, justify="left" if column == "Debater" else "right")
+    for agent, found in s.debaters.items():
+        table.add_row(agent, *(f"{_share(c.spearman)} / {_share(c.kendall)}" for c in found))
     console.print(table)

@@ -46,7 +46,12 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
         for action in actions.get(rnd, []):
             tag = " (default)" if action.defaulted else ""
             console.print(Text(f"  → {action.seat} action: {action.action}{tag}", style="red" if action.defaulted else "green"))
+    payoffs = ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items())
     if record.status == "finished":
-        console.print(Text("\npayoffs: " + ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items()), style="bold"))
+        console.print(Text("\npayoffs: " + payoffs, style="bold"))
+    elif record.status == "truncated":
+        console.print(Text(f"\ntruncated: stopped at max_rounds after {record.rounds} rounds, before the game ended; "
+                           f"scored where it stopped ({payoffs}), and left out of the results.", style="bold yellow"))
     elif record.error:
-        console.print(Text(f"\n{record.status}: {record.error}", style="bold red"))
+        style = "bold yellow" if record.status == "interrupted" else "bold red"
+        console.print(Text(f"\n{record.status}: {record.error}", style=style))

@@ -15,11 +15,12 @@ from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
 from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
 from arena.contract.strategy import Strategy, StrategyParams
+from arena.contract.tasks import Stage, Task
 
 __all__ = [
     "Agent", "AgentConfig", "ArenaError", "BackendUnavailable", "CachedReply", "CallRecord", "CallStarted", "ConfigError", "Desk", "Event",
     "FatalAgentError", "Game", "HasCases", "InvalidReply", "Judged", "JudgeRequest", "MatchRecord", "MatchSettings",
     "MatchSetupError", "MatchSpec", "Message", "NoParams", "Notice", "Problem", "Program", "REFEREE", "Referee",
-    "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Strategy", "StrategyParams",
-    "Transcript", "Turn", "WritesCode", "path_field",
+    "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Stage", "Strategy",
+    "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "path_field",
 ]

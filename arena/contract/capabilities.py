@@ -9,11 +9,49 @@ method counts too.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Mapping
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-Review = tuple[str, str, str, str, int]  # (question, A, B, reviewer, score), score -1: A better, 0 tie, +1 B
+
+class Review(NamedTuple):
+    """One pairwise verdict as it was given: PRD's battle (the first five fields) and where it
+    sits among the verdicts it is calibrated with.
+
+    ``a`` is the answer shown first, ``b`` the one shown second; ``score`` is -1 when ``a`` is
+    better, 0 for a tie, +1 when ``b`` is. A verdict with a ``sample`` index is one of the k
+    samples (FairEval's MEC) of a comparison that may also have been shown the other way round
+    (``order`` 1: the pair's own order swapped, BPC); peer rank averages the samples and both
+    orders of one reviewer, question, pair and match into one calibrated verdict. Without a
+    ``sample`` it is a battle of its own, as in PRD's released data. ``difference`` is the raw
+    verdict the score is the sign of, in the score's direction (the second-shown answer's score
+    minus the first's, or the choice as -1/0/+1), so the calibration averages what the judge
+    said rather than its sign. ``repeat`` and ``match`` say which match gave it; the engine sets
+    them, and puts agent names in place of seat labels."""
+
+    question: str
+    a: str
+    b: str
+    reviewer: str
+    score: int
+    sample: int | None = None
+    order: int = 0
+    repeat: int = 1
+    difference: float | None = None
+    match: str = ""
+
+    @property
+    def battle(self) -> tuple[str, str, str, str, int]:
+        """(question, a, b, reviewer, score): the verdict without its structure."""
+        return self.question, self.a, self.b, self.reviewer, self.score
+
+    def given_in(self, match: str, repeat: int, agent: Mapping[str, str]) -> "Review":
+        """This verdict as a run keeps it: in ``match`` (its ``repeat``), seat labels replaced by
+        the agents in ``agent`` (a name that is no seat, an outside judge's, stays)."""
+        return self._replace(a=agent.get(self.a, self.a), b=agent.get(self.b, self.b),
+                             reviewer=agent.get(self.reviewer, self.reviewer), score=int(self.score),
+                             match=match, repeat=repeat)
 
 
 class JudgeRequest(BaseModel):
@@ -67,10 +105,12 @@ class ReportsReviews(Protocol):
     """reports pairwise verdicts for peer rank (reviews)"""
 
     def reviews(self) -> list[Review]:
-        """Pairwise verdicts the match produced: (question, A, B, reviewer, score), score -1 when A
-        (shown first) is better, 0 for a tie, +1 when B is. A, B and the reviewer are seat labels
-        (the engine puts agent names in their place); a reviewer that is not a seat (an outside
-        judge) keeps its own name."""
+        """Pairwise verdicts the match produced (``Review``; a plain (question, A, B, reviewer,
+        score) tuple is read as a battle of its own). A, B and the reviewer are seat labels (the
+        engine puts agent names in their place, and sets the repeat and match); a reviewer that is
+        not a seat (an outside judge) keeps its own name. Give each comparison's ``sample`` and
+        ``order`` when verdicts are sampled or shown both ways, so that peer rank calibrates them
+        as the game does."""
         ...
 
 

@@ -76,6 +76,7 @@ class MatchEnded(_Event):
     type: Literal["match_ended"] = "match_ended"
     rounds: int
     payoffs: dict[str, float]
+    status: Literal["finished", "truncated"] = "finished"  # truncated: stopped at max_rounds, not by the game
 
 
 class MatchFailed(_Event):

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict
 
 from arena.contract.errors import ArenaError
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported when a graph is first built: reading a run needs no graph library
 
 
 class NoParams(BaseModel):
@@ -86,6 +89,17 @@ class Game(ABC):
         """The role of each seat position. Symmetric games keep the default."""
         return ["Player"] * n_seats
 
+    @classmethod
+    def seat_count_problem(cls, n_seats: int) -> str | None:
+        """What is wrong with a table of ``n_seats`` for this game's ``min_seats``/``max_seats``
+        ("needs at least 2 players"), or None. The one check of the seat count: ``arena validate``
+        and the match both ask it, and each says where the count came from."""
+        low, high = cls.min_seats, cls.max_seats
+        if n_seats >= low and (high is None or n_seats <= high):
+            return None
+        wanted = f"at least {low}" if high is None else (str(low) if low == high else f"{low} to {high}")
+        return f"needs {wanted} players"
+
     # -- what seats are told -----------------------------------------------------
     @abstractmethod
     def rules(self, seat: str) -> str:
@@ -119,6 +133,13 @@ class Game(ABC):
         do not). ``arena validate`` checks it against ``max_rounds``; the live view shows turn k of n."""
         return None
 
+    def action_schema(self) -> dict[str, Any] | None:
+        """The JSON schema of a valid reply, for backends that can hold a model's output to it (None:
+        the game declares none). Default: the ``Action`` model's. A game whose valid moves depend on
+        its params narrows the schema to them here, so that constrained decoding can only write moves
+        the parser accepts; the parser still judges every reply. Called once per match: cache it."""
+        return None if self.Action is None else _model_schema(self.Action)
+
     # -- who acts and who hears whom ---------------------------------------------
     def speakers(self, round: int) -> list[str]:
         """Seats asked to act this round, all at once. Default: every seat."""
@@ -131,13 +152,19 @@ class Game(ABC):
         returns a graph without edges.
         """
         if getattr(self, "_everyone", None) is None:  # the same every round: built once
+            import networkx as nx
+
             self._everyone = nx.complete_graph(self.seats, create_using=nx.DiGraph)
         return self._everyone
 
     # -- actions -----------------------------------------------------------------
     @abstractmethod
-    def parse(self, seat: str, reply: str) -> Any:
-        """Turn a reply into an action, or raise ``InvalidReply(reason)``."""
+    def parse(self, seat: str, reply: str, round: int) -> Any:
+        """Turn the reply ``seat`` gave in ``round`` into an action, or raise ``InvalidReply(reason)``.
+
+        ``round`` is the round being answered (the one ``speakers`` and ``prompt`` were asked
+        about): a game whose replies change shape from one phase to the next reads its phase from
+        it, never from what its state happens to hold."""
 
     @abstractmethod
     def default_action(self, seat: str, round: int) -> Any:
@@ -167,3 +194,8 @@ class Game(ABC):
         """Further per-seat figures the rules produce besides the payoff (metric -> seat -> value),
         reported beside it: an idiom game's hits, a translation's chrF."""
         return {}
+
+
+@functools.cache
+def _model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    return model.model_json_schema()

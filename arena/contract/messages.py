@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Annotated, Any, Literal, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_serializer
 
 REFEREE = "Referee"
 
@@ -65,6 +65,15 @@ class Retry(BaseModel):
     reason: str
 
 
+def _a_sequence(value: Any) -> Sequence[Message]:
+    """A turn's history is taken as it is given: the engine hands a read-only view of the seat's
+    inbox, whose messages it made itself, and checking each of them again at every turn would
+    make a turn cost as much as the whole conversation."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise ValueError("history must be a sequence of messages")
+    return value
+
+
 class Turn(BaseModel):
     """Everything an agent is given when asked to act.
 
@@ -78,7 +87,7 @@ class Turn(BaseModel):
     seat: str
     role: str
     round: int
-    history: Sequence[Message] = Field(description="What the seat may see, oldest first: the rules, every prompt it "
+    history: Annotated[Sequence[Message], PlainValidator(_a_sequence)] = Field(description="What the seat may see, oldest first: the rules, every prompt it "
                                        "was given, its own replies and what it heard.")
     prompt: str
     retries: tuple[Retry, ...] = ()

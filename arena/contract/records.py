@@ -8,9 +8,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
 from pydantic_core import core_schema
 
+from arena.contract.capabilities import Review
 from arena.contract.events import Event, MessagePosted, SeatInfo
 from arena.contract.messages import Message
 from arena.contract.referee import RefereeSpec
+
+
+Status = Literal["finished", "truncated", "failed", "interrupted"]
+"""How a match ended. finished: the game said it was over, and it was scored. truncated: it was
+stopped at ``max_rounds`` before the game said so; its referee scored the position it reached, the
+store and exports keep that, but results and rankings leave it out, since a game stopped part way
+is not the game its payoffs are meant to measure. failed: an error (a bug, a refused request)
+ended it. interrupted: a backend was down, or the run stopped; never scored, played again on resume."""
+
+KEPT: tuple[str, ...] = ("finished", "truncated")
+"""What a resume keeps: the match is over, and playing it again would only end the same way."""
 
 
 class MatchSettings(BaseModel):
@@ -22,7 +34,10 @@ class MatchSettings(BaseModel):
         "a reply that has not come by then gets the game's default.",
     )
     max_retries: int = Field(2, ge=0, description="Times a seat is asked again, with the reason, after an invalid reply.")
-    max_rounds: int = Field(1000, ge=1, description="Safety stop for games that would not end by themselves.")
+    max_rounds: int = Field(
+        1000, ge=1, description="Safety stop for games that would not end by themselves; a match stopped by it "
+        "is recorded as truncated and left out of the results.",
+    )
     # How long the run waits, not how a match plays: left out of the spec and of the scenario's
     # fingerprint, so that changing it never stops a run from resuming.
     outage_wait: float = Field(
@@ -116,13 +131,13 @@ class MatchRecord(BaseModel):
     params: dict[str, Any]
     seed: int
     seats: tuple[SeatInfo, ...]
-    status: Literal["finished", "failed", "interrupted"]  # interrupted: a backend was down (or the run stopped); never scored
+    status: Status
     rounds: int
     payoffs: dict[str, float]  # the first referee's first metric; a seat it could not score is missing
     messages: tuple[Message, ...]
     events: EventLog  # every event, MessagePosted included: each message is held once, in `messages`
     error: str | None = None
-    reviews: list[tuple[str, str, str, str, int]] = Field(default_factory=list)  # agent names, not seats
+    reviews: list[Review] = Field(default_factory=list)  # agent names, not seats; with their match and repeat
     metrics: dict[str, dict[str, float]] = Field(default_factory=dict)  # every referee's figures: metric -> seat -> value
 
     def agent_of(self, seat: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import Enum
 from functools import lru_cache
 from typing import Any
 
@@ -34,6 +35,8 @@ def scrub_data(value: Any, terms: tuple[str, ...], replacement: str) -> tuple[An
     found: list[str] = []
 
     def walk(item: Any) -> Any:
+        if isinstance(item, Enum):  # a word of the game's vocabulary (a task), not something a seat wrote
+            return item
         if isinstance(item, str):
             text, hits = scrub(item, terms, replacement)
             found.extend(hits)
@@ -47,3 +50,22 @@ def scrub_data(value: Any, terms: tuple[str, ...], replacement: str) -> tuple[An
     if not terms or value is None:
         return value, []
     return walk(value), found
+
+
+class Filter:
+    """One match's filter: the names it takes out and what stands in for them. False when it has
+    no names, so the match loop skips it at no cost."""
+
+    __slots__ = ("terms", "replacement")
+
+    def __init__(self, terms: tuple[str, ...], replacement: str):
+        self.terms, self.replacement = tuple(terms), replacement
+
+    def __bool__(self) -> bool:
+        return bool(self.terms)
+
+    def text(self, text: str) -> tuple[str, list[str]]:
+        return scrub(text, self.terms, self.replacement)
+
+    def data(self, data: Any) -> tuple[Any, list[str]]:
+        return scrub_data(data, self.terms, self.replacement)

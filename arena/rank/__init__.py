@@ -57,7 +57,7 @@ class Agreement(BaseModel):
 class Leaderboard(BaseModel):
     contestants: list[str]
     reviewers: list[str]
-    reviews: int
+    reviews: int  # battles counted: calibrated verdicts, and reviews without a sample index (votes pooled)
     reference: str | None
     methods: list[MethodResult]
     pairwise: list[list[float | None]]  # win rate of row over column, ties half; weighted when pairwise_weights
@@ -157,11 +157,12 @@ def leaderboard(
     chosen = reviewers or [r for r in reviews.reviewers if r != reference]
     if not chosen:
         raise ReviewError("no reviewers left to rank with")
-    selected = reviews.by(chosen).collapse_votes()
+    given = reviews.by(chosen)
+    selected = given.battles()  # the samples of one comparison calibrated into one verdict, as the game does
     results = [_fit(m, selected, weighted, fixed, orderings, bootstrap, seed, elo_scheme, passes) for m in methods]
     agreement = []
     if reference is not None and reference not in chosen:
-        truth = reviews.by([reference]).collapse_votes()
+        truth = reviews.by([reference]).battles()
         truth_verdicts = verdicts(truth)
         judged = Reviews.from_rows(truth.rows())  # rankings are compared over the contestants the reference judged
         for result in results:
@@ -178,7 +179,7 @@ def leaderboard(
     return Leaderboard(
         contestants=selected.contestants, reviewers=selected.reviewers, reviews=len(selected), reference=reference,
         methods=results, pairwise=[[None if np.isnan(v) else float(v) for v in row] for row in matrix],
-        pairwise_weights=pairwise_weights, bias=reviewer_bias(selected), agreement=agreement,
+        pairwise_weights=pairwise_weights, bias=reviewer_bias(given, selected), agreement=agreement,
     )
 
 

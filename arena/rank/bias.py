@@ -1,12 +1,18 @@
 """How each reviewer leans: towards the answer shown first, away from its own verdict when the
-order is swapped, and towards its own answers."""
+order is swapped, and towards its own answers.
+
+Position bias is read from the reviews as they were given, before any calibration: a comparison
+is one reviewer's reviews of one question and pair in one match and repeat, and each of its
+orders has a verdict, the sign of the mean of that order's samples (score differences where
+given), so every swap counts whatever the number of samples and repeats.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from pydantic import BaseModel
 
-from .reviews import Reviews
+from .reviews import Reviews, group_ids, order_means, signs
 from .winrate import wins_and_battles
 
 
@@ -14,38 +20,30 @@ class ReviewerBias(BaseModel):
     reviewer: str
     reviews: int
     first_shown_wins: float  # share of reviews won by the answer shown first (ties half); 0.5 is unbiased
-    swapped_pairs: int  # (question, pair) reviewed in both orders
+    swapped_pairs: int  # comparisons (question, pair, match, repeat) reviewed in both orders
     flip_rate: float | None  # share of those whose verdict changes with the order
-    self_preference: float | None  # own win rate by its own reviews minus by the others'; None if not a contestant
+    self_preference: float | None  # own win rate by its own battles minus by the others'; None if not a contestant
 
 
-def reviewer_bias(reviews: Reviews) -> list[ReviewerBias]:
-    C = len(reviews.contestants)
+def reviewer_bias(reviews: Reviews, battles: Reviews | None = None) -> list[ReviewerBias]:
+    """Per reviewer of ``reviews`` (as given); self-preference from ``battles``, the verdicts peer
+    rank counts (default: ``reviews.battles()``), which must have the same reviewers."""
+    battles = reviews.battles() if battles is None else battles
     lo, hi = np.minimum(reviews.a, reviews.b), np.maximum(reviews.a, reviews.b)
-    verdict = np.where(reviews.a == lo, reviews.score, -reviews.score)  # +1: the higher-coded contestant is better
-    shown_first_low = (reviews.a == lo).astype(np.int64)
-    wins, battles = wins_and_battles(reviews)
-    rates = np.divide(wins, battles, out=np.full_like(wins, np.nan), where=battles > 0)
+    value = np.where(np.isnan(reviews.difference), reviews.score, reviews.difference)
+    oriented = np.where(reviews.a == lo, value, -value)  # > 0: the higher-coded contestant is better
+    group, first = group_ids(reviews.reviewer, reviews.question, lo, hi, reviews.match, reviews.repeat)
+    means = order_means(group, (reviews.a != lo).astype(np.int64), oriented, first.size)  # [comparisons, 2 orders]
+    swapped = ~np.isnan(means).any(axis=1)
+    verdict = signs(np.nan_to_num(means))
+    flipped = verdict[:, 0] != verdict[:, 1]
+    owner = reviews.reviewer[first]  # each comparison's reviewer
+    wins, played = wins_and_battles(battles)
+    rates = np.divide(wins, played, out=np.full_like(wins, np.nan), where=played > 0)
     out = []
     for r, name in enumerate(reviews.reviewers):
         mine = reviews.reviewer == r
-        first = float(((1.0 - reviews.score[mine]) / 2).mean())
-        key = (reviews.question[mine] * C + lo[mine]) * C + hi[mine]
-        both = np.zeros(0)
-        if mine.any():
-            # for each (question, pair): verdict when the lower code was shown first, and when it was second
-            slot = key * 2 + shown_first_low[mine]
-            order = np.argsort(slot, kind="stable")
-            slot_sorted, v_sorted = slot[order], verdict[mine][order]
-            unique_slots, first_index = np.unique(slot_sorted, return_index=True)
-            pair_key = unique_slots // 2
-            shared, counts = np.unique(pair_key, return_counts=True)
-            twice = shared[counts == 2]
-            if twice.size:
-                v = v_sorted[first_index]
-                in_both = np.isin(pair_key, twice)
-                v_pairs = v[in_both].reshape(-1, 2)
-                both = v_pairs[:, 0] != v_pairs[:, 1]
+        both = flipped[swapped & (owner == r)]
         self_pref = None
         if name in reviews.contestants:
             c = reviews.contestants.index(name)
@@ -53,7 +51,7 @@ def reviewer_bias(reviews: Reviews) -> list[ReviewerBias]:
             if not np.isnan(rates[r, c]) and others:
                 self_pref = float(rates[r, c] - np.mean(others))
         out.append(ReviewerBias(
-            reviewer=name, reviews=int(mine.sum()), first_shown_wins=first, swapped_pairs=int(np.size(both)),
-            flip_rate=float(np.mean(both)) if np.size(both) else None, self_preference=self_pref,
+            reviewer=name, reviews=int(mine.sum()), first_shown_wins=float(((1.0 - reviews.score[mine]) / 2).mean()),
+            swapped_pairs=int(both.size), flip_rate=float(np.mean(both)) if both.size else None, self_preference=self_pref,
         ))
     return out

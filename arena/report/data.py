@@ -1,22 +1,26 @@
-"""What a report shows, gathered from the run store.
+"""What a report shows, gathered from the run store or from reviews files.
 
-Two parts: the summary (the numbers of ``arena rank RUN_DIR --json``, a weighted peer
-rank for reviewer weights, and the figures' data) and the transcripts, packed for the
-page: every text is stored once in a string table and referred to by index, since
-rules and notices repeat from match to match. Both are read from the store's rows as
-they come, one match's transcript at a time.
+Two parts: the summary (the numbers of ``arena rank RUN_DIR --json``, or of ``arena rank
+--reviews FILE --json``, a weighted peer rank for reviewer weights, and the figures' data) and
+the transcripts, packed for the page: every text is stored once in a string table and referred
+to by index, since rules and notices repeat from match to match. Both are read from the store's
+rows as they come, one match's transcript at a time. Reviews files have no transcripts.
 """
 
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
 from arena.contract.messages import REFEREE
+from arena.contract.records import MatchRecord
 from ..rank import leaderboard
+from ..rank.places import SAME  # payoffs that agree to this many decimals are equal, as scores are
 from ..rank.reviews import Reviews
 from arena.results.summary import rank_json  # the very numbers `arena rank RUN_DIR --json` prints
 from arena.store import RunStore
@@ -34,9 +38,9 @@ class ReportData:
 
 
 def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews:
-    """The reviews ``leaderboard`` ranks with by default: all reviewers but the reference, votes collapsed."""
+    """The battles ``leaderboard`` ranks with by default: all reviewers but the reference, samples calibrated."""
     reference = reference if reference in reviews.reviewers else None
-    return reviews.by([r for r in reviews.reviewers if r != reference]).collapse_votes()
+    return reviews.by([r for r in reviews.reviewers if r != reference]).battles()
 
 
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:
@@ -47,12 +51,47 @@ def collect(store: RunStore, transcripts: bool = True) -> ReportData:
     summary = {
         "title": rank["run"]["name"] or store.run_dir.name,
         "arena_version": __version__,
+        "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews),
                                  store.scores()),
     }
-    return ReportData(summary=summary, transcripts=pack_transcripts(store.transcripts()) if transcripts else {})
+    packed = pack_transcripts(store.transcripts(), contests(store.matches("finished"))) if transcripts else {}
+    return ReportData(summary=summary, transcripts=packed)
+
+
+def read_reviews(paths: list[Path]) -> tuple[Reviews, list[dict[str, Any]]]:
+    """Several reviews files as one set of reviews (each checked line by line), and how many each gave."""
+    rows, files = [], []
+    for path in paths:
+        found = list(Reviews.read_jsonl(path).rows())
+        rows += found
+        files.append({"path": str(path), "reviews": len(found)})
+    return Reviews.from_rows(rows), files
+
+
+def collect_reviews(paths: list[Path], reference: str = "human") -> ReportData:
+    """The report of reviews files: the numbers of ``arena rank --reviews FILE --json`` (and of
+    ``--weighted``) for the files taken together, as if they were one file. When the reference
+    reviewer (human labels) is the only one, it is ranked with: there is nobody else."""
+    reviews, files = read_reviews(paths)
+    only_reference = reviews.reviewers == [reference]
+    options = {"reviewers": [reference]} if only_reference else {}
+    board = leaderboard(reviews, reference=reference, **options).model_dump()
+    weighted = leaderboard(reviews, weighted=True, reference=reference, **options).model_dump()
+    selected = reviews.by(options["reviewers"]).battles() if only_reference else peer_selection(reviews, reference)
+    rank = {"peer_rank": board, "run": None, "payoffs": [], "role_tables": [], "metrics": {}, "stability": [],
+            "usage": []}
+    summary = {
+        "title": ", ".join(Path(f["path"]).name for f in files),
+        "arena_version": __version__,
+        "source": {"kind": "reviews", "files": files, "reviews": len(reviews), "ranked_with_reference": only_reference},
+        "rank": rank,
+        "weighted": weighted,
+        "figures": build_figures(rank, weighted, selected, []),
+    }
+    return ReportData(summary=summary, transcripts={})
 
 
 class _Strings:
@@ -70,11 +109,38 @@ class _Strings:
         return found
 
 
-def _outcome(match: MatchRow) -> tuple[str, list[int]]:
-    """'failed', 'tie' (every scored seat level) or 'decided', with the seats holding the top payoff."""
+def _scored(match: MatchRow) -> list[float]:
+    return [round(match.payoffs[s.label], SAME) for s in match.seats if s.label in match.payoffs]
+
+
+def contests(matches: Iterable[MatchRecord | MatchRow]) -> set[str]:
+    """The entries whose matches are contests, where one seat's gain is another's loss: every finished
+    match shares out the same total, and some match shared it unevenly. Elsewhere (a shared reward, as
+    in code review; scores each seat earns on its own, as a translation's chrF; a public good) a higher
+    payoff does not beat anyone, and no match is won. ``matches``: records, or the store's rows of them."""
+    totals: dict[str, set[float]] = defaultdict(set)
+    uneven: set[str] = set()
+    for match in matches:
+        if match.status != "finished" or not match.payoffs:
+            continue
+        scored = _scored(match)
+        if not scored:
+            continue
+        totals[match.group].add(round(sum(scored), SAME - 3))
+        if max(scored) != min(scored):
+            uneven.add(match.group)
+    return {group for group, sums in totals.items() if len(sums) == 1 and group in uneven}
+
+
+def _outcome(match: MatchRecord | MatchRow, contest: bool) -> tuple[str, list[int]]:
+    """In a contest 'tie' (every scored seat level) or 'decided', with the seats holding the top payoff;
+    elsewhere 'scored', with no winner. A match that did not finish has its status instead (failed,
+    interrupted, truncated) and no winner."""
     if match.status != "finished":
-        return "failed", []
-    values = [match.payoffs.get(s.label) for s in match.seats]
+        return match.status, []
+    if not contest:
+        return "scored", []
+    values = [None if s.label not in match.payoffs else round(match.payoffs[s.label], SAME) for s in match.seats]
     scored = [v for v in values if v is not None]
     if not scored or max(scored) == min(scored):
         return "tie", []
@@ -82,7 +148,8 @@ def _outcome(match: MatchRow) -> tuple[str, list[int]]:
     return "decided", [i for i, v in enumerate(values) if v == top]
 
 
-def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
+def pack_transcripts(transcripts: Iterable[Transcript], contested: set[str]) -> dict[str, Any]:
+    """``contested``: the entries that are contests (``contests``), read before the transcripts stream by."""
     text = _Strings()
     audiences: dict[tuple[str, ...], int] = {}
     groups: dict[str, tuple[int, str]] = {}  # entry -> (index, game)
@@ -91,7 +158,7 @@ def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
     for match, posted, happened in transcripts:
         group, _ = groups.setdefault(match.group, (len(groups), match.game))
         seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in match.seats]
-        outcome, winners = _outcome(match)
+        outcome, winners = _outcome(match, match.group in contested)
         messages = []
         for m in posted:
             audience = audiences.setdefault(tuple(m.recipients), len(audiences))
@@ -121,7 +188,7 @@ def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
     return {
         "strings": text.items,
         "audiences": [[text(seat) for seat in a] for a in audiences],
-        "groups": [{"name": g, "game": game} for g, (_, game) in groups.items()],
+        "groups": [{"name": g, "game": game, "contest": g in contested} for g, (_, game) in groups.items()],
         "agents": list(agents),
         "matches": matches,
     }

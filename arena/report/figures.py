@@ -1,7 +1,8 @@
 """The figures' numbers, shared by the page's SVG and `arena plot`'s images, so both show
 exactly what `arena rank` computed.
 
-heatmap: the peer-rank pairwise win rates, and each two-role payoff table;
+heatmap: the peer-rank pairwise win rates (unweighted and weighted), and each two-role payoff table,
+         per role and across roles;
 trend: Elo over battles (PRD figure 4) or running mean payoffs;
 weights: reviewer weights of the weighted peer rank (PRD's weighted win rate and Elo).
 """
@@ -18,21 +19,57 @@ from .trajectory import elo_trajectory, running_payoffs
 METHOD_NAMES = {"winrate": "win rate", "elo": "Elo", "bt": "Bradley–Terry"}
 
 
-def heatmaps(rank: dict) -> list[dict[str, Any]]:
+def _pairwise(board: dict, title: str) -> dict[str, Any]:
+    names = board["contestants"]
+    return {"title": title, "rows": names, "cols": names, "values": board["pairwise"], "low": 0.0, "high": 1.0,
+            "center": 0.5, "digits": 2}
+
+
+def _scale(title: str, agents: list[str], values: list[list[float | None]]) -> dict[str, Any]:
+    found = [v for row in values for v in row if v is not None]
+    return {"title": title, "rows": agents, "cols": agents, "values": values, "low": min(found, default=0.0),
+            "high": max(found, default=1.0), "center": None, "digits": 2}
+
+
+def role_heatmaps(t: dict) -> list[dict[str, Any]]:
+    """A two-role table as DeepEval's Eq. 2 lays it out, one heatmap per role (the row agent in that
+    role, the column agent in the other), and one across roles: the row agent's mean payoff against
+    the column agent whichever role each held, every match counted once."""
+    first, second = t["roles"]
+    agents, cells = t["agents"], t["cells"]
+
+    def cell(a: str, b: str):  # a plays the first role, b the second
+        return cells.get(a, {}).get(b)
+
+    as_first = [[None if cell(a, b) is None else cell(a, b)["scores"][0] for b in agents] for a in agents]
+    as_second = [[None if cell(b, a) is None else cell(b, a)["scores"][1] for b in agents] for a in agents]
+    across = []
+    for a in agents:
+        row = []
+        for b in agents:
+            parts = [(c["matches"], c["scores"][i]) for c, i in ((cell(a, b), 0), (cell(b, a), 1)) if c is not None]
+            n = sum(m for m, _ in parts)
+            row.append(sum(m * v for m, v in parts) / n if n else None)
+        across.append(row)
+    group = t["group"]
+    return [
+        _scale(f"{group}: payoff of the row playing {first} against the column playing {second}", agents, as_first),
+        _scale(f"{group}: payoff of the row playing {second} against the column playing {first}", agents, as_second),
+        _scale(f"{group}: payoff of the row against the column, both roles (every match once)", agents, across),
+    ]
+
+
+def heatmaps(rank: dict, weighted: dict | None = None) -> list[dict[str, Any]]:
+    """The peer rank's pairwise win rates (and the weighted ones, PRD's weighted heatmap), then
+    each two-role game's payoffs by role and across roles."""
     panels = []
-    board = rank["peer_rank"]
-    if board:
-        names = board["contestants"]
-        panels.append({"title": "Pairwise win rate: row beats column (ties count half)", "rows": names, "cols": names,
-                       "values": board["pairwise"], "low": 0.0, "high": 1.0, "center": 0.5, "digits": 2})
+    if rank["peer_rank"]:
+        panels.append(_pairwise(rank["peer_rank"], "Pairwise win rate: row beats column (ties count half)"))
+    if weighted:
+        panels.append(_pairwise(weighted, "Weighted pairwise win rate: row beats column, reviewers weighed by "
+                                          "their own score (PRD)"))
     for t in rank["role_tables"]:
-        first, second = t["roles"]
-        values = [[None if t["cells"].get(a, {}).get(b) is None else t["cells"][a][b]["scores"][0] for b in t["agents"]]
-                  for a in t["agents"]]
-        found = [v for row in values for v in row if v is not None]
-        panels.append({"title": f"{t['group']}: payoff of the row playing {first} against the column playing {second}",
-                       "rows": t["agents"], "cols": t["agents"], "values": values,
-                       "low": min(found, default=0.0), "high": max(found, default=1.0), "center": None, "digits": 2})
+        panels += role_heatmaps(t)
     return panels
 
 
@@ -67,4 +104,4 @@ def weights(weighted: dict | None) -> list[dict[str, Any]]:
 
 def build_figures(rank: dict, weighted: dict | None, selected: Reviews | None, scores: Iterable[ScoreRow]) -> dict:
     """``scores``: the finished matches' payoffs, in the plan's order."""
-    return {"heatmap": heatmaps(rank), "trend": trends(rank, selected, scores), "weights": weights(weighted)}
+    return {"heatmap": heatmaps(rank, weighted), "trend": trends(rank, selected, scores), "weights": weights(weighted)}

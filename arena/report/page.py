@@ -11,11 +11,19 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
+from arena.contract.files import replacing
+
 from . import sections
+from .judging import judging
 from .data import ReportData
 
 NAV = [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("trend", "Rating over battles"),
-       ("reviewers", "Reviewers"), ("roles", "Role tables"), ("cost", "Cost"), ("transcripts", "Transcripts")]
+       ("reviewers", "Reviewers"), ("judging", "Judges against labels"), ("roles", "Role tables"), ("cost", "Cost"),
+       ("transcripts", "Transcripts")]
+# what each section needs, said when it is left out for want of it
+NEEDS = {"pairwise": "reviews or a two-role game", "trend": "reviews or finished matches", "reviewers": "reviews",
+         "roles": "a two-role game", "cost": "model calls",
+         "transcripts": "matches"}
 
 
 def _asset(name: str) -> str:
@@ -39,20 +47,38 @@ def script_json(value) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+def _meta(summary: dict) -> str:
+    made = f"report made {time.strftime('%Y-%m-%d %H:%M')} by Arena {summary['arena_version']}"
+    source = summary.get("source") or {"kind": "run"}
+    if source["kind"] == "reviews":
+        files = "; ".join(f"{f['path']} ({f['reviews']})" for f in source["files"])
+        return f"{source['reviews']} reviews from {files}; {made}"
+    run = summary["rank"]["run"]
+    counts = ", ".join(f"{run.get(k, 0)} {k}" for k in ("finished", "truncated", "failed", "interrupted") if run.get(k))
+    return f"status {run.get('status')}; {counts or 'no matches'} of {run.get('planned') or 0} planned; {made}"
+
+
 def render(report: ReportData) -> str:
     summary = report.summary
-    run = summary["rank"]["run"]
-    counts = ", ".join(f"{run.get(k, 0)} {k}" for k in ("finished", "failed") if run.get(k))
-    meta = (f"status {run.get('status')}; {counts or 'no matches'} of {run.get('planned') or 0} planned; "
-            f"report made {time.strftime('%Y-%m-%d %H:%M')} by Arena {summary['arena_version']}")
+    built = {
+        "leaderboard": sections.leaderboard(summary), "pairwise": sections.pairwise(summary),
+        "trend": sections.trend(summary), "reviewers": sections.reviewers(summary),
+        "judging": judging(summary), "roles": sections.role_tables(summary), "cost": sections.usage(summary),
+        "transcripts": sections.transcripts(len(report.transcripts.get("matches") or [])),
+    }
+    present = [(anchor, label) for anchor, label in NAV if built[anchor]]
+    # a run's sections left out say what they wait for; reviews files never have matches, roles or calls
+    reviews_only = (summary.get("source") or {}).get("kind") == "reviews"
+    folded = [] if reviews_only else [f"{label.lower()} (needs {NEEDS[anchor]})" for anchor, label in NAV
+                                      if not built[anchor] and anchor in NEEDS]  # judging: only for labelled games
+    meta = _meta(summary) + (f". Left out, for want of data: {', '.join(folded)}" if folded else "")
     parts = {
         "TITLE": escape(summary["title"]),
         "META": escape(meta),
-        "NAV": "".join(f'<a href="#{anchor}">{escape(label)}</a>' for anchor, label in NAV),
+        "NAV": "".join(f'<a href="#{anchor}">{escape(label)}</a>' for anchor, label in present),
         "CSS": _asset("report.css"),
         "JS": _asset("report.js"),
-        "SECTIONS": "\n".join([sections.leaderboard(summary), sections.figures(summary), sections.reviewers(summary),
-                               sections.role_tables(summary), sections.usage(summary)]),
+        "SECTIONS": "\n".join(built[anchor] for anchor, _ in present),
         "SUMMARY": script_json(summary),
         "TRANSCRIPTS": script_json(report.transcripts),
     }
@@ -61,7 +87,8 @@ def render(report: ReportData) -> str:
 
 
 def write(report: ReportData, path: Path) -> int:
-    text = render(report)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return len(text.encode("utf-8"))
+    """Write the page whole or not at all (a report that fails part way keeps the one that was there)."""
+    data = render(report).encode("utf-8")
+    with replacing(path) as partial:
+        partial.write_bytes(data)
+    return len(data)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from arena.contract.files import replacing
+
 from .svg import PALETTE
 
 KINDS = ("heatmap", "trend", "weights")
@@ -83,7 +85,9 @@ def plot(figures: dict, kind: str, path: Path) -> int:
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    try:
+        with replacing(path) as partial:  # the temporary name keeps the suffix: the format stays the asked one
+            fig.savefig(partial, dpi=110)
+    finally:
+        plt.close(fig)
     return len(panels)

@@ -6,6 +6,11 @@
   var KINDS = ["rules", "reply", "notice", "verdict", "prompt"];
   var FAILURES = ["invalid reply", "timeout", "error"];
   var REFEREE = "Referee";
+  var OUTCOMES = { decided: "decided", tie: "tie", scored: "scored" };
+  if (!document.getElementById("matches")) {  // a report of reviews files, or of a run with no match yet
+    document.body.dataset.ready = "1";
+    return;
+  }
   var data = JSON.parse(document.getElementById("arena-transcripts").textContent);
   var S = data.strings, M = data.matches, AUD = data.audiences;
   var lower = null;  // lower-cased strings, built on the first search
@@ -67,10 +72,10 @@
       if (group >= 0 && m.g !== group) continue;
       if (state.agent && !hasAgent(m, state.agent)) continue;
       var o = state.outcome;
-      if (o === "decided" || o === "tie" || o === "failed") { if (m.o !== o) continue; }
+      if (o === "decided" || o === "tie" || o === "scored" || o === "failed" || o === "truncated" || o === "interrupted") { if (m.o !== o) continue; }
       else if (o === "invalid") { if (!m.n && !m.f.length) continue; }
       else if (o === "won") { if (!state.agent || !won(m, state.agent)) continue; }
-      else if (o === "lost") { if (!state.agent || m.o === "failed" || won(m, state.agent)) continue; }
+      else if (o === "lost") { if (!state.agent || (m.o !== "decided" && m.o !== "tie" && m.o !== "scored") || won(m, state.agent)) continue; }
       if (q && !searchHit(m, q, hits)) continue;
       out.push(i);
     }
@@ -148,8 +153,10 @@
     return box;
   }
   function renderBody(m, into) {
-    var info = el("div", "note", data.groups[m.g].game + " · entry " + data.groups[m.g].name + " · repeat " + m.rep +
-      " · seed " + m.seed + " · " + m.st + " · " + m.r + " rounds");
+    var group = data.groups[m.g];
+    var info = el("div", "note", group.game + " · entry " + group.name + " · repeat " + m.rep +
+      " · seed " + m.seed + " · " + m.st + " · " + m.r + " rounds" +
+      (group.contest ? "" : " · not a contest (the payoffs do not share out a fixed total): no seat wins"));
     into.appendChild(info);
     var seats = el("table");
     var hr = el("tr");
@@ -183,8 +190,11 @@
       });
       R.a.forEach(function (a) { into.appendChild(renderAction(m, a)); });
     });
-    if (m.e >= 0) into.appendChild(highlighted("div", "error", state.seen ? "failed (the record view says why)" : "failed: " + S[m.e]));
-    else if (m.st === "finished") {
+    if (m.e >= 0) into.appendChild(highlighted("div", "error", state.seen ? m.st + " (the record view says why)" : m.st + ": " + S[m.e]));
+    else if (m.st === "truncated") {
+      into.appendChild(el("div", "error", "truncated: stopped at max_rounds after " + m.r + " rounds, before the game " +
+        "ended; scored where it stopped, and left out of the results"));
+    } else if (m.st === "finished") {
       into.appendChild(el("div", "payoffs", "payoffs: " + m.seats.map(function (s, i) {
         return S[s[0]] + (state.seen ? "" : " (" + data.agents[s[2]] + ")") + " " + num(m.p[i]);
       }).join(", ")));
@@ -195,8 +205,8 @@
     // a match's key names its agents: the seats' view goes by entry and repeat instead
     summary.appendChild(el("span", "key", state.seen ? "repeat " + m.rep + " · match " + (index + 1) : m.k));
     summary.appendChild(el("span", "badge", data.groups[m.g].name));
-    if (m.st === "failed") summary.appendChild(el("span", "badge failed", "failed"));
-    else summary.appendChild(el("span", "badge", m.o === "tie" ? "level" : "decided"));
+    if (m.st !== "finished") summary.appendChild(el("span", "badge " + m.st, m.st));
+    else summary.appendChild(el("span", "badge outcome " + m.o, OUTCOMES[m.o]));
     if (m.n) summary.appendChild(el("span", "badge invalid", m.n + " invalid " + (m.n === 1 ? "reply" : "replies")));
     var defaulted = m.a.filter(function (a) { return a[3]; }).length;
     if (defaulted) summary.appendChild(el("span", "badge default", defaulted + " defaulted"));

@@ -1,4 +1,5 @@
-"""The report's static sections, as HTML: leaderboards, figures, reviewers, roles, cost.
+"""The report's sections, as HTML: leaderboards, figures, reviewers, roles, cost, transcripts.
+A section with nothing to show is the empty string: the page leaves it, and its link, out.
 
 Every text that comes from the run (agent names, groups, model names) goes through
 ``escape``; the figures come from svg.py, which escapes its own labels.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from html import escape
 
 from . import svg
+from ..rank.places import competition_ranks
 from .figures import METHOD_NAMES
 from .svg import fmt
 
@@ -38,35 +40,48 @@ def note(text: str) -> str:
     return f'<p class="note">{escape(text)}</p>'
 
 
+def _tied(ranks: list[int]) -> bool:
+    return len(set(ranks)) < len(ranks)
+
+
+TIES = "Equal scores share a rank (1, 2, 2, 4)."
+
+
 def _board(board: dict, heading: str, key: str) -> str:
-    """One table (a column pair per method, rows in the first method's order) and a figure per method."""
+    """One table (a column pair per method, rows in the first method's order, ranked as it ranks:
+    equal scores share a place) and a figure per method."""
     methods = board["methods"]
-    order = sorted(methods[0]["scores"], key=lambda c: -methods[0]["scores"][c])
+    first = methods[0]
+    order = sorted(first["scores"], key=lambda c: (first["rank"][c], c))
     headers, figures = ["Rank", "Contestant"], []
     for result in methods:
         title = ("weighted " if result["weighted"] else "") + METHOD_NAMES[result["method"]]
         headers += [title, "95% interval"] + (["spread over orders"] if result.get("spread") else [])
         digits = 3 if result["method"] == "winrate" else 0
-        ranked = sorted(result["scores"], key=lambda c: -result["scores"][c])
+        ranked = sorted(result["scores"], key=lambda c: (result["rank"][c], c))
+        low, high = result["low"] or {}, result["high"] or {}  # no intervals with --bootstrap 0
         figures.append(f'<div class="figure-box" data-figure="intervals"><h4>{escape(title)}</h4>'
-                       + svg.intervals([(n, result["scores"][n], result["low"][n], result["high"][n]) for n in ranked],
+                       + svg.intervals([(n, result["scores"][n], low.get(n, result["scores"][n]),
+                                         high.get(n, result["scores"][n])) for n in ranked],
                                        digits, f"{title} with 95% intervals", compact=True) + "</div>")
     rows = []
-    for place, name in enumerate(order, start=1):
-        row = [place, name]
+    for name in order:
+        row = [first["rank"][name], name]
         for result in methods:
             digits = 3 if result["method"] == "winrate" else 0
-            row += [fmt(result["scores"][name], digits),
-                    f"[{fmt(result['low'][name], digits)}, {fmt(result['high'][name], digits)}]"]
+            interval = "—" if result["low"] is None else \
+                f"[{fmt(result['low'][name], digits)}, {fmt(result['high'][name], digits)}]"
+            row += [fmt(result["scores"][name], digits), interval]
             if result.get("spread"):
                 row.append(f"±{result['spread'][name]:.0f}")
         rows.append(row)
+    ranks = [first["rank"][n] for n in order]
     what = note(f"{board['reviews']} reviews of {len(board['contestants'])} contestants by "
                 f"{', '.join(board['reviewers'])}; 95% bootstrap intervals, questions resampled; ranked by "
-                f"{METHOD_NAMES[methods[0]['method']]}.")
+                f"{METHOD_NAMES[first['method']]}." + (f" {TIES}" if _tied(ranks) else ""))
     return (f"<h3>{escape(heading)}</h3>" + what
-            + table(headers, rows, numeric_from=2, row_classes=["top"] + [""] * (len(rows) - 1),
-                    attrs=f' class="board" data-board="{key}" data-method="{methods[0]["method"]}"')
+            + table(headers, rows, numeric_from=2, row_classes=["top" if r == 1 else "" for r in ranks],
+                    attrs=f' class="board" data-board="{key}" data-method="{first["method"]}"')
             + '<div class="pair">' + "".join(figures) + "</div>")
 
 
@@ -85,16 +100,20 @@ def _payoffs(rank: dict, rows: list[dict], key: str = "payoffs") -> str:
         for role in roles:
             mine = [r for r in members if r["role"] == role]
             title = f"{group}: {what}" + (f", as {role}" if len(roles) > 1 else "")
-            table_rows = [[i, r["agent"], r["matches"], fmt(r["mean"], 2), f"[{fmt(r['low'], 2)}, {fmt(r['high'], 2)}]",
-                           fmt(r["std"], 2), r["invalid_replies"], r["defaulted_turns"]] for i, r in enumerate(mine, 1)]
+            places = competition_ranks({r["agent"]: r["mean"] for r in mine})
+            table_rows = [[places[r["agent"]], r["agent"], r["matches"], fmt(r["mean"], 2),
+                           f"[{fmt(r['low'], 2)}, {fmt(r['high'], 2)}]", fmt(r["std"], 2), r["invalid_replies"],
+                           r["defaulted_turns"]] for r in mine]
             figure = svg.intervals([(r["agent"], r["mean"], r["low"], r["high"]) for r in mine], 2, f"{title}: mean",
                                    compact=True)
-            classes = ["top"] + [""] * (len(mine) - 1)
+            classes = ["top" if places[r["agent"]] == 1 else "" for r in mine]
+            if _tied(list(places.values())):
+                title += " (equal means share a rank)"
             parts.append(f'<div class="method"><h4>{escape(title)}</h4><div class="pair">'
                          + table(["Rank", "Agent", "Matches", "Mean", "95% interval", "Std", "Invalid", "Defaulted"],
                                  table_rows, numeric_from=2, row_classes=classes,
                                  attrs=f' class="board" data-board="{key}" data-group="{escape(group)}" '
-                                       f'data-role="{escape(role)}"')
+                                       f'data-role="{escape(role)}" data-metric="{escape(mine[0]["metric"])}"')
                          + figure + "</div></div>")
     return "".join(parts)
 
@@ -109,6 +128,9 @@ def _other_metrics(rank: dict):
 def leaderboard(summary: dict) -> str:
     rank = summary["rank"]
     parts = []
+    if (summary.get("source") or {}).get("ranked_with_reference"):
+        parts.append(note(f"The files hold only {rank['peer_rank']['reference'] or 'the reference'}'s reviews: "
+                          "they are ranked with them, and there is no agreement to check."))
     if rank["peer_rank"]:
         parts.append(_board(rank["peer_rank"], "Peer rank (every reviewer counts the same)", "peer"))
     if summary["weighted"]:
@@ -139,21 +161,31 @@ def leaderboard(summary: dict) -> str:
     return section("leaderboard", "Leaderboard", "".join(parts))
 
 
-def figures(summary: dict) -> str:
-    figs = summary["figures"]
-    heat = "".join(f'<div class="figure-box" data-figure="heatmap"><h4>{escape(p["title"])}</h4>{svg.heatmap(p)}</div>'
-                   for p in figs["heatmap"]) or note("No pairwise results: this run has no reviews and no two-role game.")
-    trend = "".join(f'<div class="figure-box" data-figure="trend"><h4>{escape(p["title"])}</h4>{svg.trend(p)}</div>'
-                    for p in figs["trend"]) or note("No finished matches yet.")
-    return (section("pairwise", "Pairwise", heat)
-            + section("trend", "Rating over battles", note("PRD figure 4: how ratings settle as results come in; the "
-                                                             "last point of each line is the leaderboard's value.") + trend))
+def pairwise(summary: dict) -> str:
+    panels = summary["figures"]["heatmap"]
+    if not panels:
+        return ""
+    roles = note("Games with two roles: a heatmap per role (DeepEval Eq. 2: the row agent in that role, the column "
+                 "agent in the other) and one across both roles.") if summary["rank"]["role_tables"] else ""
+    return section("pairwise", "Pairwise", roles + "".join(
+        f'<div class="figure-box" data-figure="heatmap"><h4>{escape(p["title"])}</h4>{svg.heatmap(p)}</div>'
+        for p in panels))
+
+
+def trend(summary: dict) -> str:
+    panels = summary["figures"]["trend"]
+    if not panels:
+        return ""
+    return section("trend", "Rating over battles", note(
+        "PRD figure 4: how ratings settle as results come in; the last point of each line is the leaderboard's "
+        "value.") + "".join(f'<div class="figure-box" data-figure="trend"><h4>{escape(p["title"])}</h4>{svg.trend(p)}</div>'
+                            for p in panels))
 
 
 def reviewers(summary: dict) -> str:
     board = summary["rank"]["peer_rank"]
     if not board:
-        return section("reviewers", "Reviewers", note("No reviews in this run."))
+        return ""
     parts = []
     for p in summary["figures"]["weights"]:
         parts.append(f'<div class="figure-box" data-figure="weights"><h4>{escape(p["title"])}</h4>'
@@ -203,14 +235,14 @@ def role_tables(summary: dict) -> str:
     rank = summary["rank"]
     tables = list(rank["role_tables"]) + [t for _, _, found in _other_metrics(rank) for t in found["role_tables"]]
     if not tables:
-        return section("roles", "Role tables", note("No game with two roles in this run."))
+        return ""
     return section("roles", "Role tables", "".join(_role_table(rank, t) for t in tables))
 
 
 def usage(summary: dict) -> str:
     rows_in = summary["rank"]["usage"]
     if not rows_in:
-        return section("cost", "Cost and tokens", note("No model calls in this run (scripted agents cost nothing)."))
+        return ""
     rows = [[u["agent"], u["calls"], u["cached"], u["retries"], u["failed"], u["prompt_tokens"], u["completion_tokens"],
              _usd(u["cost"]), f"{u['latency']:.2f} s"] for u in rows_in]
     rows.append(["total", *(sum(u[k] for u in rows_in) for k in ("calls", "cached", "retries", "failed", "prompt_tokens",
@@ -238,3 +270,31 @@ def _total(rows: list[dict], field: str) -> float | None:
 
 def _usd(cost: float | None) -> str:
     return "unknown" if cost is None else f"${cost:.4f}"
+
+OUTCOMES = [("decided", "decided"), ("tie", "tie"), ("scored", "scored, not a contest (no winner)"),
+            ("truncated", "truncated at max_rounds"), ("failed", "failed"), ("interrupted", "interrupted"),
+            ("invalid", "with invalid replies"), ("won", "won by the chosen agent"),
+            ("lost", "not won by the chosen agent")]
+
+
+def transcripts(matches: int) -> str:
+    """The transcript browser's frame; report.js fills it from the packed transcripts."""
+    if not matches:
+        return ""
+    options = "".join(f'<option value="{value}">{escape(label)}</option>' for value, label in OUTCOMES)
+    return section("transcripts", "Transcripts", note(
+        "Every match, round by round. Each message says which seats saw it; seats' agents are revealed here, never "
+        "to the agents. Invalid replies, defaulted turns and the referee's verdicts are marked. A match is decided "
+        "or a tie only in a contest, where every match shares out the same total payoff; in other games (a reward "
+        "both seats share, scores each seat earns on its own) no seat wins. \"As the seats saw it\" shows only the "
+        "messages, each as its audience got it after the anonymity filter, and no agent names.") + f"""
+  <form class="controls" id="filters" autocomplete="off">
+    <label>Game <select id="f-group"><option value="">all</option></select></label>
+    <label>Agent <select id="f-agent"><option value="">all</option></select></label>
+    <label>Outcome <select id="f-outcome"><option value="">all</option>{options}</select></label>
+    <label class="grow">Search <input id="f-text" type="search" placeholder="text in any message, a match key, an agent"></label>
+    <label><input id="f-seen" type="checkbox"> As the seats saw it</label>
+  </form>
+  <div class="pager" id="pager-top"></div>
+  <div id="matches"><p class="note">Loading transcripts…</p></div>
+  <div class="pager" id="pager-bottom"></div>""")

@@ -134,6 +134,8 @@ class Snapshot:
     calls_per_match: float | None
     elapsed: float | None  # since the first match played here started
     notes: list[str]
+    truncated: int = 0  # done, but stopped at max_rounds before the game ended: left out of the results
+    interrupted: int = 0  # cut short by a backend that was down, not yet played again: neither done nor running
 
     @property
     def in_flight(self) -> int:
@@ -161,8 +163,10 @@ class RunProgress:
     def __init__(self, window: float = WINDOW):
         self.window = window
         self._planned = 0
-        self._done: dict[str, str] = {}  # key -> "finished" | "failed"
+        self._done: dict[str, str] = {}  # key -> "finished" | "truncated" | "failed"
         self._failed = 0
+        self._truncated = 0
+        self._interrupted: set[str] = set()  # keys whose last attempt a backend outage cut short
         self._resumed: set[str] = set()
         self._played: dict[str, int] = {}  # done keys seen played here -> their model calls
         self._running: dict[str, RunningMatch] = {}
@@ -184,6 +188,7 @@ class RunProgress:
         """A match begins (again, when a resume replays it)."""
         if key in self._done:
             self._undo(key)
+        self._interrupted.discard(key)  # played again
         for token in [t for t, f in self._flights.items() if f.match == key]:  # left by an attempt that crashed
             self._drop_flight(token)
         self._running[key] = RunningMatch(key, dict(seats), rounds, at)
@@ -211,15 +216,19 @@ class RunProgress:
             figures.timeouts += 1
 
     def match_done(self, key: str, status: str, at: float | None) -> None:
-        """A match is over: ``status`` "finished" or "failed"; ``at`` None when an earlier run finished it.
-        Any other status (a match cut short, to be replayed) only takes it out of the running ones."""
+        """A match is over: ``status`` "finished", "truncated" or "failed"; ``at`` None when an earlier run
+        finished it. "interrupted" (a backend was down: it will be played again) is counted as such until it
+        starts again; any other status (a match wiped to be replayed) only takes it out of the running ones."""
         match = self._running.pop(key, None)
         for token in [t for t, f in self._flights.items() if f.match == key]:
             self._drop_flight(token)
-        if status not in ("finished", "failed") or key in self._done:
+        if status == "interrupted" and key not in self._done:
+            self._interrupted.add(key)
+        if status not in ("finished", "truncated", "failed") or key in self._done:
             return
         self._done[key] = status
         self._failed += status == "failed"
+        self._truncated += status == "truncated"
         if match is not None and at is not None:
             self._played[key] = match.calls
             self._done_calls += match.calls
@@ -300,6 +309,7 @@ class RunProgress:
             agents=agents, calls=self._calls, cached=self._cached, match_rate=match_rate, call_rate=call_rate,
             eta=eta, eta_from=eta_from, calls_per_match=per_match,
             elapsed=None if self._first is None else max(0.0, now - self._first), notes=list(self._notes),
+            truncated=self._truncated, interrupted=len(self._interrupted),
         )
 
     def _calls_per_match(self) -> float | None:
@@ -328,5 +338,6 @@ class RunProgress:
         """A match counted done is played again (a resume replays a failed match)."""
         status = self._done.pop(key)
         self._failed -= status == "failed"
+        self._truncated -= status == "truncated"
         self._resumed.discard(key)
         self._done_calls -= self._played.pop(key, 0)  # the agents' totals keep its calls: they were paid for

@@ -21,6 +21,7 @@ import trio
 from pydantic import BaseModel
 
 from arena.contract.agent import Agent
+from arena.contract.errors import ConfigError, Problem
 from arena.contract.events import ActionTaken
 from arena.contract.messages import Turn
 from arena.contract.records import MatchSettings
@@ -72,11 +73,12 @@ class Estimate(BaseModel):
 
 
 class _StandIn(Agent):
-    """Plays a model agent in the sample match: notes each turn, answers with the example reply."""
+    """Plays a model agent in the sample match: notes each turn, answers with the example reply of
+    the match it is seated in (``match``, given once that match is built)."""
 
-    def __init__(self, real: Agent, match: Match):
+    def __init__(self, real: Agent):
         super().__init__(real.name, real.config)
-        self.match = match
+        self.match: Match | None = None
         config = real.config
         self.system = "\n\n".join(p for p in (getattr(config, "system", None), getattr(config, "persona", None)) if p) or None
         self.asked: list[tuple[Turn, str, bool]] = []  # (turn, reply, asked by a referee rather than seated)
@@ -96,21 +98,28 @@ class _StandIn(Agent):
         return prompt_tokens(self.system, turn.as_chat())
 
 
-def estimate(scenario: Scenario) -> Estimate:
+def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
+    """``limit``: of the first ``limit`` matches only, as `arena run --limit` plays them."""
     real = build_agents(scenario)
-    specs = plan(scenario)
+    specs = plan(scenario)[:limit]
     calls: dict[str, float] = defaultdict(float)
     prompt: dict[str, float] = defaultdict(float)
     completion: dict[str, float] = defaultdict(float)
     entries = []
     for entry in scenario.games:
         members = [s for s in specs if s.group == entry.name]
+        if not members:  # all past the limit
+            continue
         settings = MatchSettings(turn_timeout=60, max_retries=0, max_rounds=scenario.match.max_rounds)
-        agents: dict[str, Agent] = {}
-        match = Match(members[0].model_copy(update={"settings": settings}), agents)  # reads its agents when it plays
-        agents.update({name: _StandIn(agent, match) if agent.makes_calls else agent for name, agent in real.items()})
-        record = trio.run(match.play)
-        stand_ins = [a for a in agents.values() if isinstance(a, _StandIn)]
+        by_name = {name: _StandIn(agent) for name, agent in real.items() if agent.makes_calls}
+        try:
+            match = Match(members[0].model_copy(update={"settings": settings}), {**real, **by_name})
+        except Exception as exc:  # `arena validate` catches what it can; say what it could not, rather than count nothing
+            raise ConfigError([Problem(("games", entry.name), f"its first match cannot be set up: {exc}")]) from None
+        stand_ins = list(by_name.values())
+        for stand_in in stand_ins:
+            stand_in.match = match
+        record = trio.run(match.play).record
         every = [(agent, turn, text, judging) for agent in stand_ins for turn, text, judging in agent.asked]
         for agent, turn, text, judging in every:  # a referee's judge is asked in every match, whoever is seated
             if judging:
@@ -132,7 +141,7 @@ def estimate(scenario: Scenario) -> Estimate:
         asked = {(t.seat, t.round) for _, t, _, _ in every}
         defaulted = sum(1 for e in record.events if isinstance(e, ActionTaken) and e.defaulted and (e.seat, e.round) in asked)
         rule = scenario.tournament_for(entry).repeats
-        cap = None if isinstance(rule, int) else len(plan_entry(scenario, entry, 1, rule.max))
+        cap = None if isinstance(rule, int) or limit is not None else len(plan_entry(scenario, entry, 1, rule.max))
         entries.append(EntryEstimate(
             group=entry.name, matches=len(members), calls_per_match=len(every),
             prompt_tokens_per_match=round(sum(a.prompt_tokens(t) for a, t, _, _ in every)),

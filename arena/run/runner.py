@@ -23,9 +23,10 @@ from arena.contract.calls import CallRecord, CallStarted, Services
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
-from arena.engine.match import Match, default_referees
-from arena.contract.records import MatchRecord, MatchSpec
+from arena.engine.match import default_referees
+from arena.contract.records import KEPT, MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
+from arena.run.executor import Executor, InProcess
 from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
 from arena.store import RunStore
@@ -67,6 +68,8 @@ class TournamentResult(BaseModel):
     budget_note: str | None = None
     outages: list[Outage] = []  # backends the run gave up on; their matches are left for the next run
     unplayed: list[str] = []  # keys of matches not started because a backend they need was down
+    warnings: list[str] = []  # what the person running it must hear, however quiet the output (a damaged cache)
+    beyond_limit: int = 0  # matches of the plan past --limit, left for a later run
 
     def keys(self, status: str | None = None) -> list[str]:
         """The matches' keys in plan order (those of one status)."""
@@ -141,12 +144,11 @@ def build_agents(scenario: Scenario, services: Services | None = None) -> dict[s
 
 def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending,
                    observer: Observer | None = None, on_call=None) -> RunServices:
-    cache = None
+    observer = observer or Observer()
+    cache, problem = None, None
     if store is not None or scenario.cache:
         path = Path(scenario.cache) if scenario.cache else store.run_dir / "responses.sqlite"
-        cache = ResponseCache(path)
-
-    observer = observer or Observer()
+        cache, problem = ResponseCache.open_or_none(path)
 
     def record(call: CallRecord) -> None:
         spending.add(call)
@@ -166,11 +168,15 @@ def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, 
             store.record_note(agent, endpoint, topic, text)
         observer.note(text)
 
-    return RunServices(
+    services = RunServices(
         cache=cache, use_cache=use_cache, record_call=record, limit_settings=dict(scenario.limits),
         prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
         on_call_started=started, on_note=note,
     )
+    if problem is not None:
+        services.warnings.append(problem)
+        note(None, None, "cache", problem)
+    return services
 
 
 async def run_tournament(
@@ -179,7 +185,11 @@ async def run_tournament(
     observer: Observer | None = None,
     matches_at_once: int | None = None,
     use_cache: bool = True,
+    limit: int | None = None,
 ) -> TournamentResult:
+    """``limit``: play only the first ``limit`` matches of the plan, until_stable's added blocks
+    included (a smoke test). A match is the same whatever the limit, so a later run without it keeps
+    them and plays the rest; a run the limit cut short judges no stability, as that needs whole blocks."""
     observer = observer or Observer()
     spending = Spending()
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
@@ -201,6 +211,7 @@ async def run_tournament(
     outages = Outages(scenario.match.outage_wait, probe, say)
     services = build_services(scenario, store, use_cache, spending, observer, on_call=answered)
     agents = build_agents(scenario, services)
+    executor: Executor = InProcess(agents)
     not_started: list[str] = []
     unplayed: list[str] = []
     budget_note: str | None = None
@@ -244,27 +255,33 @@ async def run_tournament(
                     break
                 if store is not None:
                     store.prepare(spec, position)
-                match = Match(spec, agents, sink)
-                record = await match.play()
+                played = await executor.play(spec, sink)
+                record = played.record
             if store is not None:
                 store.finish(record)
-            if match.outage is None:
+            if played.outage is None:
                 break
-            outages.failed(match.outage)  # then wait for the backend, and play the match again
+            outages.failed(played.outage)  # then wait for the backend, and play the match again
         if record is not None:
             over(record, resumed=False)
 
     order: list[str] = []
     wave = plan(scenario)
+    beyond_limit = 0
     try:
         for agent in agents.values():  # a missing key or model stops the run before any match starts
             await agent.prepare()
         while wave:
+            if limit is not None:  # matches past the limit wait for a later run, unless one has played them
+                room = max(0, limit - len(order))
+                beyond = [s for s in wave[room:] if s.key not in earlier]
+                beyond_limit += len(beyond)
+                wave = wave[:room] + [s for s in wave[room:] if s.key in earlier]
             first = len(order)
             order += [s.key for s in wave]
             observer.planned(len(order))
             if store is not None:
-                store.set_planned(len(order))
+                store.set_planned(len(order) + beyond_limit)
             async with trio.open_nursery() as nursery:
                 for position, spec in enumerate(wave, start=first):
                     if spec.key in earlier:
@@ -272,7 +289,7 @@ async def run_tournament(
                     else:
                         nursery.start_soon(play, spec, position)
             wave = []
-            if budget_note or outages.given_up():  # stability is judged on complete blocks only: on resume
+            if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
                 break
             for name, (entry, rule, repeats) in list(repeats_so_far.items()):
                 members = judged[name]
@@ -291,6 +308,7 @@ async def run_tournament(
         if store is not None:
             failed = sum(s == "failed" for s in statuses.values())
             store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
+                             else f"stopped by --limit {limit}" if beyond_limit
                              else "finished" if not failed else "finished with failures")
     except BaseException as exc:
         if store is not None:
@@ -307,7 +325,7 @@ async def run_tournament(
     resumed = sum(1 for key in order if key in earlier)
     return TournamentResult(statuses={k: statuses[k] for k in order if k in statuses}, stability=checks, resumed=resumed,
                             not_started=not_started, budget_note=budget_note, outages=outages.given_up(),
-                            unplayed=unplayed)
+                            unplayed=unplayed, warnings=services.warnings, beyond_limit=beyond_limit)
 
 
 def endpoints_of(spec: MatchSpec, agents: dict[str, Agent]) -> list[str]:

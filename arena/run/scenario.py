@@ -23,6 +23,7 @@ from arena.contract.paths import path_fields
 from arena.services.calls import Budget, LimitSettings
 from arena.contract.records import MatchSettings
 from arena.contract.referee import RefereeSpec
+from arena.run.overrides import Override, apply_overrides, mark_problems
 from arena.run.seating import orders_per_table, tables_count
 from arena.run.yamlfile import read_yaml
 
@@ -282,15 +283,20 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read, check and return a scenario file; paths in it are read from the file's folder."""
+def load_scenario(path: str | Path, overrides: list[Override] | None = None) -> Scenario:
+    """Read, check and return a scenario file; paths in it are read from the file's folder.
+    ``overrides`` (`--set`) are written in before anything is checked, and checked like the file."""
     path = Path(path)
     source = str(path)
     raw = read_yaml(path, source)
+    raw, written = apply_overrides(raw, overrides or [], source)
     base = Path(os.path.abspath(path.parent))
-    if isinstance(raw, dict) and isinstance(raw.get("prices"), str):
-        raw["prices"] = read_yaml(_resolve(raw["prices"], (), base), source, "prices", ("prices",))
-    return parse_scenario(raw, source, base)
+    try:
+        if isinstance(raw, dict) and isinstance(raw.get("prices"), str):
+            raw["prices"] = read_yaml(_resolve(raw["prices"], (), base), source, "prices", ("prices",))
+        return parse_scenario(raw, source, base)
+    except ConfigError as exc:
+        raise mark_problems(exc, written) from None
 
 
 def parse_scenario(raw: Any, source: str = "<scenario>", base: Path | None = None) -> Scenario:
@@ -647,11 +653,10 @@ def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str],
         problems.append(Problem(loc + ("seats",), f"all_pairs plays two-seat tables; seats is {n}; use round_robin for larger tables"))
     if n > len(players):
         problems.append(Problem(loc + ("seats",), f"tables of {n} need at least {n} agents; {len(players)} take part"))
-    if n < game.min_seats or (game.max_seats is not None and n > game.max_seats):
-        wanted = f"at least {game.min_seats}" if game.max_seats is None else (
-            str(game.min_seats) if game.min_seats == game.max_seats else f"{game.min_seats} to {game.max_seats}")
+    count = game.seat_count_problem(n)
+    if count:
         where = loc + ("agents",) if fmt == "fixed" and entry.seats is None else loc + ("seats",)
-        problems.append(Problem(where, f"{entry.game} needs {wanted} players; the tables here have {n}"))
+        problems.append(Problem(where, f"{entry.game} {count}; the tables here have {n}"))
     return problems
 
 

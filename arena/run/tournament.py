@@ -24,7 +24,10 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
 
     A match's key names the entry, the repeat and the seat order; its seed is
     derived from the scenario seed and the key alone, so neither the order of
-    play, nor concurrency, nor a resume changes what a match is.
+    play, nor concurrency, nor a resume changes what a match is. The orders of a
+    role swap are one comparison played with the roles exchanged: they share the
+    seed of their table (the key with its agents in name order), so whatever a
+    game draws from it (idiom solitaire's starting idiom) is the same in each.
     """
     tournament = scenario.tournament_for(entry)
     rotating_roles = plugins.load("game", entry.game).rotating_roles
@@ -41,16 +44,27 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
                                                   tournament.seating):
                     where = entry.name if case is None else f"{entry.name}/{case}"
                     key = f"{where}#{repeat}:{'+'.join(order)}"
+                    seed = seeding.derive(scenario.seed, shared_seed_key(scenario, entry, where, repeat, table) or key)
                     params = entry.params if case is None else {**entry.params, "case": case}
                     specs.append(
                         MatchSpec(
                             key=key, group=entry.name, repeat=repeat, game=entry.game, params=params, agents=order,
-                            seed=seeding.derive(scenario.seed, key), shuffle_seats=shuffle,
+                            seed=seed, shuffle_seats=shuffle,
                             referees=tuple(entry.referee or ()), settings=scenario.match, scrub=scrub_terms,
                             scrub_replacement=replacement,
                         )
                     )
     return specs
+
+
+def shared_seed_key(scenario: Scenario, entry: GameEntry, where: str, repeat: int, table: tuple[str, ...]) -> str | None:
+    """What the orders of a role swap derive their one seed from (the key with its agents in name
+    order), or None when the entry plays no role swap."""
+    game = plugins.load("game", entry.game)
+    roles = game.seat_roles(game.Params.model_validate(entry.params), len(table))
+    if not scenario.tournament_for(entry).role_swap or len(set(roles)) < 2:
+        return None
+    return f"{where}#{repeat}:{'+'.join(sorted(table))}"
 
 
 def plan(scenario: Scenario) -> list[MatchSpec]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from arena.contract.calls import CachedReply
+from arena.contract.files import set_aside, sqlite_damaged
 
 # columns added after the first release of the cache: a file written before them gains them on open
 _LATER_COLUMNS = {"cost": "REAL", "latency": "REAL"}
@@ -31,16 +32,39 @@ class ResponseCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
-            "prompt_tokens INTEGER, completion_tokens INTEGER, at REAL, cost REAL, latency REAL)"
-        )
-        present = {row[1] for row in self.db.execute("PRAGMA table_info(responses)")}
-        for column, kind in _LATER_COLUMNS.items():
-            if column not in present:  # older entries keep NULL there: their cost and time are unknown
-                self.db.execute(f"ALTER TABLE responses ADD COLUMN {column} {kind}")
+        try:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
+                "prompt_tokens INTEGER, completion_tokens INTEGER, at REAL, cost REAL, latency REAL)"
+            )
+            present = {row[1] for row in self.db.execute("PRAGMA table_info(responses)")}
+            for column, kind in _LATER_COLUMNS.items():
+                if column not in present:  # older entries keep NULL there: their cost and time are unknown
+                    self.db.execute(f"ALTER TABLE responses ADD COLUMN {column} {kind}")
+        except BaseException:
+            self.db.close()
+            raise
+
+    @classmethod
+    def open_or_none(cls, path: str | Path) -> tuple["ResponseCache | None", str | None]:
+        """The cache, or, when its file is damaged, no cache and a sentence saying so: a broken cache
+        costs the run its saved replies, never the run itself. The damaged file is set aside (renamed,
+        not deleted), so the next run starts a fresh cache in its place."""
+        path = Path(path)
+        try:
+            return cls(path), None
+        except sqlite3.DatabaseError as exc:
+            if not sqlite_damaged(exc):
+                raise
+            reason = str(exc)
+        try:
+            where = f"set aside as {set_aside(path, 'damaged').name}; the next run starts a fresh one"
+        except OSError as exc:
+            where = f"left in place, since it could not be renamed ({exc.strerror}): move it away before the next run"
+        return None, (f"the response cache {path} is damaged (SQLite says: {reason}); this run asks the models "
+                      f"again instead of reusing saved replies, and saves none. The damaged file was {where}.")
 
     def get(self, key: str) -> CachedReply | None:
         row = self.db.execute(

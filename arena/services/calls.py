@@ -78,6 +78,7 @@ class RunServices(Services):
         self.limit_settings = dict(limit_settings or {})
         self.prices = dict(prices or {})
         self._limits: dict[tuple[str, str], CallLimits] = {}
+        self.warnings: list[str] = []  # said to the person running it at the end, whatever the view (a damaged cache)
 
     def cached(self, **key: Any) -> CachedReply | None:
         if self.cache is None or not self.use_cache:

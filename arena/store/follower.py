@@ -22,7 +22,7 @@ from arena.contract.events import Event
 from arena.contract.messages import Message
 from arena.store.writer import RunStore
 
-FOLLOWED_EVENTS = ("match_started", "round_closed", "turn_failed", "match_ended", "match_failed")
+FOLLOWED_EVENTS = ("match_started", "round_closed", "turn_failed", "match_ended", "match_failed", "match_interrupted")
 """The events a follower reads (the others are the transcript's business)."""
 
 _event = TypeAdapter(Event)
@@ -58,7 +58,7 @@ class Changes:
     """Tokens of calls no longer in flight (their records are among the facts of this poll or an earlier one)."""
     messages: list[tuple[str, Message]] = field(default_factory=list)
     outcomes: dict[str, tuple[str, list[Outcome]]] = field(default_factory=dict)
-    """Newly scored matches: key -> (group, each seat's outcome)."""
+    """Newly finished matches: key -> (group, each seat's outcome)."""
     running: set[str] = field(default_factory=set)
     """Keys of the matches the store has as running now."""
 
@@ -143,9 +143,10 @@ class Follower:
                 for _, key, idx, rnd, sender, rcpt, kind, content, shown in rows
             ]
 
+            # a truncated match's scores are kept, but like the results, the running leaderboard leaves them out
             rows = db.execute("SELECT o.rowid, o.match_key, x.grp, o.seat, o.agent, o.role, o.payoff FROM outcomes o "
-                              "JOIN matches x ON x.key = o.match_key WHERE o.rowid > ? ORDER BY o.rowid",
-                              (marks["outcomes"],)).fetchall()
+                              "JOIN matches x ON x.key = o.match_key WHERE o.rowid > ? AND x.status = 'finished' "
+                              "ORDER BY o.rowid", (marks["outcomes"],)).fetchall()
             for _, key, group, seat, agent, role, payoff in rows:
                 changes.outcomes.setdefault(key, (group, []))[1].append(Outcome(seat, agent, role, payoff))
             if rows:

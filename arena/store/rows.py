@@ -15,8 +15,8 @@ from arena.contract.records import MatchRecord
 
 class MatchRow(NamedTuple):
     """A match without its transcript: what a listing, the CSV export, the live leaderboard and a
-    resume need of it. ``status`` is finished, failed or interrupted (a match left pending or
-    running by a crash reads as interrupted); ``payoffs`` maps seat labels to the first metric."""
+    resume need of it. ``status`` is finished, truncated, failed or interrupted (a match left pending
+    or running by a crash reads as interrupted); ``payoffs`` maps seat labels to the first metric."""
 
     key: str
     group: str
@@ -48,6 +48,22 @@ class ScoreRow(NamedTuple):
         else:
             scores = match.metrics.get(metric, {})
         return cls(match.key, match.group, match.repeat, match.seats, scores)
+
+
+class NoticeRow(NamedTuple):
+    """A finished match's last notice from the referee that has structured data, when that data is a
+    judging game's summary (a discussion's, a debate's verdict, scores on dimensions): what
+    arena.results' judging summaries read of a match, in place of its record."""
+
+    key: str
+    group: str
+    repeat: int
+    seats: tuple[SeatInfo, ...]
+    data: dict[str, Any]
+    status: str = "finished"
+
+    def agent_of(self, seat: str) -> str:
+        return next(s.agent for s in self.seats if s.label == seat)
 
 
 class TurnRow(NamedTuple):

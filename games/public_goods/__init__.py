@@ -10,16 +10,19 @@ contributions, sorted from largest to smallest (mode 2).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Mapping
 from fractions import Fraction
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 
 class PublicGoodsParams(BaseModel):
@@ -31,11 +34,27 @@ class PublicGoodsParams(BaseModel):
     mode: Literal[1, 2] = Field(1, description="1: each player learns its own income; 2: the sorted contributions.")
 
 
+# A reply's shape. Its docstring and descriptions go into the schema a model is sent. The schema a match
+# sends narrows ``coins`` to its endowment (``contribution_schema``); the parser checks the range either
+# way. The bound on ``reason`` keeps a model held to the schema from spending its whole reply on the
+# reason before it names a number.
 class Contribution(BaseModel):
-    """A reply's shape; the parser still checks the range."""
+    """Your move this round."""
 
-    reason: str = Field(description="Why this amount.")
-    coins: int = Field(description="Coins put into the pool this round.")
+    reason: str = Field(max_length=300, description="Why this amount, briefly.")
+    coins: int = Field(ge=0, description="Coins put into the pool this round.")
+
+
+@functools.lru_cache(maxsize=32)
+def contribution_schema(endowment: int) -> dict[str, Any]:
+    """The reply's JSON schema for one endowment (shared: do not modify it). ``coins`` is bounded and, up to
+    100 coins, also listed: llama.cpp's schema-to-grammar converter ignores minimum and maximum but keeps enum."""
+    schema = Contribution.model_json_schema()
+    coins = schema["properties"]["coins"]
+    coins["maximum"] = endowment
+    if endowment <= 100:
+        coins["enum"] = list(range(endowment + 1))
+    return schema
 
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
@@ -50,6 +69,9 @@ class PublicGoods(Game):
     @classmethod
     def rounds_needed(cls, params, n_seats):
         return params.rounds
+
+    def action_schema(self) -> dict[str, Any]:
+        return contribution_schema(self.params.endowment)
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
@@ -88,12 +110,14 @@ class PublicGoods(Game):
         )
 
     def hears(self, round: int) -> nx.DiGraph:
+        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
+
         graph = nx.DiGraph()
         graph.add_nodes_from(self.seats)  # contributions are private; the referee reports on them
         return graph
 
     # -- actions -------------------------------------------------------------------
-    def parse(self, seat: str, reply: str) -> int:
+    def parse(self, seat: str, reply: str, round: int) -> int:
         text = reply.strip()
         fenced = _FENCE.match(text)
         if fenced:

@@ -1,0 +1,148 @@
+"""Structured output: the ways a backend can ask a server for the game's JSON, and finding which
+one a server takes.
+
+Servers differ. OpenAI and vLLM take a JSON schema; llama.cpp's own server answers 500 to that
+but takes a JSON object constrained by the schema (it builds a grammar from it); some servers
+take only a grammar, some nothing of the kind. The first structured call to an endpoint tries
+the backend's ways in order of preference, moving on when the server refuses one; the first
+way that is answered is kept for the rest of the run (per endpoint and model, shared by every
+agent on them, since one server may serve models that differ) and said once through
+``Services.note`` (topic "output mode"), which the runner prints and keeps in the run store.
+
+The last resort, plain text, spells the schema out in the prompt: the game's parser judges
+every reply either way.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import trio
+
+from arena.contract import FatalAgentError, Services
+
+from .llm import CallRefused, ChatRequest, Completion, LLMAgent, TransientError
+
+TOPIC = "output mode"
+
+WHAT = {
+    "json_schema": "the server holds replies to the game's JSON schema (response_format json_schema)",
+    "json_object": "the server holds replies to a JSON object shaped by the schema (response_format json_object "
+                   "with the schema, as llama.cpp's servers take it)",
+    "grammar": "a GBNF grammar built from the game's schema holds the reply",
+    "tool": "the reply is a forced tool call whose input follows the schema",
+    "text": "plain text: nothing is enforced, the schema is described in the prompt",
+}
+
+
+class ModeUnavailable(CallRefused):
+    """This side cannot ask in the mode (a library it needs is missing): the probe moves on."""
+
+
+Attempt = Callable[[ChatRequest, str | None], Awaitable[Completion]]
+
+
+@dataclass
+class _Finding:
+    """What one endpoint and model take, once known; the lock makes concurrent first calls wait for the first probe."""
+
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    mode: str | None = None
+    fatal: str | None = None
+
+
+# per run: a run's services live as long as the run, and a finding must not outlive it (another
+# run may find another server on the same port)
+_findings: weakref.WeakKeyDictionary[Services, dict[tuple, _Finding]] = weakref.WeakKeyDictionary()
+
+
+async def complete_structured(agent: LLMAgent, request: ChatRequest, modes: Sequence[str], attempt: Attempt,
+                              refused: Callable[[Exception], bool], forced: bool = False) -> Completion:
+    """One completion in the endpoint's output mode, found first if this is its first structured call.
+
+    ``modes``: the backend's ways, best first; ``attempt(request, mode)`` makes one request in a mode
+    (``None``: the request has no schema); ``refused(exc)`` tells a refusal of the mode from any
+    other failure. ``forced``: the scenario chose the single mode in ``modes``; if the server
+    refuses it, the agent cannot play as configured (checked by asking once in plain text, so that
+    a request the server refuses for another reason is not mistaken for a refused mode)."""
+    if request.schema_ is None:
+        return await attempt(request, None)
+    key = (agent.backend_name, agent.endpoint(), agent.config.model, tuple(modes))
+    finding = _findings.setdefault(agent.services, {}).setdefault(key, _Finding())
+    if finding.fatal:
+        raise FatalAgentError(finding.fatal)
+    if finding.mode is None:
+        # Concurrent first calls wait for the first one's finding, but not for long: the wait is spent
+        # from their own timeout, and a refusal costs the server nothing, so after a while they find
+        # out for themselves.
+        held = False
+        with trio.move_on_after(_patience()):
+            await finding.lock.acquire()
+            held = True
+        try:
+            if finding.fatal:
+                raise FatalAgentError(finding.fatal)
+            if finding.mode is None:
+                tried = tuple(modes) + (("text",) if forced and modes[-1] != "text" else ())
+                return await _probe(agent, request, tried, attempt, refused, finding, forced)
+        finally:
+            if held:
+                finding.lock.release()
+    return await attempt(request, finding.mode)
+
+
+def _patience() -> float:
+    """How long a call waits for another call's probe: a quarter of the time it has left, at most 5 s."""
+    left = trio.current_effective_deadline() - trio.current_time()
+    return min(5.0, left / 4)
+
+
+async def _probe(agent: LLMAgent, request: ChatRequest, modes: tuple[str, ...], attempt: Attempt,
+                 refused: Callable[[Exception], bool], finding: _Finding, forced: bool) -> Completion:
+    refusals: list[str] = []
+    where = f"{agent.config.model} at {agent.endpoint()}"
+    for mode in modes:
+        try:
+            completion = await attempt(request, mode)
+        except (CallRefused, TransientError) as exc:
+            if mode == "text" or not (isinstance(exc, ModeUnavailable) or refused(exc)):
+                raise  # not about the mode: the call fails as any call does, and the next one probes again
+            refusals.append(f"{mode} ({_short(exc)})")
+            continue
+        if finding.mode is not None or finding.fatal:  # another call found out first: its finding stands
+            return completion
+        if forced and mode != modes[0]:
+            finding.fatal = (f"agent {agent.name!r}: {where} refuses the output mode {modes[0]} that the scenario sets "
+                             f"(response_format: {refusals[0]}); remove response_format (or set it to auto) to let Arena "
+                             "find what the server takes")
+            agent.services.note(agent.name, agent.endpoint(), TOPIC, finding.fatal)
+            raise FatalAgentError(finding.fatal)
+        finding.mode = mode
+        text = f"{where}: output mode {mode}, {WHAT[mode]}"
+        if forced:
+            text += " (set in the scenario)"
+        if refusals:
+            text += "; refused: " + ", ".join(refusals)
+        agent.services.note(agent.name, agent.endpoint(), TOPIC, text)
+        return completion
+    raise AssertionError("the last mode tried is plain text, which raises or returns")
+
+
+def _short(exc: Exception, width: int = 200) -> str:
+    line = " ".join(str(exc).split()) or type(exc).__name__
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def described(request: ChatRequest) -> ChatRequest:
+    """The request in plain text, the schema no longer enforced but spelled out after the last prompt."""
+    words = ("Reply with a single JSON object, and nothing else, that follows this JSON schema: "
+             + json.dumps(request.schema_, ensure_ascii=False, separators=(",", ":")))
+    messages = list(request.messages)
+    if messages and messages[-1]["role"] == "user":
+        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n\n" + words}
+    else:
+        messages.append({"role": "user", "content": words})
+    return request.model_copy(update={"messages": messages, "schema_": None})

@@ -1,0 +1,113 @@
+"""One turn under a match's rules: the deadline, the re-asks after an invalid reply, the default.
+
+Seats and a referee's judges are asked the same way, by the match's ``Asker``. Only what an agent
+said can become its move: an invalid reply is asked again with the reason and then defaulted, a
+reply that does not come in time is defaulted at once. What the agent raises is not caught here:
+it is not a move, and it ends the match (an unreachable backend interrupts it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import trio
+from pydantic import BaseModel
+
+from arena.contract import seeding
+from arena.contract.agent import Agent
+from arena.contract.events import ActionTaken, Event, TurnFailed
+from arena.contract.game import InvalidReply
+from arena.contract.messages import Message, Retry, Turn
+from arena.contract.records import MatchSettings
+
+EventSink = Callable[[Event], None]
+Failure = Literal["invalid", "timeout"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """How a turn ended: the action it gave the game, the reply it came from (the last one given,
+    for a defaulted turn; None when nothing came), the attempts it took, and why it was defaulted
+    (None: a valid reply was parsed)."""
+
+    action: Any
+    reply: str | None
+    attempts: int
+    failure: Failure | None = None
+
+    @property
+    def defaulted(self) -> bool:
+        return self.failure is not None
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def jsonable(action: Any) -> Any:
+    """An action as an event can carry it: a model's fields, JSON as it is, anything else its repr."""
+    if type(action) in _PLAIN:
+        return action
+    if isinstance(action, BaseModel):
+        return action.model_dump(mode="json")
+    try:
+        json.dumps(action)
+        return action
+    except TypeError:
+        return repr(action)
+
+
+class Asker:
+    """Asks agents for turns of one match, under its settings, and reports what became of them."""
+
+    def __init__(self, key: str, seed: int, settings: MatchSettings, emit: EventSink):
+        self.key, self.seed, self.settings, self._emit = key, seed, settings, emit
+
+    def turn(self, seat: str, role: str, round: int, history: Sequence[Message], prompt: str,
+             action_schema: dict[str, Any] | None = None, prompt_data: dict[str, Any] | None = None) -> Turn:
+        """The first attempt at a turn."""
+        return Turn(match=self.key, seat=seat, role=role, round=round, history=history, prompt=prompt,
+                    seed=self._seed(seat, round, 0), action_schema=action_schema, prompt_data=prompt_data)
+
+    def _seed(self, seat: str, round: int, attempt: int) -> int:
+        return seeding.derive(self.seed, "turn", seat, round, attempt)
+
+    async def ask(self, agent: Agent, turn: Turn, parse: Callable[[str], Any], default: Callable[[], Any]) -> Outcome:
+        """The turn, asked again with the reason after an invalid reply up to ``max_retries`` times;
+        a reply that has not come within ``turn_timeout`` is defaulted at once: asking again would
+        only wait again (the backend has already retried what it could in that time)."""
+        settings = self.settings
+        retries: list[Retry] = []
+        last_reply: str | None = None
+        for attempt in range(settings.max_retries + 1):
+            if attempt:
+                turn = turn.model_copy(update={"retries": tuple(retries), "seed": self._seed(turn.seat, turn.round, attempt)})
+            reply: Any = None
+            with trio.move_on_after(settings.turn_timeout) as timer:
+                reply = await agent.reply(turn)
+            if timer.cancelled_caught:
+                self._failed(turn, attempt, "timeout", None, f"No reply arrived within {settings.turn_timeout:g} seconds.")
+                return Outcome(default(), last_reply, attempt + 1, "timeout")
+            if not isinstance(reply, str):
+                reason = "The reply was not text."
+                reply = None if reply is None else repr(reply)
+            else:
+                last_reply = reply
+                try:
+                    return Outcome(parse(reply), reply, attempt + 1)
+                except InvalidReply as exc:
+                    reason = exc.reason
+            self._failed(turn, attempt, "invalid", reply, reason)
+            retries.append(Retry(reply=reply, reason=reason))
+        return Outcome(default(), last_reply, settings.max_retries + 1, "invalid")
+
+    def taken(self, round: int, seat: str, outcome: Outcome) -> None:
+        """Report the action a turn came to."""
+        self._emit(ActionTaken(match=self.key, round=round, seat=seat, action=jsonable(outcome.action),
+                               reply=outcome.reply, attempts=outcome.attempts, defaulted=outcome.defaulted))
+
+    def _failed(self, turn: Turn, attempt: int, failure: Failure, reply: str | None, reason: str) -> None:
+        self._emit(TurnFailed(match=self.key, round=turn.round, seat=turn.seat, attempt=attempt + 1,
+                              failure=failure, reply=reply, reason=reason))

@@ -1,0 +1,181 @@
+"""Peer discussion over a run, as PRD reports it.
+
+Read from the last notice of every match whose data describes a discussion between two
+reviewers: ``reviewers`` by seat, each with its ``position`` (leader or follower), ``initial``
+and ``final`` preference, ``altered``/``held`` and ``changed_after_agreement``; and for the match
+``label``, ``outcome``, ``agreed``, ``disagreed_at_start`` and ``turns`` (peer_discussion writes it).
+
+- Opinion altering (OA) and holding (OH), PRD section 4.3 and Figure 7: counted over the
+  discussions that began in disagreement, where a reviewer either ends where it started (held)
+  or not (altered); per reviewer and position (leader or follower), so the ordering effect
+  (leaders alter less) can be read off.
+- Accuracy against the label: each reviewer's initial and final preference, and the
+  discussion's outcome (PRD's peer discussion accuracy, PDA), per reviewer, per position and
+  per pair of reviewers with who led (PRD's Table 8: R1 lead, R2 lead, either).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import BaseModel
+
+from arena.contract.records import MatchRecord
+
+from .notices import final_data, share
+
+POSITIONS = ("leader", "follower")
+
+
+class OpinionRow(BaseModel):
+    """One reviewer (or every reviewer: agent None) in one position (or either: position "any")."""
+
+    agent: str | None
+    position: str
+    discussions: int
+    labelled: int
+    initial_accuracy: float | None
+    final_accuracy: float | None
+    disagreed: int  # discussions that began in disagreement: where OA and OH are counted
+    altered: int
+    held: int
+    altered_share: float | None
+    changed_after_agreement: int
+
+
+class PairRow(BaseModel):
+    """Two reviewers' discussions, with one of them leading (or either: leader None)."""
+
+    reviewers: tuple[str, str]
+    leader: str | None
+    discussions: int
+    labelled: int
+    agreed: int  # discussions that ended in agreement
+    initial_accuracy: dict[str, float | None]
+    final_accuracy: dict[str, float | None]
+    discussion_accuracy: float | None  # the outcome against the label: PRD's PDA
+
+
+class DiscussionSummary(BaseModel):
+    group: str
+    discussions: int
+    labelled: int
+    mean_turns: float
+    agreed_at_start: int
+    agreed_at_end: int
+    changed_after_agreement: int  # discussions in which a reviewer changed its mind after they had agreed
+    initial_accuracy: float | None  # every reviewer's initial preference
+    final_accuracy: float | None
+    discussion_accuracy: float | None
+    reviewers: list[OpinionRow]
+    pairs: list[PairRow]
+
+
+@dataclass
+class _Stand:
+    """One reviewer in one discussion."""
+
+    agent: str
+    position: str
+    initial: int
+    final: int
+    altered: bool
+    after_agreement: bool
+    label: int | None
+    disagreed: bool
+
+
+@dataclass
+class _Discussion:
+    stands: list[_Stand]
+    label: int | None
+    outcome: int
+    agreed: bool
+    turns: int
+
+    @property
+    def leader(self) -> str:
+        return next(s.agent for s in self.stands if s.position == "leader")
+
+
+def _discussion(record: MatchRecord) -> _Discussion | None:
+    data = final_data(record)
+    reviewers = (data or {}).get("reviewers")
+    if not isinstance(reviewers, dict) or len(reviewers) != 2 or \
+            {r.get("position") for r in reviewers.values() if isinstance(r, dict)} != set(POSITIONS):
+        return None
+    label, disagreed = data.get("label"), bool(data.get("disagreed_at_start"))
+    stands = [_Stand(record.agent_of(seat), r["position"], r["initial"], r["final"], bool(r["altered"]),
+                     bool(r.get("changed_after_agreement")), label, disagreed) for seat, r in reviewers.items()]
+    return _Discussion(stands, label, data["outcome"], bool(data.get("agreed")), int(data.get("turns", 0)))
+
+
+def _opinions(agent: str | None, position: str, stands: list[_Stand]) -> OpinionRow:
+    labelled = [s for s in stands if s.label is not None]
+    disagreed = [s for s in stands if s.disagreed]
+    altered = sum(s.altered for s in disagreed)
+    return OpinionRow(
+        agent=agent, position=position, discussions=len(stands), labelled=len(labelled),
+        initial_accuracy=share(sum(s.initial == s.label for s in labelled), len(labelled)),
+        final_accuracy=share(sum(s.final == s.label for s in labelled), len(labelled)),
+        disagreed=len(disagreed), altered=altered, held=len(disagreed) - altered,
+        altered_share=share(altered, len(disagreed)), changed_after_agreement=sum(s.after_agreement for s in stands))
+
+
+def _pair(reviewers: tuple[str, str], leader: str | None, found: list[_Discussion]) -> PairRow:
+    labelled = [d for d in found if d.label is not None]
+    stands = [s for d in labelled for s in d.stands]
+
+    def accuracy(agent: str, which: str) -> float | None:
+        mine = [s for s in stands if s.agent == agent]
+        return share(sum(getattr(s, which) == s.label for s in mine), len(mine))
+
+    return PairRow(reviewers=reviewers, leader=leader, discussions=len(found), labelled=len(labelled),
+                   agreed=sum(d.agreed for d in found),
+                   initial_accuracy={a: accuracy(a, "initial") for a in dict.fromkeys(reviewers)},
+                   final_accuracy={a: accuracy(a, "final") for a in dict.fromkeys(reviewers)},
+                   discussion_accuracy=share(sum(d.outcome == d.label for d in labelled), len(labelled)))
+
+
+def discussion_summaries(records: Iterable[MatchRecord]) -> list[DiscussionSummary]:
+    """One summary per scenario entry whose matches are discussions, in the order entries appear."""
+    records = list(records)
+    by_group: dict[str, list[_Discussion]] = {r.group: [] for r in records}
+    for record in sorted(records, key=lambda r: r.key):
+        found = _discussion(record)
+        if found is not None:
+            by_group[record.group].append(found)
+    out = []
+    for group, found in by_group.items():
+        if not found:
+            continue
+        stands = [s for d in found for s in d.stands]
+        labelled = [d for d in found if d.label is not None]
+        agents = sorted({s.agent for s in stands})
+        rows = []
+        for agent in agents:
+            mine = [s for s in stands if s.agent == agent]
+            rows += [_opinions(agent, p, [s for s in mine if s.position == p]) for p in POSITIONS]
+            rows.append(_opinions(agent, "any", mine))
+        rows += [_opinions(None, p, [s for s in stands if s.position == p]) for p in POSITIONS]
+        rows.append(_opinions(None, "any", stands))
+        pairs: dict[tuple[str, str], list[_Discussion]] = defaultdict(list)
+        for d in found:
+            pairs[tuple(sorted(s.agent for s in d.stands))].append(d)
+        pair_rows = []
+        for reviewers, members in sorted(pairs.items()):
+            for leader in dict.fromkeys(reviewers) if len(set(reviewers)) == 2 else ():
+                pair_rows.append(_pair(reviewers, leader, [d for d in members if d.leader == leader]))
+            pair_rows.append(_pair(reviewers, None, members))
+        out.append(DiscussionSummary(
+            group=group, discussions=len(found), labelled=len(labelled),
+            mean_turns=sum(d.turns for d in found) / len(found),
+            agreed_at_start=sum(not d.stands[0].disagreed for d in found), agreed_at_end=sum(d.agreed for d in found),
+            changed_after_agreement=sum(any(s.after_agreement for s in d.stands) for d in found),
+            initial_accuracy=share(sum(s.initial == s.label for d in labelled for s in d.stands), 2 * len(labelled)),
+            final_accuracy=share(sum(s.final == s.label for d in labelled for s in d.stands), 2 * len(labelled)),
+            discussion_accuracy=share(sum(d.outcome == d.label for d in labelled), len(labelled)),
+            reviewers=[r for r in rows if r.discussions], pairs=pair_rows))
+    return out

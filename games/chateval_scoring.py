@@ -1,0 +1,154 @@
+"""ChatEval's second setting: debaters score one response to a dialogue on named dimensions.
+
+One match is one response of a responses file (JSONL lines ``{"id", "context": [turns],
+"response"}``, optional ``"fact"`` the response may draw on, ``"source"`` naming who wrote it and
+``"human": {dimension: score}``, as Topical-Chat's annotations give naturalness, coherence,
+engagingness and groundedness). The debate runs as in ``chateval_debate``: the same personas,
+the same three ways of talking, a summarizer as the last seat under
+``simultaneous_talk_with_summarizer``. Every message of a debater ends with one line per
+dimension, ``<dimension>: <score>``, on ``scale``.
+
+What the debate scores is each dimension's mean over the debaters' last scores, ChatEval's rule
+for scores. A single response has no right answer, so no seat gets a payoff; each debater's last
+score per dimension is a metric of its own (``arena rank`` shows who scores high), and the last
+notice's data (case, dimensions, scale, scores by seat, mean, human) lets
+``arena.results.dimensions`` correlate the means with the human scores over a run (Spearman and
+Kendall, per dimension, as ChatEval reports on Topical-Chat).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from arena.contract import InvalidReply, Task, path_field
+from arena.contract.game import example_prose
+
+from .chateval_debate import ChatEvalDebate, Talk
+from .questions import case_of, load_responses
+
+TOPICAL_CHAT = ("naturalness", "coherence", "engagingness", "groundedness")  # the four ChatEval scores
+
+
+class ScoringParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    responses: str = path_field(description="A JSONL file of dialogue contexts and responses, with optional human scores.")
+    case: str | None = Field(None, description="The response of this match; the tournament sets it.")
+    dimensions: list[str] = Field(list(TOPICAL_CHAT), min_length=1, description="What to score each response on.")
+    scale: tuple[int, int] = Field((1, 5), description="The lowest and highest score of every dimension.")
+    strategy: Talk = "one_by_one"
+    turns: int = Field(2, ge=1, description="Turns of debate.")
+    personas: dict[str, str] | None = Field(None, description="Name -> description; default: chateval_debate's five.")
+
+    @field_validator("dimensions")
+    @classmethod
+    def _dimensions(cls, value: list[str]) -> list[str]:
+        names = [v.strip() for v in value]
+        if any(not re.fullmatch(r"[A-Za-z][\w -]*", n) for n in names):
+            raise ValueError("a dimension is named by letters, digits, spaces, '-' or '_', starting with a letter")
+        if len({n.lower() for n in names}) != len(names):
+            raise ValueError("a dimension is named twice")
+        if "payoff" in {n.lower() for n in names}:
+            raise ValueError("'payoff' names the payoff: call the dimension something else")
+        return names
+
+    @model_validator(mode="after")
+    def _scale(self):
+        if self.scale[0] >= self.scale[1]:
+            raise ValueError(f"scale {list(self.scale)}: give the lowest score first, then a higher one")
+        return self
+
+
+class ChatEvalScoring(ChatEvalDebate):
+    description = "Debaters with personas score one dialogue response on named dimensions (ChatEval, Topical-Chat)."
+    Params = ScoringParams
+
+    subject = "how good the response is on each dimension"
+
+    @classmethod
+    def cases(cls, params: ScoringParams) -> list[str]:
+        return list(load_responses(params.responses))
+
+    @staticmethod
+    def load_case(params: ScoringParams):
+        return case_of(load_responses(params.responses), params.case)
+
+    def material(self) -> str:
+        c = self.case
+        text = "[Dialogue]\n" + "\n".join(c.context) + "\n[End of Dialogue]"
+        if c.fact:
+            text += f"\n\n[Fact the next speaker could use]\n{c.fact}\n[End of Fact]"
+        return text + f"\n\n[Response]\n{c.response}\n[End of Response]"
+
+    def verdict_format(self) -> str:
+        low, high = self.params.scale
+        lines = ", ".join(f"'{d}: N'" for d in self.params.dimensions)
+        return f"one line per dimension, each a whole number from {low} to {high}: {lines}"
+
+    def material_data(self) -> dict[str, Any]:
+        c = self.case
+        return {"context": list(c.context), "response": c.response, **({"fact": c.fact} if c.fact else {})}
+
+    def prompt(self, seat: str, round: int) -> str:
+        if seat == self.summarizer:
+            return "Summarize this turn of the debate."
+        return "Your turn in the debate: give your arguments, then your scores."
+
+    def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
+        data = super().prompt_data(seat, round)
+        return data if seat == self.summarizer else {**data, "task": Task.SCORE}
+
+    def verdict_data(self) -> dict[str, Any]:
+        return {"dimensions": list(self.params.dimensions), "scale": list(self.params.scale)}
+
+    def parse_verdict(self, reply: str) -> dict[str, float]:
+        low, high = self.params.scale
+        scores, wrong = {}, []
+        for dimension in self.params.dimensions:
+            found = re.findall(rf"^\W*{re.escape(dimension)}\W*?:[\s*_]*(\d+(?:\.\d+)?)", reply, re.IGNORECASE | re.MULTILINE)
+            if not found or not low <= float(found[-1]) <= high:
+                wrong.append(dimension)
+            else:
+                scores[dimension] = float(found[-1])
+        if wrong:
+            raise InvalidReply(f"Give {', '.join(wrong)} a score from {low} to {high}: end your message with "
+                               + self.verdict_format() + ".")
+        return scores
+
+    def example_reply(self, seat: str, round: int) -> str:
+        if seat == self.summarizer:
+            return example_prose(100, "this turn of the debate")
+        low, high = self.params.scale
+        score = high if self.debaters.index(seat) % 2 == 0 else low
+        return example_prose(150, "the response") + "\n\n" + "\n".join(f"{d}: {score}" for d in self.params.dimensions)
+
+    def verdict_text(self) -> str:
+        mean = self.verdict()
+        return "Debate scores: " + ("none" if mean is None else ", ".join(f"{d} {v:g}" for d, v in mean.items())) + "."
+
+    def verdict(self) -> dict[str, float] | None:
+        """Each dimension's mean over the debaters' last scores."""
+        finals = list(self.finals().values())
+        if not finals:
+            return None
+        return {d: sum(f[d] for f in finals) / len(finals) for d in self.params.dimensions}
+
+    def summary(self) -> dict[str, Any]:
+        c = self.case
+        return {"case": c.id, "source": c.source, "strategy": self.params.strategy,
+                "dimensions": list(self.params.dimensions), "scale": list(self.params.scale),
+                "scores": self.finals(), "mean": self.verdict(),
+                "human": {d: c.human[d] for d in self.params.dimensions if d in c.human},
+                "personas": {s: p[0] for s, p in self.persona.items()}}
+
+    def payoffs(self) -> dict[str, float]:
+        return {}
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        return {d: {s: f[d] for s, f in self.finals().items()} for d in self.params.dimensions}
+
+    def reviews(self) -> list[tuple[str, str, str, str, int]]:
+        return []
