@@ -92,12 +92,12 @@ def play(raw: dict, scenario: Scenario, at_once: int, per_match: float, profile:
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
             if profile is not None:
                 profile.disable()
+            failed = [(m.key, m.error) for m in store.matches() if m.status != "finished"]  # read after the clock stops
         finally:
             store.close()
-    failed = [r for r in result.records if r.status != "finished"]
     if failed:
-        raise SystemExit(f"{len(failed)} matches failed, e.g. {failed[0].key}: {failed[0].error}")
-    n = len(result.records)
+        raise SystemExit(f"{len(failed)} matches failed, e.g. {failed[0][0]}: {failed[0][1]}")
+    n = len(result.statuses)
     return Run(at_once, n, seconds, cpu, math.ceil(n / at_once) * per_match)
 
 

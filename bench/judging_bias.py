@@ -28,15 +28,17 @@ ROOT = Path(__file__).resolve().parent.parent
 def measure() -> dict:
     from arena.rank.reviews import Reviews
     from arena.rank.winrate import win_rate
-    from arena.run.runner import run_tournament
+    from arena.run.runner import KeepRecords, run_tournament
     from arena.run.scenario import parse_scenario
 
     raw = yaml.safe_load((ROOT / "scenarios" / "pairwise-review-synthetic.yaml").read_text())
     raw["games"][0]["params"]["questions"] = str(ROOT / "scenarios" / "data" / "sample-questions.jsonl")
     scenario = parse_scenario(raw)
     truth = {name: agent["params"]["quality"] for name, agent in scenario.agents.items()}
-    result = trio.run(run_tournament, scenario)
-    reviews = Reviews.from_rows([r for record in result.records for r in record.reviews])
+    keep = KeepRecords()  # a small run: its records are kept in hand, the runner keeps none
+    result = trio.run(run_tournament, scenario, None, keep)
+    records = keep.in_order(result)
+    reviews = Reviews.from_rows([r for record in records for r in record.reviews])
 
     def tau(scores):
         names = sorted(truth)
@@ -46,7 +48,7 @@ def measure() -> dict:
     equal = win_rate(reviews.battles()).scores
     weighted = win_rate(reviews.battles(), weighted=True)
     first_wins = raw_right = raw_total = bpc_right = bpc_total = 0
-    for record in result.records:
+    for record in records:
         agent = {s.label: s.agent for s in record.seats}
         (notice,) = [m for m in record.messages if m.kind == "notice"]
         for item in notice.data["verdicts"]:

@@ -113,3 +113,37 @@ class TwoRoles(Game):
 
     def payoffs(self):
         return dict(self.scores)
+
+
+async def play(scenario, store=None, observer=None):
+    """Run a tournament and hand back its result and the records of the matches it played, in plan
+    order: the runner keeps none once the store and the observers have them, so a test that wants
+    them in hand collects them as they go by."""
+    from arena.run.runner import KeepRecords, run_tournament
+
+    keep = KeepRecords(observer)
+    result = await run_tournament(scenario, store, keep)
+    return result, keep.in_order(result)
+
+
+def score_rows(records, metric=None):
+    """The rows results are computed from, for records a test has in hand (no store)."""
+    from arena.store.rows import ScoreRow
+
+    return [ScoreRow.of(r, metric) for r in records if r.status == "finished"]
+
+
+def stored(record, run_dir):
+    """A run store holding one match played on its own, written the way the runner writes it (the
+    events as they came, then the outcome): for tests of what is computed from the store's rows."""
+    from arena.contract.records import MatchSpec
+    from arena.store import RunStore
+
+    store = RunStore.create_or_resume(run_dir, "one match", "{}", "test")
+    spec = MatchSpec(key=record.key, group=record.group, repeat=record.repeat, game=record.game, params=record.params,
+                     agents=tuple(s.agent for s in record.seats), seed=record.seed)
+    store.prepare(spec, 0)
+    for event in record.events:
+        store.record_event(event)
+    store.finish(record)
+    return store

@@ -27,7 +27,7 @@ from arena.run.tournament import plan
 from arena.store import RunStore
 from arena.store.follower import Follower
 
-from helpers import ROOT, mock_tokens
+from helpers import ROOT, mock_tokens, play
 from mock_llm import OpenAIMock
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -101,8 +101,7 @@ async def test_dashboard_shows_progress_latest_messages_and_the_leaderboard():
     scenario = parse_scenario(scenario_dict())
     buffer = io.StringIO()
     with Dashboard(Console(file=buffer, force_terminal=True, width=140), "t") as view:
-        result = await run_tournament(scenario, None, view)
-    records = result.records
+        result, records = await play(scenario, None, view)
     n = len(records)
     assert n == 8  # 4 tables of 3 among 4 agents, 2 repeats
     screen = final_frame(buffer.getvalue())
@@ -219,12 +218,12 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
         runner = Dashboard(Console(file=io.StringIO()), "live", specs=specs.get)
         watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
         both = WatchAlongside(runner, watcher, Follower(watch_store))
-        result = await run_tournament(scenario, store, both)
+        result, records = await play(scenario, store, both)
         both.compare()  # and once more after the run
         requests, url = mock.answered(), mock.base_url
         store.close()
         watch_store.close()
-    assert len(result.records) == 3 and all(r.status == "finished" for r in result.records)
+    assert len(records) == 3 and all(r.status == "finished" for r in records)
     assert len(both.views) == 4
     for runner_view, watcher_view in both.views:
         assert figures(runner_view) == figures(watcher_view)

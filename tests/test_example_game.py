@@ -212,7 +212,7 @@ async def test_params_and_ties(installed, params, guesses, points):
     assert {record.agent_of(seat): p for seat, p in record.payoffs.items()} == points
 
 
-async def test_invalid_replies_are_asked_again_then_default_to_50(installed):
+async def test_invalid_replies_are_asked_again_then_default_to_50(installed, tmp_path):
     agents = {
         "sharp": fixed("sharp", guess(30)),
         "prose": Recording(fixed("prose", "about forty")),
@@ -246,7 +246,11 @@ async def test_invalid_replies_are_asked_again_then_default_to_50(installed):
     assert chat[-2] == {"role": "assistant", "content": "about forty"}
     assert chat[-1]["content"].startswith('[Referee] Reply with a JSON object such as {"guess": 33} and nothing else.')
 
-    rows = {row.agent: (row.invalid_replies, row.defaulted_turns) for row in summarize([record])}
+    from helpers import stored
+
+    store = stored(record, tmp_path / "run")  # the tables count troubled turns from the store's rows
+    rows = {row.agent: (row.invalid_replies, row.defaulted_turns) for row in summarize(store.scores(), store.turns())}
+    store.close()
     assert rows == {"sharp": (0, 0), "prose": (9, 3), "wild": (9, 3), "learner": (3, 0)}
 
 
@@ -292,7 +296,7 @@ def test_the_guides_scenario_is_valid_and_plays_as_it_says(installed):
     import yaml
 
     from arena.results.payoffs import summarize
-    from arena.run.runner import run_tournament
+    from helpers import play, score_rows
     from arena.run.scenario import parse_scenario
     from arena.run.tournament import plan
 
@@ -300,8 +304,8 @@ def test_the_guides_scenario_is_valid_and_plays_as_it_says(installed):
     block = re.search(r"```yaml\n(# two_thirds\.yaml.*?)```", text, re.DOTALL).group(1)
     scenario = parse_scenario(yaml.safe_load(block), "guide")
     assert len(plan(scenario)) == 5
-    result = trio.run(run_tournament, scenario)
-    means = {row.agent: row.mean for row in summarize(result.records)}
+    result, records = trio.run(play, scenario)
+    means = {row.agent: row.mean for row in summarize(score_rows(records))}
     assert means == {"low": 3.0, "mid": 0.0, "high": 0.0}  # what the guide promises
 
 

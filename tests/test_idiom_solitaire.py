@@ -15,8 +15,9 @@ from arena.results.payoffs import role_tables
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 
-from conformance_kit import between, current_prompt, local_only, mock_server, model_agent, play, scenario  # noqa: F401
-from helpers import scripted
+from conformance_kit import between, current_prompt, local_only, mock_server, model_agent, scenario  # noqa: F401
+from conformance_kit import play as play_stored
+from helpers import play, score_rows, scripted
 from mock_llm import body_text
 
 
@@ -81,18 +82,18 @@ async def test_two_full_vocabularies_play_to_a_draw_and_both_orders_are_played()
                                      "b": {"backend": "scripted", "strategy": "idiom_player", "params": {"vocabulary": 30, "seed": 1}}},
         "games": [{"game": "idiom_solitaire", "params": {"max_moves": 12}}], "tournament": {"repeats": 2},
     })
-    result = await run_tournament(scenario)
-    assert [r.key.split(":")[1] for r in result.records] == ["a+b", "b+a", "a+b", "b+a"]  # role swap: both orders
-    (table,) = role_tables(result.records)
+    result, records = await play(scenario)
+    assert [r.key.split(":")[1] for r in records] == ["a+b", "b+a", "a+b", "b+a"]  # role swap: both orders
+    (table,) = role_tables(score_rows(records))
     assert table.roles == ("Early", "Late")
     assert table.row_means["a"] >= table.row_means["b"]  # the bigger vocabulary does better, whichever side
-    starts = [next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in m.data) for r in result.records]
+    starts = [next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in m.data) for r in records]
     # the role swap is a controlled comparison: both orders of a repeat start alike; each repeat draws anew
     assert starts[0] == starts[1] and starts[2] == starts[3] and starts[0] != starts[2]
     # hits by position: the role table of the `hits` metric, against the chains' own counts
-    (hits,) = role_tables(result.records, metric="hits")
+    (hits,) = role_tables(score_rows(records, "hits"), metric="hits")
     by_hand: dict[tuple[str, str], list[float]] = {}
-    for r in result.records:
+    for r in records:
         final = next(m.data for m in r.messages if m.kind == "notice" and "hits" in (m.data or {}))
         for seat in r.seats:
             by_hand.setdefault((seat.agent, seat.role), []).append(final["hits"][seat.label])
@@ -117,7 +118,7 @@ async def test_both_orders_of_a_pair_start_from_the_same_idiom_and_each_repeat_f
     other agent moving first are told the same starting idiom; another repeat starts elsewhere."""
     with mock_server(backend, _connecting_idiom) as mock:
         agents = {name: model_agent(backend, mock, model=f"{name}-model") for name in ("ann", "bob")}
-        records = await play(tmp_path, scenario("swap", agents, "idiom_solitaire", {"max_moves": 2},
+        records = await play_stored(tmp_path, scenario("swap", agents, "idiom_solitaire", {"max_moves": 2},
                                                 tournament={"repeats": 3}))
         requests = mock.answered()
     assert sorted(r.key.split("#")[1] for r in records) == ["1:ann+bob", "1:bob+ann", "2:ann+bob", "2:bob+ann",

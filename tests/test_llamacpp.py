@@ -13,10 +13,11 @@ import urllib.request
 import pytest
 
 from arena.agents.llamacpp_backend import model_path
-from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 from arena.engine.match import JUDGE
+
+from helpers import play
 
 
 def public_goods(agents: dict, rounds: int = 2) -> dict:
@@ -27,8 +28,8 @@ def public_goods(agents: dict, rounds: int = 2) -> dict:
     }
 
 
-def check_match(result, store, model_agents, rounds: int = 2):
-    (record,) = result.records
+def check_match(records, store, model_agents, rounds: int = 2):
+    (record,) = records
     assert record.status == "finished", record.error
     assert record.rounds == rounds
     actions = [e for e in record.events if e.type == "action"]
@@ -58,8 +59,8 @@ async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow
         "mirror": {"backend": "scripted", "strategy": "tit_for_tat"},
     }))
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
-    result = await run_tournament(scenario, store)
-    record, calls = check_match(result, store, {"shaped", "loose"})
+    result, records = await play(scenario, store)
+    record, calls = check_match(records, store, {"shaped", "loose"})
     loose = next(s.label for s in record.seats if s.agent == "loose")
     failures = [e for e in record.events if e.type == "turn_failed" and e.seat == loose]
     # a base model without the schema's grammar rarely writes the JSON asked for: its replies are
@@ -90,8 +91,8 @@ async def test_a_gguf_file_without_a_chat_template_is_said_once(tmp_path):
         "freerider": {"backend": "scripted", "strategy": "free_rider"},
     }, rounds=1))
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
-    result = await run_tournament(scenario, store)
-    assert result.records[0].status == "finished"
+    result, records = await play(scenario, store)
+    assert records[0].status == "finished"
     (note,) = [n for n in store.notes() if n["topic"] == "chat template"]
     assert note["agent"] == "file" and "declares no chat template" in note["text"] and "llama-2" in note["text"]
     store.close()
@@ -165,8 +166,8 @@ async def test_the_llama_cpp_server_with_default_agent_settings_gets_valid_moves
     rounds = 3
     scenario = parse_scenario(public_goods({"gemma_a": served, "gemma_b": served}, rounds=rounds))
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
-    result = await run_tournament(scenario, store)
-    record, calls = check_match(result, store, {"gemma_a", "gemma_b"}, rounds=rounds)
+    result, records = await play(scenario, store)
+    record, calls = check_match(records, store, {"gemma_a", "gemma_b"}, rounds=rounds)
     assert {c.backend for c in calls} == {"openai"}
     assert all(c.cost is None for c in calls)  # "gemma" has no price: tokens counted, cost unknown
     (stored,) = store.records()
@@ -206,9 +207,9 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
         "match": {"turn_timeout": 300, "max_retries": 1},
     })
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
-    result = await run_tournament(scenario, store=store)
-    assert len(result.records) == 6 and all(r.status == "finished" for r in result.records), [r.error for r in result.records]
-    for record in result.records:
+    result, records = await play(scenario, store=store)
+    assert len(records) == 6 and all(r.status == "finished" for r in records), [r.error for r in records]
+    for record in records:
         if record.game == "idiom_solitaire":  # a poor model soon breaks a rule: the other seat wins
             assert sorted(record.payoffs.values()) in ([0.0, 1.0], [0.5, 0.5])
             assert set(record.metrics["hits"]) == {"Early", "Late"}

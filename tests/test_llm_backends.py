@@ -21,7 +21,7 @@ import yaml
 from arena.contract import seeding
 from arena.contract.events import ActionTaken, TurnFailed
 from arena.games.public_goods import contribution_schema
-from arena.run.runner import run_tournament
+from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
@@ -80,8 +80,9 @@ def write(path: Path, raw: dict) -> Path:
 async def play(run_dir: Path, raw: dict):
     s = parse_scenario(raw)
     store = RunStore.create_or_resume(run_dir, s.name, yaml.safe_dump(raw), s.fingerprint())
-    result = await run_tournament(s, store)
-    return result, store
+    keep = KeepRecords()  # the runner keeps no record once stored: the test collects them as they go by
+    result = await run_tournament(s, store, keep)
+    return result, keep.in_order(result), store
 
 
 def env(**extra) -> dict[str, str]:
@@ -133,9 +134,8 @@ async def test_openai_faults_are_retried_and_nothing_is_lost(tmp_path, openai_mo
         "bob": openai_agent(openai_mock, timeout=1.0),
         "carol": {"backend": "scripted", "strategy": "tit_for_tat"},
     }, rounds=2, repeats=3)
-    result, store = await play(tmp_path / "run", raw)
+    result, records, store = await play(tmp_path / "run", raw)
     try:
-        records = result.records
         assert len(records) == 3 and all(r.status == "finished" for r in records) and not result.not_started
         assert {r.key for r in store.records()} == {r.key for r in records}
 
@@ -200,13 +200,13 @@ async def test_a_bad_request_is_not_retried_and_fails_the_match_instead_of_scori
         "alice": openai_agent(openai_mock, structured=False),
         "carol": {"backend": "scripted", "strategy": "always_all"},
     }, rounds=1, repeats=1, match={"max_retries": 1})
-    result, store = await play(tmp_path / "run", raw)
+    result, records, store = await play(tmp_path / "run", raw)
     try:
-        (record,) = result.records
+        (record,) = records
         assert record.status == "failed" and record.payoffs == {}
         assert record.error.startswith("CallRefused: 400") and "this mock refuses the request" in record.error
         assert not [e for e in record.events if isinstance(e, (TurnFailed, ActionTaken))]  # nothing defaulted
-        assert store.records() == []  # nothing scored; the match is played again on resume
+        assert list(store.records()) == []  # nothing scored; the match is played again on resume
         # one request in all: neither the backend nor the match asked again
         assert openai_mock.count == 1
         (call,) = store.calls()
@@ -223,9 +223,9 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
         "carol": {"backend": "scripted", "strategy": "tit_for_tat"},
     }
     raw = scenario("structured", agents, rounds=2, repeats=2, concurrency=1)
-    result, store = await play(tmp_path / "one", raw)
+    result, records, store = await play(tmp_path / "one", raw)
     store.close()
-    assert all(r.status == "finished" for r in result.records)
+    assert all(r.status == "finished" for r in records)
     schema = contribution_schema(10)  # the game's schema, narrowed to the default endowment
     assert openai_mock.count == 8
     for body in openai_mock.bodies():
@@ -236,9 +236,8 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
     # a server without response_format answers 400 to it: the backend finds what it takes (here a grammar, or
     # plain text where no grammar can be built), once for the endpoint
     openai_mock.reset(lambda count, body: "400" if "response_format" in body else "ok")
-    result, store = await play(tmp_path / "two", raw)
+    result, records, store = await play(tmp_path / "two", raw)
     try:
-        records = result.records
         assert len(records) == 2 and all(r.status == "finished" for r in records)
         turns = list(model_turns(records, {"alice", "bob"}))
         assert all(not t.defaulted and t.attempts == 1 for _, t in turns)
@@ -265,9 +264,9 @@ async def test_anthropic_messages_alternate_carry_the_system_prompt_and_use_a_fo
         "ben": anthropic_agent(anthropic_mock, system=system),
         "carol": {"backend": "scripted", "strategy": "conditional_cooperator"},
     }, rounds=3, repeats=1, mode=2, match={"max_retries": 2})
-    result, store = await play(tmp_path / "run", raw)
+    result, records, store = await play(tmp_path / "run", raw)
     try:
-        (record,) = result.records
+        (record,) = records
         assert record.status == "finished"
         requests = anthropic_mock.requests
         assert {r.path for r in requests} == {"/v1/messages"}

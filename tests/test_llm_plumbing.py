@@ -16,7 +16,7 @@ from arena.run.scenario import parse_scenario
 from arena.agents.llm import Completion, LLMAgent, LLMConfig, TransientError, merge_consecutive, retry_after_seconds
 from arena.agents.prices import PRICES, cost, price_of
 
-from helpers import Roundtable
+from helpers import Roundtable, play
 
 
 async def test_requests_per_minute_are_spread_over_minutes(autojump_clock):
@@ -164,8 +164,8 @@ async def test_without_the_filter_nothing_is_scrubbed(roundtable):
         "agents": {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["I am Claude."]}} for n in "ab"},
     })
     assert scenario.scrub_terms() == ()
-    result = await run_tournament(scenario)
-    assert not [e for e in result.records[0].events if e.type == "scrubbed"]
+    result, records = await play(scenario)
+    assert not [e for e in records[0].events if e.type == "scrubbed"]
 
 
 def test_prices_can_come_from_a_file_beside_the_scenario(tmp_path):

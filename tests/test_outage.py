@@ -31,7 +31,7 @@ from arena.contract import AgentConfig, BackendUnavailable, plugins
 from arena.contract.agent import Agent
 from arena.contract.events import ActionTaken, TurnFailed
 from arena.results.payoffs import summarize
-from arena.run.runner import Observer, run_tournament
+from arena.run.runner import KeepRecords, Observer, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
@@ -104,7 +104,7 @@ def exports(capsys, run_dir: Path) -> tuple[str, str]:
 def records(run_dir: Path):
     store = RunStore.open(run_dir)
     try:
-        return store.records(status=None), store.calls(), store.calls_in_flight(), store.notes()
+        return list(store.records(status=None)), store.calls(), store.calls_in_flight(), store.notes()
     finally:
         store.close()
 
@@ -236,19 +236,22 @@ def test_a_backend_refusing_connections_from_the_start_plays_nothing_until_it_ex
 
 
 # -- a slow server: a timeout, not an outage -----------------------------------------------------
-async def play(run_dir: Path, raw: dict):
+async def play_stored(run_dir: Path, raw: dict):
+    """The run's result, the one match it played, and its store."""
     s = parse_scenario(raw)
     store = RunStore.create_or_resume(run_dir, s.name, yaml.safe_dump(raw), s.fingerprint())
-    return await run_tournament(s, store), store
+    keep = KeepRecords()
+    result = await run_tournament(s, store, keep)
+    (record,) = keep.in_order(result)
+    return result, record, store
 
 
 async def test_a_model_too_slow_for_the_turn_times_out_and_its_cut_off_call_is_recorded(tmp_path):
     with OpenAIMock(lambda count, body: "slow", slow_seconds=60) as mock:
         raw = scenario("slow", mock.base_url, rounds=2, repeats=1, turn_timeout=0.5)
         raw["agents"] = {"alice": model(mock.base_url), "carol": {"backend": "scripted", "strategy": "free_rider"}}
-        result, store = await play(tmp_path / "run", raw)
+        result, record, store = await play_stored(tmp_path / "run", raw)
         try:
-            (record,) = result.records
             assert record.status == "finished" and not result.outages  # the server is up; the model is late
             alice = next(s.label for s in record.seats if s.agent == "alice")
             failed = [e for e in record.events if isinstance(e, TurnFailed) and e.seat == alice]
@@ -261,10 +264,10 @@ async def test_a_model_too_slow_for_the_turn_times_out_and_its_cut_off_call_is_r
             for call in calls:
                 assert call.error.startswith("cut off by the turn's deadline") and call.latency >= 0.45
                 assert call.prompt_tokens is None and call.completion_tokens is None
-            (row,) = [r for r in summarize(result.records) if r.agent == "alice"]
+            (row,) = [r for r in summarize(store.scores(), store.turns()) if r.agent == "alice"]
             assert (row.timeouts, row.invalid_replies, row.defaulted_turns) == (2, 0, 2)
             console = Console(file=StringIO(), width=200)
-            print_results(console, result.records, store)
+            print_results(console, store)
             table = console.file.getvalue()
             header = next(line for line in table.splitlines() if "Invalid" in line)
             cells = lambda line: [c.strip() for c in line.strip("┃│ ").replace("┃", "│").split("│")]
@@ -279,9 +282,8 @@ async def test_a_server_hanging_on_every_try_is_down_and_its_requests_are_bounde
         raw = scenario("hung", mock.base_url, rounds=2, repeats=1, turn_timeout=1.0, outage_wait=0)
         raw["agents"] = {"alice": model(mock.base_url, timeout=0.3, retries=10),
                          "carol": {"backend": "scripted", "strategy": "free_rider"}}
-        result, store = await play(tmp_path / "run", raw)
+        result, record, store = await play_stored(tmp_path / "run", raw)
         try:
-            (record,) = result.records
             assert record.status == "interrupted" and record.payoffs == {}
             assert "no answer within 0.3 s (when the turn's time ran out)" in record.error
             assert [o.agent for o in result.outages] == ["alice"]
@@ -377,7 +379,7 @@ async def test_while_a_backend_is_down_its_matches_wait_the_others_go_on_and_a_p
     timeline = Timeline()
     result = await run_tournament(parse_scenario(two_endpoints(outage_wait=600)), observer=timeline)
 
-    assert [r.status for r in result.records] == ["finished"] * 6 and not result.outages and not result.unplayed
+    assert list(result.statuses.values()) == ["finished"] * 6 and not result.outages and not result.unplayed
     seen = timeline.seen
     down = next(i for i, (kind, text) in enumerate(seen) if kind == "note" and "is unavailable" in text)
     back = next(i for i, (kind, text) in enumerate(seen) if kind == "note" and text.endswith("is back"))
@@ -398,8 +400,9 @@ async def test_a_backend_that_stays_down_is_given_up_and_the_rest_of_the_run_fin
     fake_models["http://flaky"] = Endpoint(answers=1, back_at=None)
     fake_models["http://steady"] = Endpoint(answers=10**6, back_at=None)
     started = trio.current_time()
-    result = await run_tournament(parse_scenario(two_endpoints(outage_wait=45)))
-    by_group = Counter((r.group, r.status) for r in result.records)
+    keep = KeepRecords()
+    result = await run_tournament(parse_scenario(two_endpoints(outage_wait=45)), observer=keep)
+    by_group = Counter((r.group, r.status) for r in keep.in_order(result))
     assert by_group[("on-steady", "finished")] == 3  # the other backend's matches all finished
     assert by_group[("on-flaky", "finished")] == 0 and by_group[("on-flaky", "interrupted")] >= 1
     assert len(result.unplayed) + by_group[("on-flaky", "interrupted")] == 3  # the rest never started

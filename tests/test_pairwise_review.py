@@ -19,7 +19,7 @@ from arena.contract.errors import ConfigError
 from arena.store import RunStore
 from arena.run.tournament import plan
 
-from helpers import Recording, scripted
+from helpers import Recording, scripted, play
 
 
 @pytest.fixture
@@ -182,12 +182,12 @@ async def test_peer_review_feeds_peer_rank(questions, tmp_path):
         for name in scenario.agents:
             scenario.agents[name] = {"backend": "scripted", "strategy": "by_length"}
         store = RunStore.create_or_resume(tmp_path / "run", "peers", "t", scenario.fingerprint())
-        result = await run_tournament(scenario, store)
+        result, records = await play(scenario, store)
         store.close()
     finally:
         plugins.unregister("strategy", "by_length")
-    assert all(r.status == "finished" for r in result.records)
-    assert len(result.records[0].reviews) == 3 * 3 * 2  # three judges x three pairs x two orders
+    assert all(r.status == "finished" for r in records)
+    assert len(records[0].reviews) == 3 * 3 * 2  # three judges x three pairs x two orders
     out = subprocess.run([sys.executable, "-m", "arena.cli", "rank", str(tmp_path / "run"), "--json"], capture_output=True, text=True)
     board = json.loads(out.stdout)["peer_rank"]
     winrate = next(m for m in board["methods"] if m["method"] == "winrate")

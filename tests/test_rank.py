@@ -19,7 +19,7 @@ from arena.rank.prd import read_prd
 from arena.rank.reviews import ReviewError, Reviews
 from arena.rank.winrate import pairwise_matrix, win_rate
 
-from helpers import ROOT
+from helpers import ROOT, play
 
 PRD = ROOT.parent / "shared" / "data" / "prd" / "vicuna80"
 FIVE = ["gpt4", "claude", "vicuna-13b", "gpt35", "bard"]
@@ -363,12 +363,12 @@ async def test_a_runs_reviews_become_a_leaderboard(tmp_path):
             "agents": {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": [v]}} for n, v in numbers.items()},
         })
         store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "t", scenario.fingerprint())
-        result = await run_tournament(scenario, store)
+        result, records = await play(scenario, store)
         store.close()
     finally:
         plugins.unregister("game", "judged")
-    assert all(r.reviews for r in result.records)
-    assert {r[3] for r in result.records[0].reviews} == set(numbers)  # agent names, not seats
+    assert all(r.reviews for r in records)
+    assert {r[3] for r in records[0].reviews} == set(numbers)  # agent names, not seats
     out = subprocess.run([sys.executable, "-m", "arena.cli", "rank", str(tmp_path / "run"), "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     board = json.loads(out.stdout)["peer_rank"]

@@ -100,7 +100,7 @@ async def play(folder, mock, judges, params, seed=1, repeats=1) -> list:
     store = RunStore.create_or_resume(folder / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
     try:
         await run_tournament(scenario, store)
-        records = store.records(status=None)
+        records = list(store.records(status=None))
     finally:
         store.close()
     assert records and all(r.status == "finished" for r in records), [r.error for r in records]

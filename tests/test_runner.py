@@ -12,7 +12,7 @@ from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.run.tournament import plan
 
-from helpers import Roundtable, TwoRoles
+from helpers import Roundtable, TwoRoles, play, score_rows
 
 AGENTS = {
     "a": {"backend": "scripted", "strategy": "free_rider"},
@@ -79,28 +79,28 @@ async def test_role_table_of_an_asymmetric_game(two_roles):
     agents = {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": [str(v)]}} for n, v in
               [("low", 1), ("mid", 5), ("high", 9)]}
     s = scenario([{"game": "two_roles"}], tournament={"format": "all_pairs", "repeats": 1}, agents=agents)
-    result = await run_tournament(s)
+    _, records = await play(s)
     from arena.results.payoffs import role_tables, summarize
 
-    (table,) = role_tables(result.records)
+    (table,) = role_tables(score_rows(records))
     assert table.roles == ("Writer", "Editor")
     # TwoRoles: the writer scores its own number, the editor the writer's number minus its own
     assert table.cells["high"]["low"].scores == (9.0, 8.0)
     assert table.cells["low"]["high"].scores == (1.0, -8.0)
     assert table.row_means["mid"] == 5.0
     assert table.column_means["low"] == pytest.approx(((5 - 1) + (9 - 1)) / 2)
-    rows = {(r.agent, r.role): r.mean for r in summarize(result.records)}
+    rows = {(r.agent, r.role): r.mean for r in summarize(score_rows(records))}
     assert rows[("high", "Writer")] == 9.0 and rows[("low", "Editor")] == 6.0
 
 
 async def test_concurrency_does_not_change_results():
     games = [{"game": "public_goods", "params": {"mode": 2}, "seats": 3}]
     tournament = {"format": "round_robin", "repeats": 3}
-    serial = await run_tournament(scenario(games, concurrency=1, tournament=tournament))
-    parallel = await run_tournament(scenario(games, concurrency=8, tournament=tournament))
-    assert [r.key for r in serial.records] == [r.key for r in parallel.records]
-    assert [r.payoffs for r in serial.records] == [r.payoffs for r in parallel.records]
-    assert [r.messages for r in serial.records] == [r.messages for r in parallel.records]
+    _, serial = await play(scenario(games, concurrency=1, tournament=tournament))
+    _, parallel = await play(scenario(games, concurrency=8, tournament=tournament))
+    assert [r.key for r in serial] == [r.key for r in parallel]
+    assert [r.payoffs for r in serial] == [r.payoffs for r in parallel]
+    assert [r.messages for r in serial] == [r.messages for r in parallel]
 
 
 class Timeline(Observer):
@@ -139,7 +139,7 @@ async def test_matches_overlap_up_to_the_limit(autojump_clock):
     start = trio.current_time()
     result = await run_tournament(s, observer=timeline)
     elapsed = trio.current_time() - start
-    assert len(result.records) == 12  # C(4,2) x 2
+    assert len(result.statuses) == 12  # C(4,2) x 2
     # each match takes 2 s (two rounds of 1 s); 12 matches, 3 at a time: ideally 4 waves = 8 s
     assert elapsed == pytest.approx(8.0, abs=0.01)
     assert timeline.peak_total == 3
@@ -163,7 +163,7 @@ async def test_per_agent_limits_hold_and_a_slow_agent_does_not_stall_the_others(
 
     start = trio.current_time()
     result = await run_tournament(s, observer=Clock())
-    assert len(result.records) == 10  # C(5,2)
+    assert len(result.statuses) == 10  # C(5,2)
     assert timeline.peak_agent["slow"] == 1
     assert all(timeline.peak_agent[f"p{i}"] <= 2 for i in range(4))
     assert timeline.peak_total <= 4
@@ -177,7 +177,7 @@ async def test_until_stable_stops_early_on_a_clear_ranking():
     s = scenario([{"game": "public_goods", "agents": ["a", "d"]}],
                  tournament={"repeats": {"block": 2, "min": 4, "max": 40, "tau": 0.9, "width": 1.0}})
     result = await run_tournament(s)
-    assert len(result.records) == 4  # free rider vs always-all: deterministic payoffs, stable at the minimum
+    assert len(result.statuses) == 4  # free rider vs always-all: deterministic payoffs, stable at the minimum
     (check,) = result.stability
     assert check.done and check.stable and check.tau == 1.0 and check.max_width == 0.0
 
@@ -188,7 +188,7 @@ async def test_until_stable_runs_to_the_cap_on_a_coin_flip():
     s = scenario([{"game": "public_goods"}], agents=coin,
                  tournament={"repeats": {"block": 4, "min": 8, "max": 24, "tau": 0.9, "width": 0.5}})
     result = await run_tournament(s)
-    assert len(result.records) == 24
+    assert len(result.statuses) == 24
     assert [c.repeats for c in result.stability] == [8, 12, 16, 20, 24]
     assert result.stability[-1].done and not result.stability[-1].stable
 
@@ -215,8 +215,9 @@ async def test_a_failing_match_does_not_stop_the_others(buggy_game):
         def finished(self, record, resumed):
             finished.append(record)
 
-    result = await run_tournament(scenario(games, tournament={"repeats": 2}, agents={**AGENTS, "e": talker}),
-                                  observer=Collect())
-    assert [r.status for r in result.records] == ["failed", "failed", "finished", "finished"]
-    assert all("RuntimeError: scoring exploded" in r.error for r in result.records[:2])
+    result, records = await play(scenario(games, tournament={"repeats": 2}, agents={**AGENTS, "e": talker}),
+                                 observer=Collect())
+    assert list(result.statuses.values()) == ["failed", "failed", "finished", "finished"]
+    assert [r.status for r in records] == list(result.statuses.values())
+    assert all("RuntimeError: scoring exploded" in r.error for r in records[:2])
     assert len(finished) == 4

@@ -29,7 +29,7 @@ from arena.run.scenario import MAX_MATCHES, load_scenario, name_problem, parse_s
 from arena.run.yamlfile import MAX_BYTES, parse_yaml
 from arena.store import RunStore
 
-from helpers import ROOT
+from helpers import ROOT, play
 from mock_llm import OpenAIMock
 
 CORPUS = Path(__file__).parent / "bad_scenarios"
@@ -391,11 +391,10 @@ def test_a_judge_model_is_only_ever_sent_comparisons_under_the_default_role_swap
         scenario = load_scenario(path)
         store = RunStore.create_or_resume(tmp_path / "run", scenario.name, path.read_text(), scenario.fingerprint())
         try:
-            result = trio.run(run_tournament, scenario, store)
+            result, records = trio.run(play, scenario, store)
         finally:
             store.close()
         bodies = [b for b in mock.bodies() if b and "messages" in b]
-    records = result.records
     assert len(records) == 2 * 2 and all(r.status == "finished" for r in records)  # 2 questions x 2 contestant orders
     by_model: dict[str, list[dict]] = {}
     for body in bodies:

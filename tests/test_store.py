@@ -20,7 +20,7 @@ from arena.run.scenario import parse_scenario
 from arena.store import RunStore, StoreError
 from arena.store.writer import SCHEMA_VERSION
 
-from helpers import ROOT
+from helpers import ROOT, play
 
 SCENARIO = """
 name: crashy
@@ -130,17 +130,19 @@ async def test_the_store_gives_back_exactly_the_records_that_were_played(tmp_pat
         "games": [{"game": "public_goods", "params": {"mode": 1, "rounds": 3}}], "tournament": {"repeats": 2},
     })
     store = RunStore.create_or_resume(tmp_path, s.name, "text", s.fingerprint())
-    result = await run_tournament(s, store)
+    result, played = await play(s, store)
     stored = {r.key: r for r in store.records()}
-    assert len(stored) == 2
-    for record in result.records:
+    assert len(stored) == 2 and [r.key for r in played] == list(result.statuses) == list(stored)
+    for record in played:
         assert stored[record.key] == record
+        assert stored[record.key].model_dump_json() == record.model_dump_json()
+        assert store.record(record.key) == record
     assert store.run_info()["status"] == "finished"
     # every message is there with its round and recipients
     db = store.db
     rows = db.execute("SELECT round, sender, recipients, kind FROM messages WHERE match_key = ? ORDER BY seq",
-                      (result.records[0].key,)).fetchall()
-    assert [(r.round, r.sender, list(r.recipients), r.kind) for r in result.records[0].messages] == \
+                      (played[0].key,)).fetchall()
+    assert [(r.round, r.sender, list(r.recipients), r.kind) for r in played[0].messages] == \
         [(rnd, sender, json.loads(rcpt), kind) for rnd, sender, rcpt, kind in rows]
 
 
@@ -240,13 +242,130 @@ async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_not
     db.close()
     store = RunStore.open(tmp_path / "run")
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    records = store.records()
+    records = list(store.records())
     assert [r.payoffs for r in records] == before and all(r.metrics == {} for r in records)
     from arena.results.payoffs import summarize
-    assert {s.agent: s.mean for s in summarize(records, metric="payoff")} == {s.agent: s.mean for s in summarize(records)}
+    by_payoff = {s.agent: s.mean for s in summarize(store.scores())}
+    assert len(by_payoff) == 2 and {s.agent: s.mean for s in summarize(store.scores("payoff"), metric="payoff")} == by_payoff
+    assert store.metric_names() == {"public_goods": ["payoff"]}
     store.close()
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")
     db.execute("PRAGMA user_version = 99")
     db.close()
     with pytest.raises(StoreError, match="store format 99"):
         RunStore.open(tmp_path / "run")
+
+
+MEMORY_SCENARIO = {
+    "name": "lean", "seed": 4, "concurrency": 1,
+    "agents": {"a": {"backend": "scripted", "strategy": "always_all"},
+               "b": {"backend": "scripted", "strategy": "free_rider"},
+               "c": {"backend": "scripted", "strategy": "tit_for_tat"}},
+    "games": [{"game": "public_goods", "seats": 2, "params": {"rounds": 3}}],
+    "tournament": {"format": "round_robin", "repeats": 2},
+}
+
+
+async def test_the_runner_lets_go_of_a_record_once_the_store_has_it(tmp_path):
+    """While the run goes on, the record of every match already over is gone from memory (nothing
+    but the observer ever had it); what the run hands back holds keys and statuses, not records."""
+    import gc
+    import weakref
+
+    from arena.run.runner import Observer, TournamentResult
+
+    scenario = parse_scenario(MEMORY_SCENARIO)
+    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
+    gone: list[tuple[str, weakref.ref]] = []
+    alive_when_next_started: list[list[str]] = []
+
+    class Forget(Observer):
+        def finished(self, record, resumed):
+            gone.append((record.key, weakref.ref(record)))
+
+        def event(self, event):
+            if event.type == "match_started" and gone:  # the earlier matches are over and stored
+                gc.collect()
+                alive_when_next_started.append([key for key, ref in gone if ref() is not None])
+
+    try:
+        result = await run_tournament(scenario, store, Forget())
+        assert len(gone) == 6 and len(alive_when_next_started) == 5
+        assert alive_when_next_started == [[]] * 5
+        assert "records" not in TournamentResult.model_fields
+        assert sorted(result.statuses) == sorted(key for key, _ in gone) and result.count("finished") == 6
+        assert [m.key for m in store.matches()] == list(result.statuses)
+    finally:
+        store.close()
+
+
+def test_rank_report_show_and_resume_read_rows_not_whole_records(tmp_path, monkeypatch, capsys):
+    """`arena rank`, `arena report`, `arena show` and a resume never build every record of a run:
+    with the store's full loader broken they all still work."""
+    import trio
+
+    from arena.cli import main
+    from arena.run.runner import KeepRecords
+
+    scenario = parse_scenario(MEMORY_SCENARIO)
+    run_dir = tmp_path / "run"
+    store = RunStore.create_or_resume(run_dir, scenario.name, "{}", scenario.fingerprint())
+    trio.run(run_tournament, scenario, store)
+    (first, second, *_) = [m.key for m in store.matches()]
+    store.db.execute("UPDATE matches SET status = 'running' WHERE key = ?", (second,))  # as a crash leaves it
+    store.close()
+
+    def whole_run(self, *args, **kwargs):
+        raise AssertionError("RunStore.records was called: a whole run was loaded")
+
+    monkeypatch.setattr(RunStore, "records", whole_run)
+    store = RunStore.create_or_resume(run_dir, scenario.name, "{}", scenario.fingerprint())
+    keep = KeepRecords()
+    try:
+        result = trio.run(run_tournament, scenario, store, keep)
+    finally:
+        store.close()
+    assert [r.key for r in keep.in_order(result)] == [second]  # the one a crash cut short is played again
+    assert result.resumed == 5 and result.count("finished") == 6
+
+    capsys.readouterr()
+    assert main(["rank", str(run_dir), "--json"]) == 0
+    ranked = json.loads(capsys.readouterr().out)
+    assert {row["agent"] for row in ranked["payoffs"]} == {"a", "b", "c"} and ranked["run"]["finished"] == 6
+    assert main(["report", str(run_dir), "-o", str(tmp_path / "report.html")]) == 0
+    assert "6 matches" in capsys.readouterr().out and (tmp_path / "report.html").stat().st_size > 0
+    assert main(["show", str(run_dir), "--match", first]) == 0
+    shown = capsys.readouterr().out
+    assert f"{first} — public_goods" in shown and "── round 3" in shown
+
+
+@pytest.mark.parametrize("name", ["peer-discussion-synthetic", "chateval-debate-synthetic", "chateval-scoring-synthetic"])
+async def test_the_judging_summaries_read_from_the_last_notices_are_those_of_the_records(tmp_path, monkeypatch, name):
+    """rank_json's discussion, debate_verdicts and dimension_scores come from the store's last notices
+    of the judging games (RunStore.final_notices), not from every record: the same numbers."""
+    from arena.results.summary import judging_json, rank_json
+    from arena.run.scenario import load_scenario
+    from helpers import ROOT
+
+    monkeypatch.chdir(ROOT)  # the scenarios name their data files from the repository's root
+    scenario = load_scenario(ROOT / "scenarios" / f"{name}.yaml")
+    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
+    try:
+        await run_tournament(scenario, store=store)
+        from_records = judging_json(store.records())
+        assert any(from_records.values())
+        assert judging_json(store.final_notices()) == from_records
+        ranked = rank_json(store)
+        assert {k: ranked[k] for k in from_records} == from_records
+    finally:
+        store.close()
+
+
+async def test_a_run_without_judging_games_has_no_judging_notices_to_read(tmp_path):
+    scenario = parse_scenario(MEMORY_SCENARIO)
+    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
+    try:
+        await run_tournament(scenario, store=store)
+        assert list(store.final_notices()) == []
+    finally:
+        store.close()

@@ -104,7 +104,7 @@ async def test_a_store_of_an_older_format_is_read_as_it_is_without_upgrading_it(
     before = snapshot(tmp_path / "run")
 
     store = RunStore.open(tmp_path / "run", readonly=True)
-    records = store.records()
+    records = list(store.records())
     assert [r.payoffs for r in records] == [{"Player 1": 15.0, "Player 2": 35.0}, {"Player 1": 35.0, "Player 2": 15.0}]
     assert all(r.metrics == {} for r in records) and all(m.shown is None for r in records for m in r.messages)
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2

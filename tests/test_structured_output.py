@@ -19,7 +19,7 @@ from arena.cli.live import RoundLog
 from arena.contract.events import ActionTaken, TurnFailed
 from arena.games.public_goods import contribution_schema
 from arena.results.summary import rank_json
-from arena.run.runner import run_tournament
+from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
@@ -81,10 +81,13 @@ def scenario(agents: dict, rounds: int = 2, repeats: int = 1, endowment: int = 1
 
 
 async def play(run_dir: Path, raw: dict, observer=None):
+    """The run's result, the records of the matches it played (the runner keeps none: they are
+    collected as they go by) and its store."""
     parsed = parse_scenario(raw)
     store = RunStore.create_or_resume(run_dir, parsed.name, yaml.safe_dump(raw), parsed.fingerprint())
-    result = await run_tournament(parsed, store, observer)
-    return result, store
+    keep = KeepRecords(observer)
+    result = await run_tournament(parsed, store, keep)
+    return result, keep.in_order(result), store
 
 
 def mode_notes(store, endpoint: str | None = None) -> list[dict]:
@@ -113,9 +116,9 @@ def last_user_text(body: dict) -> str:
 # -- the OpenAI API and its look-alikes -------------------------------------------------------
 async def test_a_server_taking_json_schema_gets_it_with_the_games_narrowed_schema_and_says_so_once(tmp_path, openai_mock):
     raw = scenario({"alice": model(openai_mock), "bob": model(openai_mock)}, rounds=3, endowment=7)
-    result, store = await play(tmp_path / "run", raw)
+    result, records, store = await play(tmp_path / "run", raw)
     try:
-        (record,) = result.records
+        (record,) = records
         assert record.status == "finished"
         schema = contribution_schema(7)
         assert schema["properties"]["coins"]["maximum"] == 7 and schema["properties"]["coins"]["enum"] == list(range(8))
@@ -124,7 +127,7 @@ async def test_a_server_taking_json_schema_gets_it_with_the_games_narrowed_schem
         for body in bodies:  # every turn: the schema of this match's endowment, enforced by the server
             assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
             assert "JSON schema" not in last_user_text(body)  # nothing added to the prompt
-        turns = turns_of(result.records, {"alice", "bob"})
+        turns = turns_of(records, {"alice", "bob"})
         assert len(turns) == 6 and not any(t.defaulted for t in turns)
         (note,) = mode_notes(store)  # two agents on one endpoint: found and said once
         assert note["endpoint"] == openai_mock.base_url and note["agent"] in ("alice", "bob")
@@ -138,9 +141,9 @@ async def test_llama_cpps_500_to_json_schema_moves_to_json_object_once_for_the_e
     with LlamaCppLikeMock() as server:
         log = io.StringIO()
         raw = scenario({"alice": model(server), "bob": model(server)}, rounds=2, repeats=2)
-        result, store = await play(tmp_path / "run", raw, RoundLog(Console(file=log, width=300), plain=True))
+        result, records, store = await play(tmp_path / "run", raw, RoundLog(Console(file=log, width=300), plain=True))
         try:
-            assert all(r.status == "finished" for r in result.records)
+            assert all(r.status == "finished" for r in records)
             kinds = [kind(b) for b in server.bodies()]
             # the first call asked for json_schema, was refused, asked again with json_object; every other
             # call (both agents, both matches) went straight to json_object
@@ -148,7 +151,7 @@ async def test_llama_cpps_500_to_json_schema_moves_to_json_object_once_for_the_e
             assert [r.behaviour for r in server.requests].count("ok") == 9
             for body in server.bodies()[1:]:
                 assert body["response_format"] == {"type": "json_object", "schema": contribution_schema(10)}
-            turns = turns_of(result.records, {"alice", "bob"})
+            turns = turns_of(records, {"alice", "bob"})
             assert len(turns) == 8 and not any(t.defaulted for t in turns)
             calls = store.calls()
             assert len(calls) == 8 and all(c.error is None and c.retries == 0 for c in calls)  # a refused mode is no retry
@@ -164,13 +167,13 @@ async def test_a_400_to_json_schema_moves_to_json_object_and_each_endpoint_is_no
     openai_mock.set_script(lambda count, body: "400" if kind(body) == "json_schema" else "ok")
     with OpenAIMock() as other:  # a second endpoint that takes json_schema
         raw = scenario({"alice": model(openai_mock), "bob": model(openai_mock), "carol": model(other)}, rounds=2)
-        result, store = await play(tmp_path / "run", raw)
+        result, records, store = await play(tmp_path / "run", raw)
         try:
-            (record,) = result.records
+            (record,) = records
             assert record.status == "finished"
             assert [kind(b) for b in openai_mock.bodies()] == ["json_schema"] + ["json_object"] * 4
             assert [kind(b) for b in other.bodies()] == ["json_schema"] * 2
-            assert not any(t.defaulted for t in turns_of(result.records, {"alice", "bob", "carol"}))
+            assert not any(t.defaulted for t in turns_of(records, {"alice", "bob", "carol"}))
             (first,) = mode_notes(store, openai_mock.base_url)
             (second,) = mode_notes(store, other.base_url)
             assert "output mode json_object" in first["text"] and "refused: json_schema (400: " in first["text"]
@@ -183,14 +186,14 @@ async def test_a_400_to_json_schema_moves_to_json_object_and_each_endpoint_is_no
 async def test_a_server_refusing_both_response_formats_gets_a_grammar(tmp_path, openai_mock):
     pytest.importorskip("llama_cpp.llama_grammar", reason="the grammar is built by llama-cpp-python (the [llama] extra)")
     openai_mock.set_script(lambda count, body: "400" if "response_format" in body else "ok")
-    result, store = await play(tmp_path / "run", scenario({"alice": model(openai_mock), "bob": model(openai_mock)}))
+    result, records, store = await play(tmp_path / "run", scenario({"alice": model(openai_mock), "bob": model(openai_mock)}))
     try:
-        assert result.records[0].status == "finished"
+        assert records[0].status == "finished"
         assert [kind(b) for b in openai_mock.bodies()] == ["json_schema", "json_object"] + ["grammar"] * 4
         grammar = openai_mock.bodies()[-1]["grammar"]
         # GBNF for the game's object: both fields, the coins limited to 0..10
         assert "root ::=" in grammar and '"\\"coins\\""' in grammar and '"10"' in grammar and '"11"' not in grammar
-        assert not any(t.defaulted for t in turns_of(result.records, {"alice", "bob"}))
+        assert not any(t.defaulted for t in turns_of(records, {"alice", "bob"}))
         (note,) = mode_notes(store)
         assert "output mode grammar" in note["text"] and "json_schema (400" in note["text"] and "json_object (400" in note["text"]
     finally:
@@ -199,9 +202,9 @@ async def test_a_server_refusing_both_response_formats_gets_a_grammar(tmp_path, 
 
 async def test_a_server_refusing_every_constraint_gets_plain_text_with_the_schema_in_the_prompt(tmp_path, openai_mock):
     openai_mock.set_script(lambda count, body: "400" if kind(body) != "text" else "ok")
-    result, store = await play(tmp_path / "run", scenario({"alice": model(openai_mock), "bob": model(openai_mock)}))
+    result, records, store = await play(tmp_path / "run", scenario({"alice": model(openai_mock), "bob": model(openai_mock)}))
     try:
-        assert result.records[0].status == "finished"
+        assert records[0].status == "finished"
         kinds = [kind(b) for b in openai_mock.bodies()]
         probed = kinds[: kinds.index("text")]
         assert probed in (["json_schema", "json_object", "grammar"], ["json_schema", "json_object"])  # grammar if buildable
@@ -211,7 +214,7 @@ async def test_a_server_refusing_every_constraint_gets_plain_text_with_the_schem
             prompt = last_user_text(body)
             assert prompt.startswith("[Referee] Round ") and prompt.endswith("follows this JSON schema: " + schema)
             assert "response_format" not in body and "grammar" not in body
-        assert not any(t.defaulted for t in turns_of(result.records, {"alice", "bob"}))
+        assert not any(t.defaulted for t in turns_of(records, {"alice", "bob"}))
         (note,) = mode_notes(store)
         assert "output mode text" in note["text"] and "schema is described in the prompt" in note["text"]
     finally:
@@ -221,9 +224,9 @@ async def test_a_server_refusing_every_constraint_gets_plain_text_with_the_schem
 async def test_a_server_refusing_every_request_is_not_taken_for_one_refusing_a_mode(tmp_path, openai_mock):
     openai_mock.set_script(lambda count, body: "400")
     raw = scenario({"alice": model(openai_mock), "x": {"backend": "scripted", "strategy": "free_rider"}}, rounds=1)
-    result, store = await play(tmp_path / "run", raw)
+    result, records, store = await play(tmp_path / "run", raw)
     try:
-        (record,) = result.records
+        (record,) = records
         # a request refused in every form is refused for good: the match fails with the reason, it is not scored
         assert record.status == "failed" and "400" in record.error, record.error
         assert not any(isinstance(e, TurnFailed) for e in record.events)
@@ -237,9 +240,9 @@ async def test_a_server_refusing_every_request_is_not_taken_for_one_refusing_a_m
 async def test_a_server_error_that_is_not_about_the_format_is_retried_not_taken_for_a_refusal(tmp_path, openai_mock):
     openai_mock.set_script(["500"])
     raw = scenario({"alice": model(openai_mock), "x": {"backend": "scripted", "strategy": "free_rider"}}, rounds=2)
-    result, store = await play(tmp_path / "run", raw)
+    result, records, store = await play(tmp_path / "run", raw)
     try:
-        assert result.records[0].status == "finished"
+        assert records[0].status == "finished"
         assert [kind(b) for b in openai_mock.bodies()] == ["json_schema"] * 3
         assert [c.retries for c in store.calls()] == [1, 0]
         (note,) = mode_notes(store)
@@ -252,9 +255,9 @@ async def test_a_forced_mode_is_used_as_set(tmp_path):
     with LlamaCppLikeMock() as server:
         raw = scenario({"alice": model(server, response_format="json_object"),
                         "x": {"backend": "scripted", "strategy": "free_rider"}}, rounds=2)
-        result, store = await play(tmp_path / "run", raw)
+        result, records, store = await play(tmp_path / "run", raw)
         try:
-            assert result.records[0].status == "finished"
+            assert records[0].status == "finished"
             assert [kind(b) for b in server.bodies()] == ["json_object"] * 2
             (note,) = mode_notes(store)
             assert "output mode json_object" in note["text"] and "(set in the scenario)" in note["text"]
@@ -266,9 +269,9 @@ async def test_a_forced_mode_the_server_refuses_stops_the_agent_with_a_clear_mes
     with LlamaCppLikeMock() as server:
         raw = scenario({"alice": model(server, response_format="json_schema"),
                         "x": {"backend": "scripted", "strategy": "free_rider"}}, rounds=2)
-        result, store = await play(tmp_path / "run", raw)
+        result, records, store = await play(tmp_path / "run", raw)
         try:
-            (record,) = result.records
+            (record,) = records
             assert record.status != "finished" and record.payoffs == {}  # not scored as a move
             assert "agent 'alice'" in record.error and "refuses the output mode json_schema" in record.error
             assert "response_format" in record.error
@@ -284,9 +287,9 @@ async def test_a_forced_mode_the_server_refuses_stops_the_agent_with_a_clear_mes
 async def test_anthropic_uses_a_forced_tool_and_says_so(tmp_path):
     with AnthropicMock() as server:
         raw = scenario({"ann": model(server, "anthropic"), "ben": model(server, "anthropic")})
-        result, store = await play(tmp_path / "run", raw)
+        result, records, store = await play(tmp_path / "run", raw)
         try:
-            assert result.records[0].status == "finished"
+            assert records[0].status == "finished"
             for body in server.bodies():
                 assert body["tool_choice"] == {"type": "tool", "name": "act"}
                 assert body["tools"][0]["input_schema"] == contribution_schema(10)
@@ -299,16 +302,16 @@ async def test_anthropic_uses_a_forced_tool_and_says_so(tmp_path):
 async def test_anthropic_look_alike_refusing_tools_gets_plain_text_with_the_schema(tmp_path):
     with NoToolsMock() as server:
         raw = scenario({"ann": model(server, "anthropic"), "ben": model(server, "anthropic")})
-        result, store = await play(tmp_path / "run", raw)
+        result, records, store = await play(tmp_path / "run", raw)
         try:
-            assert result.records[0].status == "finished"
+            assert records[0].status == "finished"
             bodies = server.bodies()
             assert ["tools" in b for b in bodies] == [True] + [False] * 4
             for body in bodies[1:]:
                 assert "follows this JSON schema" in last_user_text(body)
                 roles = [m["role"] for m in body["messages"]]
                 assert all(a != b for a, b in zip(roles, roles[1:]))  # still alternating
-            assert not any(t.defaulted for t in turns_of(result.records, {"ann", "ben"}))
+            assert not any(t.defaulted for t in turns_of(records, {"ann", "ben"}))
             (note,) = mode_notes(store)
             assert "output mode text" in note["text"] and "refused: tool (400: " in note["text"]
         finally:
@@ -318,9 +321,9 @@ async def test_anthropic_look_alike_refusing_tools_gets_plain_text_with_the_sche
 async def test_an_anthropic_400_not_about_tools_fails_the_match_and_keeps_the_tool(tmp_path):
     with AnthropicMock(["400"]) as server:
         raw = scenario({"ann": model(server, "anthropic"), "x": {"backend": "scripted", "strategy": "free_rider"}})
-        result, store = await play(tmp_path / "run", raw)
+        result, records, store = await play(tmp_path / "run", raw)
         try:
-            (record,) = result.records
+            (record,) = records
             # refused for good: the match fails with the reason, and the tool is not given up for it
             assert record.status == "failed" and "400" in record.error, record.error
             assert len(server.bodies()) == 1 and "tools" in server.bodies()[0]
@@ -331,7 +334,7 @@ async def test_an_anthropic_400_not_about_tools_fails_the_match_and_keeps_the_to
 
 async def test_arena_rank_json_shows_the_mode(tmp_path, openai_mock, run_cli):
     openai_mock.set_script(lambda count, body: "400" if kind(body) == "json_schema" else "ok")
-    result, store = await play(tmp_path / "run", scenario({"alice": model(openai_mock), "bob": model(openai_mock)}))
+    result, records, store = await play(tmp_path / "run", scenario({"alice": model(openai_mock), "bob": model(openai_mock)}))
     store.close()
     shown = run_cli("rank", tmp_path / "run", "--json", cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr

@@ -18,7 +18,7 @@ from arena.contract.referee import RefereeSpec
 from arena.run.runner import run_tournament
 from arena.run.scenario import load_scenario, parse_scenario
 
-from helpers import ROOT, scripted
+from helpers import ROOT, play, score_rows, scripted
 
 TEXTS = str(ROOT / "scenarios" / "data" / "translation-samples.jsonl")
 
@@ -64,15 +64,15 @@ def test_the_judge_is_shown_source_draft_and_polished_text():
 async def test_every_ordered_pair_plays_both_roles_and_the_tables_match_hand_computed_means(monkeypatch):
     monkeypatch.chdir(ROOT)  # the scenario names its texts relative to the project
     scenario = load_scenario(ROOT / "scenarios" / "translation.yaml")
-    result = await run_tournament(scenario)
-    assert all(r.status == "finished" for r in result.records) and len(result.records) == 3 * 3 * 6 * 2
+    result, records = await play(scenario)
+    assert all(r.status == "finished" for r in records) and len(records) == 3 * 3 * 6 * 2
     agents = ["careful", "fluent", "hasty"]
     for group in ("de-en", "en-fr", "en-zh"):
-        members = [r for r in result.records if r.group == group]
+        members = [r for r in records if r.group == group]
         played = {(r.agent_of("Translator"), r.agent_of("Proofreader")) for r in members}
         assert played == set(permutations(agents, 2))  # every ordered pair, i.e. both roles for each pair
         for metric in ("judge", "chrf"):
-            (table,) = [t for t in role_tables(result.records, metric=metric) if t.group == group]
+            (table,) = [t for t in role_tables(score_rows(records, metric), metric=metric) if t.group == group]
             cells, rows, cols = defaultdict(list), defaultdict(list), defaultdict(list)
             for r in members:
                 t, p = r.agent_of("Translator"), r.agent_of("Proofreader")
@@ -89,10 +89,10 @@ async def test_every_ordered_pair_plays_both_roles_and_the_tables_match_hand_com
                 low, high = table.row_intervals[a]
                 assert low <= table.row_means[a] <= high
     # the judge is the payoff: the payoff summary is the judge metric's
-    judge_rows = {(s.group, s.agent, s.role): s.mean for s in summarize(result.records, metric="judge")}
-    assert {(s.group, s.agent, s.role): s.mean for s in summarize(result.records)} == judge_rows
+    judge_rows = {(s.group, s.agent, s.role): s.mean for s in summarize(score_rows(records, "judge"), metric="judge")}
+    assert {(s.group, s.agent, s.role): s.mean for s in summarize(score_rows(records))} == judge_rows
     # skill shows: the most skilled writer's drafts come out on top in chrF
-    chrf = [s for s in summarize(result.records, metric="chrf") if s.group == "de-en" and s.role == "Translator"]
+    chrf = [s for s in summarize(score_rows(records, "chrf"), metric="chrf") if s.group == "de-en" and s.role == "Translator"]
     assert max(chrf, key=lambda s: s.mean).agent == "fluent"
 
 

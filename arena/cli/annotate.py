@@ -75,28 +75,29 @@ def filter_terms(store: RunStore) -> tuple[str, ...]:
 
 
 def items(store: RunStore) -> list[Item]:
-    """Every calibrated verdict with a BPDE, in the run's order."""
+    """Every calibrated verdict with a BPDE, in the run's order: read from the notices that carry
+    verdicts, with the seats of their match, not from whole records."""
     found = []
-    for record in store.records():
-        agent = {s.label: s.agent for s in record.seats}
-        for message in record.messages:
-            data = message.data or {}
-            if message.kind != "notice" or "verdicts" not in data:
+    seats: dict[str, dict[str, str]] = {}  # of the match being read: verdict notices come match by match
+    for key, message in store.messages("notice", with_data="verdicts"):
+        if key not in seats:
+            seats = {key: {s.label: s.agent for s in store.match(key).seats}}
+        agent = seats[key]
+        data = message.data
+        # the answers judged: recorded with the verdicts; runs made before that kept them as round 1 replies only
+        answers = data.get("answers") or {m.sender: m.content for _, m in store.messages("reply", round=1, key=key)}
+        sources = list(answers)
+        label = {side: side if side in agent else f"Answers {sources.index(side) + 1}" for side in sources}
+        for verdict in data["verdicts"]:
+            if verdict["bpde"] is None:
                 continue
-            # the answers judged: recorded with the verdicts; runs made before that kept them as round 1 replies only
-            answers = data.get("answers") or {m.sender: m.content for m in record.messages if m.kind == "reply" and m.round == 1}
-            sources = list(answers)
-            label = {side: side if side in agent else f"Answers {sources.index(side) + 1}" for side in sources}
-            for verdict in data["verdicts"]:
-                if verdict["bpde"] is None:
-                    continue
-                a, b = verdict["pair"]
-                found.append(Item(
-                    id=item_id(record.key, verdict["judge"], a, b), match=record.key, question_id=str(data["question"]),
-                    question=data.get("question_text", ""), judge=verdict["judge"], pair=(label[a], label[b]),
-                    texts=(answers.get(a, ""), answers.get(b, "")), sides=(agent.get(a, a), agent.get(b, b)),
-                    judge_agent=agent[verdict["judge"]], verdict=verdict["verdict"], bpde=verdict["bpde"],
-                ))
+            a, b = verdict["pair"]
+            found.append(Item(
+                id=item_id(key, verdict["judge"], a, b), match=key, question_id=str(data["question"]),
+                question=data.get("question_text", ""), judge=verdict["judge"], pair=(label[a], label[b]),
+                texts=(answers.get(a, ""), answers.get(b, "")), sides=(agent.get(a, a), agent.get(b, b)),
+                judge_agent=agent[verdict["judge"]], verdict=verdict["verdict"], bpde=verdict["bpde"],
+            ))
     return found
 
 

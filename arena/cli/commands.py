@@ -332,17 +332,16 @@ def _overrides_hint(run_dir: Path, given: list[str]) -> str:
 def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store: RunStore, result) -> int:
     """The results and how the run ended, for a person; then, with --json, the summary on stdout."""
     from arena.cli.tables import print_results
-    records = result.records
     if not args.json:
-        print_results(console, records, store)
-    failed = [r for r in records if r.status == "failed"]
-    for record in failed:
-        console.print(f"[red]match {record.key} failed:[/] {(record.error or '').splitlines()[0]}")
-    finished = sum(r.status == "finished" for r in records)
-    truncated = sum(r.status == "truncated" for r in records)
+        print_results(console, store)
+    failed = result.keys("failed")
+    for key in failed:  # read back one by one: the run kept no record
+        error = store.match(key).error or ""
+        console.print(f"[red]match {key} failed:[/] {error.splitlines()[0] if error else ''}")
+    finished, truncated = result.count("finished"), result.count("truncated")
     cut = f", {truncated} truncated at max_rounds" if truncated else ""
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
-    console.print(f"{finished} of {len(records)} matches finished{cut}{replayed}. Run directory: {run_dir}")
+    console.print(f"{finished} of {len(result.statuses)} matches finished{cut}{replayed}. Run directory: {run_dir}")
     if result.beyond_limit:
         console.print(f"--limit {args.limit}: {result.beyond_limit} more matches are planned; run the same command "
                       "without --limit to play them.")
@@ -350,8 +349,8 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
     if args.json:
         stopped = ("outage" if result.outages else "budget" if result.not_started else
                    "limit" if result.beyond_limit else None)
-        session = {"played": len(records) - result.resumed, "finished": finished, "failed": [r.key for r in failed],
-                   "interrupted": [r.key for r in records if r.status == "interrupted"],
+        session = {"played": len(result.statuses) - result.resumed, "finished": finished, "failed": failed,
+                   "interrupted": result.keys("interrupted"),
                    "not_started": result.not_started + result.unplayed, "resumed": result.resumed,
                    "beyond_limit": result.beyond_limit, "limit": args.limit, "overrides": args.overrides,
                    "stopped": stopped, "exit_status": status}
@@ -363,12 +362,10 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
 
 def _run_status(console: Console, result, failed) -> int:
     from rich.text import Text
-    records = result.records
     if result.outages:
         for outage in result.outages:
             console.print(Text(f"Stopped: {outage}", style="red"))
-        interrupted = sum(r.status == "interrupted" for r in records)
-        console.print(f"{interrupted} matches were interrupted and {len(result.unplayed)} not started; nothing of "
+        console.print(f"{result.count('interrupted')} matches were interrupted and {len(result.unplayed)} not started; nothing of "
                       "theirs was scored. Run the same command once the backend is back to play them.")
         return OUTAGE
     if result.not_started:
@@ -592,7 +589,7 @@ def _show(args: argparse.Namespace) -> int:
         table = Table(title=f"matches of {args.run_dir}", title_justify="left")
         for column in ("Key", "Status", "Seats", "Payoffs"):
             table.add_column(column)
-        for row in match_rows(store.records(status=None), dict(store.match_keys())):
+        for row in match_rows(store.matches(), dict(store.match_keys())):
             seats = ", ".join(f"{s.label}={s.agent}" for s in row.seats)
             payoffs = ", ".join(f"{s}: {v:g}" for s, v in row.payoffs.items())
             if row.status == "interrupted" and row.error:  # why nothing was scored
@@ -602,8 +599,8 @@ def _show(args: argparse.Namespace) -> int:
             table.add_row(row.key, row.status, seats, Text(payoffs))
         console.print(table)
         return 0
-    found = store.records(status=None, key=args.match)
-    if not found:
+    record = store.record(args.match)
+    if record is None:
         keys = [k for k, _ in store.match_keys()]
         close = difflib.get_close_matches(args.match, keys, n=3, cutoff=0.3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
@@ -611,37 +608,37 @@ def _show(args: argparse.Namespace) -> int:
     from arena.cli.transcript import print_transcript
 
     if args.json:
-        print_json(found[0].model_dump(mode="json"))
+        print_json(record.model_dump(mode="json"))
         return 0
-    print_transcript(console, found[0])
+    print_transcript(console, record)
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
+    """Match by match, each written as it is read: the file of a big run is never held whole."""
     from arena.store import RunStore
 
     store = RunStore.open(args.run_dir, readonly=True)
     try:
-        records = store.records(status=None)
+        if args.output is None:
+            _write_export(store, args.format, sys.stdout)
+            return 0
+        with replacing(args.output) as partial:  # written whole or not at all: a failure keeps the old file
+            with partial.open("w", encoding="utf-8", newline="") as out:
+                _write_export(store, args.format, out)
     finally:
         store.close()
-    if args.output is None:
-        _write_export(records, args.format, sys.stdout)
-        return 0
-    with replacing(args.output) as partial:  # written whole or not at all: a failure keeps the old file
-        with partial.open("w", encoding="utf-8", newline="") as out:
-            _write_export(records, args.format, out)
     return 0
 
 
-def _write_export(records, format: str, out) -> None:
+def _write_export(store: RunStore, format: str, out) -> None:
     if format == "jsonl":
-        for record in records:
+        for record in store.records(status=None):  # one record at a time, with its transcript
             out.write(record.model_dump_json() + "\n")
         return
     writer = csv.writer(out)
     writer.writerow(["match", "group", "repeat", "game", "status", "seed", "rounds", "seat", "role", "agent", "payoff"])
-    for r in records:
+    for r in store.matches():  # the rows alone: no transcript is read
         for seat in r.seats:
             writer.writerow([r.key, r.group, r.repeat, r.game, r.status, r.seed, r.rounds, seat.label, seat.role,
                              seat.agent, r.payoffs.get(seat.label, "")])
@@ -685,13 +682,12 @@ def _rank(args: argparse.Namespace) -> int:
         print(json.dumps(rank_json(store, **options), indent=2))
         return 0
     console = table_console(args.plain, titled=True)
-    records = store.records()
-    if not records:
+    if not store.counts().get("finished"):
         console.print(f"No finished matches in {args.run_dir} yet.")
         print_left_out(console, store)
         return 0
-    print_results(console, records, store)
-    print_judging(console, records)
+    print_results(console, store)
+    print_judging(console, store)
     board = peer_rank(store, **options)
     if board is not None:
         from arena.cli.tables import print_leaderboard

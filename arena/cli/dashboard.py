@@ -42,6 +42,7 @@ from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.progress import RunProgress, Snapshot, rounds_needed
 from arena.run.runner import Observer
 from arena.store import RunStore
+from arena.store.rows import MatchRow
 from arena.store.follower import Changes, Follower, Note
 
 FEED_SIZE = 8
@@ -165,7 +166,7 @@ class Dashboard(Observer):
     def event(self, event: Event) -> None:
         self.take(event, self.clock())
 
-    def finished(self, record: MatchRecord, resumed: bool) -> None:
+    def finished(self, record: MatchRecord | MatchRow, resumed: bool) -> None:
         at = self.clock()
         outcomes = ([(s.agent, s.role, record.payoffs[s.label]) for s in record.seats if s.label in record.payoffs]
                     if record.status == "finished" else [])
@@ -489,9 +490,8 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
         console.print(
             f"Run {name} in {run_dir}: {status} — {counts.get('finished', 0)} finished, "
             f"{counts.get('failed', 0)} failed{also}, of {planned} planned.", markup=False)
-        records = store.records()
-        if records:
-            print_results(console, records, store)
+        if counts.get("finished"):
+            print_results(console, store)
         else:
             console.print("No finished matches yet.")
         return 0

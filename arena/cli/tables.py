@@ -6,34 +6,35 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from arena.results.payoffs import PayoffSummary, RoleTable, metric_names, role_tables, summarize
+from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.usage import Usage, usage_by_agent
 from arena.store import RunStore
 
 
-def print_results(console: Console, records, store: RunStore | None = None) -> None:
-    names = metric_names(records)
-    print_payoffs(console, summarize(records), names)
-    for table in role_tables(records):
+def print_results(console: Console, store: RunStore) -> None:
+    """A run's tables, from the store's rows: payoffs, role tables, every other metric, calls, stability."""
+    names = store.metric_names()
+    turns = list(store.turns())
+    print_payoffs(console, summarize(store.scores(), turns), names)
+    for table in role_tables(store.scores()):
         print_role_table(console, table, names)
     for metric in dict.fromkeys(m for found in names.values() for m in found[1:]):  # the payoff's came first
-        print_payoffs(console, summarize(records, metric=metric), names)
-        for table in role_tables(records, metric=metric):
+        print_payoffs(console, summarize(store.scores(metric), turns, metric=metric), names)
+        for table in role_tables(store.scores(metric), metric=metric):
             print_role_table(console, table, names)
-    if store is not None:
-        usage = usage_by_agent(store.calls())
-        if usage:
-            print_usage(console, usage)
-        for note in store.notes():
-            console.print(f"note ({note['agent']}): {note['text']}", markup=False, highlight=False)
-        checks = store.stability()
-        groups = dict.fromkeys(c["group"] for c in checks)
-        for group in groups:
-            last = [c for c in checks if c["group"] == group][-1]
-            verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
-            tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
-            console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
-        print_left_out(console, store)
+    usage = usage_by_agent(store.calls())
+    if usage:
+        print_usage(console, usage)
+    for note in store.notes():
+        console.print(f"note ({note['agent']}): {note['text']}", markup=False, highlight=False)
+    checks = store.stability()
+    groups = dict.fromkeys(c["group"] for c in checks)
+    for group in groups:
+        last = [c for c in checks if c["group"] == group][-1]
+        verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
+        tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
+        console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
+    print_left_out(console, store)
 
 
 def print_left_out(console: Console, store: RunStore) -> None:
@@ -219,12 +220,14 @@ def _share(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def print_judging(console: Console, records) -> None:
-    """Peer discussions, debate verdicts and dimension scores against labels and human scores."""
+def print_judging(console: Console, store: RunStore) -> None:
+    """Peer discussions, debate verdicts and dimension scores against labels and human scores, read
+    from the last notices of the judging games' matches (``RunStore.final_notices``): no record is built."""
     from arena.results.dimensions import dimension_scores
     from arena.results.discussion import discussion_summaries
     from arena.results.verdicts import verdict_scores
 
+    records = list(store.final_notices())  # only the matches of judging games: none in other runs
     for summary in discussion_summaries(records):
         print_discussion(console, summary)
     scores = verdict_scores(records)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from arena.contract.capabilities import Review
-from arena.contract.events import Event, SeatInfo
+from arena.contract.events import Event, MessagePosted, SeatInfo
 from arena.contract.messages import Message
 from arena.contract.referee import RefereeSpec
 
@@ -64,6 +66,63 @@ class MatchSpec(BaseModel):
     scrub_replacement: str = "[name withheld]"
 
 
+class EventLog(Sequence[Event]):
+    """A match's events in order, each posted message held once.
+
+    Where a `MessagePosted` event was, the log keeps the message itself (the very object the
+    record's ``messages`` holds) and makes the event again when it is read: a match of a few
+    hundred messages does not carry a second copy of its transcript. Read, compared and
+    serialised, it is the list of events it was given."""
+
+    __slots__ = ("match", "_items")
+
+    def __init__(self, events: Iterable[Event] = (), match: str = ""):
+        self.match = match
+        self._items: list[Any] = []
+        for event in events:
+            self.append(event)
+
+    def append(self, event: Event) -> None:
+        if isinstance(event, MessagePosted):
+            self.match = self.match or event.match
+            self._items.append(event.message)
+        else:
+            self._items.append(event)
+
+    def _event(self, item: Any) -> Event:
+        return MessagePosted.model_construct(match=self.match, message=item) if isinstance(item, Message) else item
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._event(item) for item in self._items[i]]
+        return self._event(self._items[i])
+
+    def __iter__(self) -> Iterator[Event]:
+        for item in self._items:
+            yield self._event(item)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or len(self) != len(other):
+            return False
+        return all(a == b for a, b in zip(self, other))
+
+    def __repr__(self) -> str:
+        return f"EventLog({len(self)} events)"
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        as_list = handler.generate_schema(list[Event])
+        from_list = core_schema.no_info_after_validator_function(cls, as_list)
+        return core_schema.json_or_python_schema(
+            json_schema=from_list,
+            python_schema=core_schema.union_schema([core_schema.is_instance_schema(cls), from_list]),
+            serialization=core_schema.plain_serializer_function_ser_schema(list, return_schema=as_list),
+        )
+
+
 class MatchRecord(BaseModel):
     key: str
     group: str
@@ -76,7 +135,7 @@ class MatchRecord(BaseModel):
     rounds: int
     payoffs: dict[str, float]  # the first referee's first metric; a seat it could not score is missing
     messages: tuple[Message, ...]
-    events: list[Event]
+    events: EventLog  # every event, MessagePosted included: each message is held once, in `messages`
     error: str | None = None
     reviews: list[Review] = Field(default_factory=list)  # agent names, not seats; with their match and repeat
     metrics: dict[str, dict[str, float]] = Field(default_factory=dict)  # every referee's figures: metric -> seat -> value

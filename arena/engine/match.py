@@ -38,7 +38,7 @@ from arena.contract.events import (
 )
 from arena.contract.game import Game
 from arena.contract.messages import REFEREE, Message, MessageKind, Turn
-from arena.contract.records import MatchRecord, MatchSpec
+from arena.contract.records import EventLog, MatchRecord, MatchSpec
 from arena.contract.referee import Referee, RefereeSpec, Scores
 from arena.engine.anonymity import Filter
 from arena.engine.desk import JUDGE, MatchDesk
@@ -73,7 +73,7 @@ class Match:
 
     def __init__(self, spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None):
         self.spec = spec
-        self.events: list[Event] = []
+        self.events = EventLog(match=spec.key)  # a posted message is kept once: the log refers to the pool's
         self._on_event = on_event
         game_cls: type[Game] = plugins.load("game", spec.game)
         n = len(spec.agents)

@@ -3,26 +3,28 @@
 Two parts: the summary (the numbers of ``arena rank RUN_DIR --json``, or of ``arena rank
 --reviews FILE --json``, a weighted peer rank for reviewer weights, and the figures' data) and
 the transcripts, packed for the page: every text is stored once in a string table and referred
-to by index, since rules and notices repeat from match to match. Reviews files have no
-transcripts.
+to by index, since rules and notices repeat from match to match. Both are read from the store's
+rows as they come, one match's transcript at a time. Reviews files have no transcripts.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from arena.contract.records import MatchRecord
 from arena.contract.messages import REFEREE
+from arena.contract.records import MatchRecord
 from ..rank import leaderboard
 from ..rank.places import SAME  # payoffs that agree to this many decimals are equal, as scores are
 from ..rank.reviews import Reviews
 from arena.results.summary import rank_json  # the very numbers `arena rank RUN_DIR --json` prints
 from arena.store import RunStore
+from arena.store.rows import MatchRow, Transcript
 from .figures import build_figures
 
 KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3, "prompt": 4}
@@ -42,8 +44,7 @@ def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews
 
 
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:
-    records = store.records(status=None)
-    rank = rank_json(store, records=[r for r in records if r.status == "finished"])
+    rank = rank_json(store)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
     weighted = None if reviews is None else leaderboard(reviews, weighted=True).model_dump()
@@ -53,9 +54,11 @@ def collect(store: RunStore, transcripts: bool = True) -> ReportData:
         "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
         "weighted": weighted,
-        "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), records),
+        "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews),
+                                 store.scores()),
     }
-    return ReportData(summary=summary, transcripts=pack_transcripts(records) if transcripts else {})
+    packed = pack_transcripts(store.transcripts(), contests(store.matches("finished"))) if transcripts else {}
+    return ReportData(summary=summary, transcripts=packed)
 
 
 def read_reviews(paths: list[Path]) -> tuple[Reviews, list[dict[str, Any]]]:
@@ -106,38 +109,38 @@ class _Strings:
         return found
 
 
-def _scored(record: MatchRecord) -> list[float]:
-    return [round(record.payoffs[s.label], SAME) for s in record.seats if s.label in record.payoffs]
+def _scored(match: MatchRow) -> list[float]:
+    return [round(match.payoffs[s.label], SAME) for s in match.seats if s.label in match.payoffs]
 
 
-def contests(records: list[MatchRecord]) -> set[str]:
+def contests(matches: Iterable[MatchRecord | MatchRow]) -> set[str]:
     """The entries whose matches are contests, where one seat's gain is another's loss: every finished
     match shares out the same total, and some match shared it unevenly. Elsewhere (a shared reward, as
     in code review; scores each seat earns on its own, as a translation's chrF; a public good) a higher
-    payoff does not beat anyone, and no match is won."""
+    payoff does not beat anyone, and no match is won. ``matches``: records, or the store's rows of them."""
     totals: dict[str, set[float]] = defaultdict(set)
     uneven: set[str] = set()
-    for record in records:
-        if record.status != "finished" or not record.payoffs:
+    for match in matches:
+        if match.status != "finished" or not match.payoffs:
             continue
-        scored = _scored(record)
+        scored = _scored(match)
         if not scored:
             continue
-        totals[record.group].add(round(sum(scored), SAME - 3))
+        totals[match.group].add(round(sum(scored), SAME - 3))
         if max(scored) != min(scored):
-            uneven.add(record.group)
+            uneven.add(match.group)
     return {group for group, sums in totals.items() if len(sums) == 1 and group in uneven}
 
 
-def _outcome(record: MatchRecord, contest: bool) -> tuple[str, list[int]]:
+def _outcome(match: MatchRecord | MatchRow, contest: bool) -> tuple[str, list[int]]:
     """In a contest 'tie' (every scored seat level) or 'decided', with the seats holding the top payoff;
     elsewhere 'scored', with no winner. A match that did not finish has its status instead (failed,
     interrupted, truncated) and no winner."""
-    if record.status != "finished":
-        return record.status, []
+    if match.status != "finished":
+        return match.status, []
     if not contest:
         return "scored", []
-    values = [None if s.label not in record.payoffs else round(record.payoffs[s.label], SAME) for s in record.seats]
+    values = [None if s.label not in match.payoffs else round(match.payoffs[s.label], SAME) for s in match.seats]
     scored = [v for v in values if v is not None]
     if not scored or max(scored) == min(scored):
         return "tie", []
@@ -145,19 +148,19 @@ def _outcome(record: MatchRecord, contest: bool) -> tuple[str, list[int]]:
     return "decided", [i for i, v in enumerate(values) if v == top]
 
 
-def pack_transcripts(records: list[MatchRecord]) -> dict[str, Any]:
+def pack_transcripts(transcripts: Iterable[Transcript], contested: set[str]) -> dict[str, Any]:
+    """``contested``: the entries that are contests (``contests``), read before the transcripts stream by."""
     text = _Strings()
     audiences: dict[tuple[str, ...], int] = {}
     groups: dict[str, tuple[int, str]] = {}  # entry -> (index, game)
     agents: dict[str, int] = {}
     matches = []
-    contested = contests(records)
-    for record in records:
-        group, _ = groups.setdefault(record.group, (len(groups), record.game))
-        seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in record.seats]
-        outcome, winners = _outcome(record, record.group in contested)
+    for match, posted, happened in transcripts:
+        group, _ = groups.setdefault(match.group, (len(groups), match.game))
+        seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in match.seats]
+        outcome, winners = _outcome(match, match.group in contested)
         messages = []
-        for m in record.messages:
+        for m in posted:
             audience = audiences.setdefault(tuple(m.recipients), len(audiences))
             # the structured data behind a verdict kept for the record is worth showing; elsewhere it repeats the text
             verdict = m.kind == "verdict" or (m.sender == REFEREE and not m.recipients)
@@ -165,20 +168,22 @@ def pack_transcripts(records: list[MatchRecord]) -> dict[str, Any]:
             # shown: what the other seats got once the anonymity filter took names out (-1: the same words)
             messages.append([m.round, text(m.sender), KINDS.get(m.kind, 2), text(m.content), audience, data, text(m.shown)])
         failures, actions, scrubbed, invalid = [], [], [], 0
-        for e in record.events:
-            if e.type == "turn_failed":
-                invalid += e.failure == "invalid"
-                failures.append([e.round, text(e.seat), e.attempt, FAILURES[e.failure], text(e.reply), text(e.reason)])
-            elif e.type == "action":
-                shown = e.action if isinstance(e.action, str) else json.dumps(e.action, ensure_ascii=False)
-                actions.append([e.round, text(e.seat), text(shown), int(e.defaulted), e.attempts])
-            elif e.type == "scrubbed":
-                scrubbed.append([e.round, text(e.seat), text(", ".join(e.found))])
+        for _, kind, e in happened:
+            if kind == "turn_failed":
+                invalid += e["failure"] == "invalid"
+                failures.append([e["round"], text(e["seat"]), e["attempt"], FAILURES[e["failure"]], text(e["reply"]),
+                                 text(e["reason"])])
+            elif kind == "action":
+                action = e["action"]
+                shown = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
+                actions.append([e["round"], text(e["seat"]), text(shown), int(e["defaulted"]), e["attempts"]])
+            elif kind == "scrubbed":
+                scrubbed.append([e["round"], text(e["seat"]), text(", ".join(e["found"]))])
         matches.append({
-            "k": record.key, "g": group, "rep": record.repeat, "st": record.status,
-            "r": record.rounds, "seed": str(record.seed), "seats": seats,
-            "p": [record.payoffs.get(s.label) for s in record.seats], "o": outcome, "w": winners,
-            "n": invalid, "m": messages, "f": failures, "a": actions, "x": scrubbed, "e": text(record.error),
+            "k": match.key, "g": group, "rep": match.repeat, "st": match.status,
+            "r": match.rounds, "seed": str(match.seed), "seats": seats,
+            "p": [match.payoffs.get(s.label) for s in match.seats], "o": outcome, "w": winners,
+            "n": invalid, "m": messages, "f": failures, "a": actions, "x": scrubbed, "e": text(match.error),
         })
     return {
         "strings": text.items,

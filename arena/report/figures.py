@@ -9,9 +9,10 @@ weights: reviewer weights of the weighted peer rank (PRD's weighted win rate and
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-from arena.contract.records import MatchRecord
+from arena.store.rows import ScoreRow
 from ..rank.reviews import Reviews
 from .trajectory import elo_trajectory, running_payoffs
 
@@ -72,7 +73,7 @@ def heatmaps(rank: dict, weighted: dict | None = None) -> list[dict[str, Any]]:
     return panels
 
 
-def trends(rank: dict, selected: Reviews | None, records: list[MatchRecord]) -> list[dict[str, Any]]:
+def trends(rank: dict, selected: Reviews | None, scores: Iterable[ScoreRow]) -> list[dict[str, Any]]:
     panels = []
     if selected is not None and len(selected):
         path = elo_trajectory(selected)
@@ -80,7 +81,7 @@ def trends(rank: dict, selected: Reviews | None, records: list[MatchRecord]) -> 
                        "x_label": "battles fed to Elo", "y_label": "Elo", "digits": 0,
                        "series": [{"name": name, "x": path["x"], "y": path["mean"][i], "sd": path["std"][i]}
                                   for i, name in enumerate(selected.contestants)]})
-    for p in running_payoffs(records):
+    for p in running_payoffs(scores):
         roles = {r["role"] for r in rank["payoffs"] if r["group"] == p["group"]}
         label = p["group"] + (f", as {p['role']}" if len(roles) > 1 else "")
         panels.append({"title": f"{label}: mean payoff so far", "x_label": "matches played", "y_label": "mean payoff", "digits": 2,
@@ -101,5 +102,6 @@ def weights(weighted: dict | None) -> list[dict[str, Any]]:
     return panels
 
 
-def build_figures(rank: dict, weighted: dict | None, selected: Reviews | None, records: list[MatchRecord]) -> dict:
-    return {"heatmap": heatmaps(rank, weighted), "trend": trends(rank, selected, records), "weights": weights(weighted)}
+def build_figures(rank: dict, weighted: dict | None, selected: Reviews | None, scores: Iterable[ScoreRow]) -> dict:
+    """``scores``: the finished matches' payoffs, in the plan's order."""
+    return {"heatmap": heatmaps(rank, weighted), "trend": trends(rank, selected, scores), "weights": weights(weighted)}

@@ -10,10 +10,11 @@ the steps are repeated here rather than called.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 import numpy as np
 
-from arena.contract.records import MatchRecord
+from arena.store.rows import ScoreRow
 from ..rank.elo import MAX_ORDER_CELLS, random_orders
 from ..rank.reviews import Reviews
 
@@ -65,16 +66,15 @@ def elo_trajectory(reviews: Reviews, orderings: int = 1000, seed: int = 0, k: fl
     return {"x": marks.tolist(), "mean": mean.T.tolist(), "std": std.T.tolist()}
 
 
-def running_payoffs(records: list[MatchRecord]) -> list[dict]:
-    """Per (entry, role): each agent's mean payoff after each of its matches, in the order of the plan.
-    The last point of a line is the mean of ``arena rank``'s payoff table."""
+def running_payoffs(scores: Iterable[ScoreRow]) -> list[dict]:
+    """Per (entry, role): each agent's mean payoff after each of its matches, from the finished
+    matches' payoffs in the order of the plan. The last point of a line is the mean of ``arena
+    rank``'s payoff table."""
     lines: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for record in records:
-        if record.status != "finished":
-            continue
-        for seat in record.seats:
-            if seat.label in record.payoffs:
-                lines[(record.group, seat.role)][seat.agent].append(record.payoffs[seat.label])
+    for row in scores:
+        for seat in row.seats:
+            if seat.label in row.scores:
+                lines[(row.group, seat.role)][seat.agent].append(row.scores[seat.label])
     panels = []
     for (group, role), agents in lines.items():
         series = []

@@ -9,9 +9,12 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from collections.abc import Iterable
+
 from arena.contract.records import MatchRecord
 from arena.contract.files import sqlite_damaged
 from arena.store import STORE_FILE, DamagedStore, NoRunYet, OtherFormat, RunStore, StoreError, run_dirs
+from arena.store.rows import MatchRow as StoredMatch
 
 
 class RunRow(BaseModel):
@@ -90,12 +93,13 @@ class MatchRow(BaseModel):
     error: str | None  # why a match failed or was interrupted, its first line
 
 
-def match_rows(records: list[MatchRecord], stored: dict[str, str] | None = None) -> list[MatchRow]:
-    """``stored``: each match's status in the store, where a match being played is 'pending' or
+def match_rows(records: Iterable[MatchRecord | StoredMatch], stored: dict[str, str] | None = None) -> list[MatchRow]:
+    """``records``: match records, or the store's rows of them (``RunStore.matches()``: no transcript
+    is read). ``stored``: each match's status in the store, where a match being played is 'pending' or
     'running' while its record (what a crash would leave) says interrupted."""
     stored = stored or {}
 
-    def status(r: MatchRecord) -> str:
+    def status(r: MatchRecord | StoredMatch) -> str:
         return stored[r.key] if stored.get(r.key) in ("pending", "running") else r.status
 
     return [MatchRow(key=r.key, group=r.group, repeat=r.repeat, game=r.game, status=status(r),

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from operator import attrgetter
 
 import numpy as np
 from pydantic import BaseModel
 
 from arena.contract import seeding
-from arena.contract.records import MatchRecord
+from arena.store.rows import ScoreRow, TurnRow
 
 
 class PayoffSummary(BaseModel):
@@ -59,76 +60,53 @@ def bootstrap_interval(values: Iterable[float], resamples: int = 2000, seed: int
     return mean, float(low), float(high)
 
 
-def _finished(records: Iterable[MatchRecord]) -> list[MatchRecord]:
-    return [r for r in records if r.status == "finished"]
-
-
-def scores_of(record: MatchRecord, metric: str | None) -> dict[str, float]:
-    """A finished match's figures per seat under ``metric``; None: its payoff."""
-    if metric is None:
-        return record.payoffs
-    if not record.metrics and metric == "payoff":  # stores written before metrics were kept
-        return record.payoffs
-    return record.metrics.get(metric, {})
-
-
-def metric_names(records: Iterable[MatchRecord]) -> dict[str, list[str]]:
-    """Each entry's metrics in the order its referees report them; the first is the payoff."""
-    names: dict[str, dict[str, None]] = defaultdict(dict)
-    for record in _finished(records):
-        for metric in record.metrics or {"payoff": None}:
-            names[record.group][metric] = None
-    return {group: list(found) for group, found in names.items()}
-
-
-def summarize(records: Iterable[MatchRecord], resamples: int = 2000, metric: str | None = None) -> list[PayoffSummary]:
-    """One row per (scenario entry, agent, role), best mean first within each entry and role;
-    of the payoff, or of another metric the referees reported. A seat not scored is left out.
+def summarize(scores: Iterable[ScoreRow], turns: Iterable[TurnRow] = (), resamples: int = 2000,
+              metric: str | None = None) -> list[PayoffSummary]:
+    """One row per (scenario entry, agent, role), best mean first within each entry and role, from
+    the finished matches' ``scores`` under one metric (None: the payoffs; else the metric's name, for
+    the label); ``turns`` adds the troubled turns of the matches scored (of every finished match, for
+    the payoff). A seat not scored is left out.
 
     Values are taken in key order, so the intervals do not depend on the order
     in which matches happened to finish."""
-    records = _finished(records)
-    if metric is not None:
-        records = [r for r in records if scores_of(r, metric)]
-    group_order = list(dict.fromkeys(r.group for r in records))
-    records.sort(key=lambda r: r.key)
+    rows = [row for row in scores if row.scores]
+    group_order = list(dict.fromkeys(row.group for row in rows))
+    rows.sort(key=attrgetter("key"))
     payoffs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        for seat in row.seats:
+            if seat.label in row.scores:
+                payoffs[(row.group, seat.agent, seat.role)].append(row.scores[seat.label])
+    scored = None if metric is None else {row.key for row in rows}
     invalid: dict[tuple[str, str, str], int] = defaultdict(int)
     timeouts: dict[tuple[str, str, str], int] = defaultdict(int)
     defaulted: dict[tuple[str, str, str], int] = defaultdict(int)
-    for record in records:
-        scores = scores_of(record, metric)
-        seated = {seat.label for seat in record.seats}
-        for seat in record.seats:
-            if seat.label in scores:
-                payoffs[(record.group, seat.agent, seat.role)].append(scores[seat.label])
-        for event in record.events:
-            if event.type not in ("turn_failed", "action") or event.seat not in seated:  # a judge is no seat
-                continue
-            if event.type == "turn_failed" and event.failure in ("invalid", "timeout"):
-                counts = invalid if event.failure == "invalid" else timeouts
-                counts[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
-            elif event.type == "action" and event.defaulted:
-                defaulted[(record.group, record.agent_of(event.seat), record.role_of(event.seat))] += 1
-    rows = []
+    for turn in turns:
+        if scored is None or turn.key in scored:
+            cell = (turn.group, turn.agent, turn.role)
+            invalid[cell] += turn.invalid
+            timeouts[cell] += turn.timeouts
+            defaulted[cell] += turn.defaulted
+    summaries = []
     for key, values in payoffs.items():
         group, agent, role = key
         mean, low, high = bootstrap_interval(values, resamples, seed=f"{group}/{agent}/{role}")
         std = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-        rows.append(PayoffSummary(group=group, metric=metric or "payoff", agent=agent, role=role, matches=len(values),
-                                  mean=mean, low=low,
-                                  high=high, std=std, invalid_replies=invalid[key], timeouts=timeouts[key],
-                                  defaulted_turns=defaulted[key]))
-    rows.sort(key=lambda r: (group_order.index(r.group), r.role, -r.mean, r.agent))
-    return rows
+        summaries.append(PayoffSummary(group=group, metric=metric or "payoff", agent=agent, role=role,
+                                       matches=len(values), mean=mean, low=low, high=high, std=std,
+                                       invalid_replies=invalid[key], timeouts=timeouts[key],
+                                       defaulted_turns=defaulted[key]))
+    summaries.sort(key=lambda r: (group_order.index(r.group), r.role, -r.mean, r.agent))
+    return summaries
 
 
-def role_tables(records: Iterable[MatchRecord], metric: str | None = None, resamples: int = 2000) -> list[RoleTable]:
-    """Eq. 2 laid out as DeepEval prints it, for every entry whose matches have exactly two roles;
-    of the payoff, or of another metric. A cell holds only matches where both seats were scored."""
-    by_group: dict[str, list[MatchRecord]] = defaultdict(list)
-    for record in sorted(_finished(records), key=lambda r: r.key):
-        by_group[record.group].append(record)
+def role_tables(scores: Iterable[ScoreRow], metric: str | None = None, resamples: int = 2000) -> list[RoleTable]:
+    """Eq. 2 laid out as DeepEval prints it, for every entry whose matches have exactly two roles,
+    from the finished matches' ``scores`` under one metric (None: the payoffs; else the metric's
+    name, for the label). A cell holds only matches where both seats were scored."""
+    by_group: dict[str, list[ScoreRow]] = defaultdict(list)
+    for row in sorted(scores, key=attrgetter("key")):
+        by_group[row.group].append(row)
     tables = []
     for group, members in by_group.items():
         roles = list(dict.fromkeys(seat.role for seat in members[0].seats))
@@ -138,10 +116,10 @@ def role_tables(records: Iterable[MatchRecord], metric: str | None = None, resam
         cells: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
         as_first: dict[str, list[float]] = defaultdict(list)
         as_second: dict[str, list[float]] = defaultdict(list)
-        for record in members:
-            a = next(s for s in record.seats if s.role == first)
-            b = next(s for s in record.seats if s.role == second)
-            scores = scores_of(record, metric)
+        for row in members:
+            a = next(s for s in row.seats if s.role == first)
+            b = next(s for s in row.seats if s.role == second)
+            scores = row.scores
             if a.label not in scores or b.label not in scores:
                 continue
             pa, pb = scores[a.label], scores[b.label]

@@ -1,13 +1,17 @@
-"""A run's numbers in one structure: what `arena rank RUN_DIR --json` prints and the report shows."""
+"""A run's numbers in one structure: what `arena rank RUN_DIR --json` prints and the report shows.
+
+Everything is computed from the store's rows (scores, troubled turns, reviews, calls), read as
+it goes: no match record is built."""
 
 from __future__ import annotations
 
 from arena.results.dimensions import dimension_scores
 from arena.results.discussion import discussion_summaries
-from arena.results.payoffs import metric_names, role_tables, summarize
+from arena.results.payoffs import role_tables, summarize
 from arena.results.verdicts import verdict_scores
 from arena.results.usage import usage_by_agent
 from arena.store import RunStore
+from arena.store.rows import TurnRow
 
 
 def peer_rank(store: RunStore, weighted: bool = False, **options):
@@ -20,26 +24,28 @@ def peer_rank(store: RunStore, weighted: bool = False, **options):
     return leaderboard(Reviews.from_rows(rows), weighted=weighted, **options) if rows else None
 
 
-def rank_json(store: RunStore, weighted: bool = False, records=None, **options) -> dict:
-    records = store.records() if records is None else records  # the run's finished matches
+def rank_json(store: RunStore, weighted: bool = False, **options) -> dict:
     info = store.run_info()
     board = peer_rank(store, weighted, **options)
+    turns = list(store.turns())  # only the seats that had an invalid, late or defaulted turn
     return {
         "peer_rank": None if board is None else board.model_dump(),
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
-        "payoffs": [r.model_dump() for r in summarize(records)],
-        "role_tables": [t.model_dump() for t in role_tables(records)],
-        "metrics": metrics_json(records),
+        "payoffs": [r.model_dump() for r in summarize(store.scores(), turns)],
+        "role_tables": [t.model_dump() for t in role_tables(store.scores())],
+        "metrics": metrics_json(store, turns),
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
         "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates
-        **judging_json(records),
+        **judging_json(store.final_notices()),  # the judging games' last notices only: none in most runs
     }
 
 
 def judging_json(records) -> dict:
     """How the judging games' verdicts compare with their labels: peer discussion's opinion changes
-    and accuracy, a debate's group verdict, scores on dimensions against human scores."""
+    and accuracy, a debate's group verdict, scores on dimensions against human scores. ``records``:
+    match records, or the store's ``final_notices()`` rows."""
+    records = list(records)
     return {
         "discussion": [s.model_dump() for s in discussion_summaries(records)],
         "debate_verdicts": [s.model_dump() for s in verdict_scores(records)],
@@ -47,12 +53,13 @@ def judging_json(records) -> dict:
     }
 
 
-def metrics_json(records) -> dict:
+def metrics_json(store: RunStore, turns: list[TurnRow] | None = None) -> dict:
     """Every metric the referees reported, by entry: its summary and role tables (the first is the payoff)."""
+    turns = list(store.turns()) if turns is None else turns
     out: dict = {}
-    for group, names in metric_names(records).items():
-        members = [r for r in records if r.group == group]
-        out[group] = {name: {"summary": [r.model_dump() for r in summarize(members, metric=name)],
-                             "role_tables": [t.model_dump() for t in role_tables(members, metric=name)]}
+    for group, names in store.metric_names().items():
+        mine = [t for t in turns if t.group == group]
+        out[group] = {name: {"summary": [r.model_dump() for r in summarize(store.scores(name, group), mine, metric=name)],
+                             "role_tables": [t.model_dump() for t in role_tables(store.scores(name, group), metric=name)]}
                       for name in names}
     return out

@@ -1,6 +1,11 @@
 """Playing a scenario's tournament: matches at once under limits, the store kept
 up to date, blocks of repeats added until stable, matches held back while a
-backend they need is down, and resumption after a crash or an outage."""
+backend they need is down, and resumption after a crash or an outage.
+
+A finished match's record goes to the store and to the observer, then leaves memory: the
+runner keeps each match's key and status (and, for entries repeated until stable, their
+payoffs), so a run of any size runs in constant memory. A resume reads the keys of the
+matches already finished, and each one's row as its turn in the plan comes."""
 
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from arena.run.executor import Executor, InProcess
 from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
 from arena.store import RunStore
+from arena.store.rows import MatchRow, ScoreRow
 from arena.run.tournament import first_repeats, plan, plan_entry
 
 
@@ -37,8 +43,10 @@ class Observer:
     def event(self, event: Event) -> None:
         """Everything that happens inside matches."""
 
-    def finished(self, record: MatchRecord, resumed: bool) -> None:
-        """A match is over; ``resumed``: it was finished by an earlier run and not replayed."""
+    def finished(self, record: MatchRecord | MatchRow, resumed: bool) -> None:
+        """A match is over: its record (kept by no one once this returns), or, when ``resumed`` (an
+        earlier session of the run finished it, and it is not replayed), its row in the store, which
+        has the same key, group, repeat, status, seats and payoffs, without the transcript."""
 
     def call_started(self, call: CallStarted) -> None:
         """A request to a model is on its way."""
@@ -51,7 +59,9 @@ class Observer:
 
 
 class TournamentResult(BaseModel):
-    records: list[MatchRecord]  # played by this run or kept from an earlier one; interrupted ones included
+    """What a run did, without its records: those are in the store (and went past the observer)."""
+
+    statuses: dict[str, str]  # key -> status of every match played by this run or kept from an earlier one, in plan order
     stability: list[stability.StabilityCheck]
     resumed: int
     not_started: list[str] = []  # keys of matches the budget kept from starting
@@ -60,6 +70,46 @@ class TournamentResult(BaseModel):
     unplayed: list[str] = []  # keys of matches not started because a backend they need was down
     warnings: list[str] = []  # what the person running it must hear, however quiet the output (a damaged cache)
     beyond_limit: int = 0  # matches of the plan past --limit, left for a later run
+
+    def keys(self, status: str | None = None) -> list[str]:
+        """The matches' keys in plan order (those of one status)."""
+        return [k for k, s in self.statuses.items() if status is None or s == status]
+
+    def count(self, status: str) -> int:
+        return sum(s == status for s in self.statuses.values())
+
+
+class KeepRecords(Observer):
+    """An observer that keeps the record of every match played (and passes everything on to
+    ``inner``): for tests and small scripts that want the records in hand. The runner keeps none."""
+
+    def __init__(self, inner: Observer | None = None):
+        self.inner = inner or Observer()
+        self.by_key: dict[str, MatchRecord] = {}
+
+    def in_order(self, result: TournamentResult) -> list[MatchRecord]:
+        """The records of the matches this run played, in plan order."""
+        return [self.by_key[k] for k in result.statuses if k in self.by_key]
+
+    def planned(self, total: int) -> None:
+        self.inner.planned(total)
+
+    def event(self, event: Event) -> None:
+        self.inner.event(event)
+
+    def finished(self, record: MatchRecord | MatchRow, resumed: bool) -> None:
+        if isinstance(record, MatchRecord):
+            self.by_key[record.key] = record
+        self.inner.finished(record, resumed)
+
+    def call_started(self, call: CallStarted) -> None:
+        self.inner.call_started(call)
+
+    def call(self, call: CallRecord) -> None:
+        self.inner.call(call)
+
+    def note(self, text: str) -> None:
+        self.inner.note(text)
 
 
 class Limits:
@@ -166,9 +216,21 @@ async def run_tournament(
     unplayed: list[str] = []
     budget_note: str | None = None
     limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
-    done: dict[str, MatchRecord] = {}
-    earlier = {r.key: r for status in KEPT for r in store.records(status=status)} if store else {}
+    statuses: dict[str, str] = {}  # key -> status: all the runner keeps of a match once it is over
+    earlier = store.finished_keys() if store else set()
     checks: list[stability.StabilityCheck] = []
+    repeats_so_far = {  # until_stable entries still adding repeats
+        entry.name: (entry, rule, first_repeats(scenario, entry))
+        for entry in scenario.games
+        if isinstance(rule := scenario.tournament_for(entry).repeats, UntilStable)
+    }
+    judged: dict[str, list[ScoreRow]] = {name: [] for name in repeats_so_far}  # what their stability is judged on
+
+    def over(match: MatchRecord | MatchRow, resumed: bool) -> None:
+        statuses[match.key] = match.status
+        if match.group in judged and match.status == "finished":
+            judged[match.group].append(ScoreRow.of(match))
+        observer.finished(match, resumed)
 
     def sink(event: Event) -> None:
         if store is not None:
@@ -201,15 +263,9 @@ async def run_tournament(
                 break
             outages.failed(played.outage)  # then wait for the backend, and play the match again
         if record is not None:
-            done[spec.key] = record
-            observer.finished(record, resumed=False)
+            over(record, resumed=False)
 
     order: list[str] = []
-    repeats_so_far = {  # until_stable entries still adding repeats
-        entry.name: (entry, rule, first_repeats(scenario, entry))
-        for entry in scenario.games
-        if isinstance(rule := scenario.tournament_for(entry).repeats, UntilStable)
-    }
     wave = plan(scenario)
     beyond_limit = 0
     try:
@@ -229,15 +285,14 @@ async def run_tournament(
             async with trio.open_nursery() as nursery:
                 for position, spec in enumerate(wave, start=first):
                     if spec.key in earlier:
-                        done[spec.key] = earlier[spec.key]
-                        observer.finished(earlier[spec.key], resumed=True)
+                        over(store.match(spec.key), resumed=True)
                     else:
                         nursery.start_soon(play, spec, position)
             wave = []
             if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
                 break
             for name, (entry, rule, repeats) in list(repeats_so_far.items()):
-                members = [r for r in done.values() if r.group == name]
+                members = judged[name]
                 current = summarize(members)
                 previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
                 check = stability.check(name, previous, current, repeats, rule)
@@ -251,7 +306,7 @@ async def run_tournament(
                     wave += plan_entry(scenario, entry, repeats + 1, more)
                     repeats_so_far[name] = (entry, rule, more)
         if store is not None:
-            failed = sum(r.status == "failed" for r in done.values())
+            failed = sum(s == "failed" for s in statuses.values())
             store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
                              else f"stopped by --limit {limit}" if beyond_limit
                              else "finished" if not failed else "finished with failures")
@@ -268,7 +323,7 @@ async def run_tournament(
                 await agent.aclose()
         services.close()
     resumed = sum(1 for key in order if key in earlier)
-    return TournamentResult(records=[done[k] for k in order if k in done], stability=checks, resumed=resumed,
+    return TournamentResult(statuses={k: statuses[k] for k in order if k in statuses}, stability=checks, resumed=resumed,
                             not_started=not_started, budget_note=budget_note, outages=outages.given_up(),
                             unplayed=unplayed, warnings=services.warnings, beyond_limit=beyond_limit)
 

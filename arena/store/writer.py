@@ -16,6 +16,9 @@ import socket
 import sqlite3
 import time
 from collections.abc import Iterator
+from functools import lru_cache
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +29,11 @@ from arena.contract.events import Event, MatchStarted, MessagePosted, RoundClose
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.capabilities import Review
 from arena.contract.files import examine, leftovers, replacing, set_aside, sqlite_damaged
-from arena.contract.messages import Message
-from arena.contract.records import KEPT, MatchRecord, MatchSpec
+from arena.contract.messages import REFEREE, Message
+from arena.contract.records import KEPT, EventLog, MatchRecord, MatchSpec
 from arena.store.errors import DamagedStore, NoRunYet, OtherFormat, StoreError
 from arena.store.lock import RunLock
+from arena.store.rows import EventRow, MatchRow, MessageRow, NoticeRow, ScoreRow, Transcript, TurnRow
 
 STORE_FILE = "run.sqlite"
 SCHEMA_VERSION = 5  # bump when the tables change; older stores are upgraded when they can be, else refused
@@ -502,20 +506,175 @@ class RunStore:
         cursor = self.db.execute("SELECT grp, repeats, tau, max_width, stable, done FROM stability ORDER BY grp, repeats")
         return [dict(zip(("group", "repeats", "tau", "max_width", "stable", "done"), row)) for row in cursor]
 
-    # -- reading records back ------------------------------------------------------
-    def records(self, status: str | None = "finished", key: str | None = None) -> list[MatchRecord]:
-        query = "SELECT key, grp, repeat, game, spec, status, seats, params, rounds, error FROM matches"
-        clauses, args = [], []
-        if status is not None:
-            clauses.append("status = ?")
-            args.append(status)
-        if key is not None:
-            clauses.append("key = ?")
-            args.append(key)
-        if clauses:
-            query += " WHERE " + " AND ".join(clauses)
-        rows = self.db.execute(query + " ORDER BY position", args).fetchall()
-        return [self._record(*row) for row in rows]
+    # -- reading back, in rows -----------------------------------------------------
+    # Each reader streams from a cursor, in the plan's order (``position``) whatever order the
+    # matches finished in; a full record is built only for the one match asked for.
+    _MATCH = "m.key, m.grp, m.repeat, m.game, m.status, m.spec, m.seats, m.params, m.rounds, m.error"
+
+    def matches(self, status: str | None = None, key: str | None = None, group: str | None = None) -> Iterator[MatchRow]:
+        """The run's matches (those of one status, one entry, or one key), with their payoffs and
+        without their transcripts."""
+        where, args = _where(status, key, group)
+        cursor = self.db.execute(
+            f"SELECT {self._MATCH}, o.seat, o.payoff FROM matches m LEFT JOIN outcomes o ON o.match_key = m.key"
+            f"{where} ORDER BY m.position, m.key, o.seat", args)
+        for _, rows in groupby(cursor, itemgetter(0)):
+            rows = list(rows)
+            key_, group_, repeat, game, status_, spec, seats, params, rounds, error = rows[0][:10]
+            spec = json.loads(spec)  # in Python: a seed is 64 bits unsigned, more than SQLite's integers hold
+            yield MatchRow(key_, group_, repeat, game, _status(status_), spec["seed"], _seats(seats),
+                           json.loads(params) if params else dict(spec.get("params") or {}), rounds or 0, error,
+                           {seat: payoff for *_, seat, payoff in rows if seat is not None})
+
+    def match(self, key: str) -> MatchRow | None:
+        return next(self.matches(key=key), None)
+
+    def scores(self, metric: str | None = None, group: str | None = None) -> Iterator[ScoreRow]:
+        """Every finished match's figures under ``metric`` (None: the payoffs). Matches of a store
+        written before referees reported metrics have their payoffs under the name "payoff"."""
+        where, args = _where("finished", None, group)
+        if metric is None:
+            query = (f"SELECT m.key, m.grp, m.repeat, m.seats, o.seat, o.payoff FROM matches m "
+                     f"JOIN outcomes o ON o.match_key = m.key{where} ORDER BY m.position, m.key, o.seat")
+        else:
+            query = (f"SELECT m.key, m.grp, m.repeat, m.seats, x.seat, x.value, m.position AS pos, x.rowid AS n "
+                     f"FROM matches m JOIN metrics x ON x.match_key = m.key AND x.metric = ?{where}")
+            args, where_args = [metric, *args], args
+            if metric == "payoff":
+                query += (f" UNION ALL SELECT m.key, m.grp, m.repeat, m.seats, o.seat, o.payoff, m.position, o.rowid "
+                          f"FROM matches m JOIN outcomes o ON o.match_key = m.key{where} "
+                          "AND NOT EXISTS (SELECT 1 FROM metrics WHERE match_key = m.key)")
+                args += where_args
+            query += " ORDER BY pos, 1, n"
+        for _, rows in groupby(self.db.execute(query, args), itemgetter(0)):
+            rows = list(rows)
+            key, group_, repeat, seats = rows[0][:4]
+            yield ScoreRow(key, group_, repeat, _seats(seats), {row[4]: row[5] for row in rows})
+
+    def turns(self, group: str | None = None) -> Iterator[TurnRow]:
+        """The seats of finished matches that had invalid replies, timeouts or defaulted turns, with
+        how many of each. A referee's judge sits in no seat and is left out."""
+        where, args = _where("finished", None, group)
+        failure = "json_extract(e.body, '$.failure')"
+        cursor = self.db.execute(
+            f"SELECT e.match_key, m.grp, m.seats, json_extract(e.body, '$.seat') AS seat, "
+            f"SUM(e.type = 'turn_failed' AND {failure} = 'invalid'), SUM(e.type = 'turn_failed' AND {failure} = 'timeout'), "
+            f"SUM(e.type = 'action') FROM matches m JOIN events e ON e.match_key = m.key{where} AND "
+            f"((e.type = 'turn_failed' AND {failure} IN ('invalid', 'timeout')) "
+            "OR (e.type = 'action' AND json_extract(e.body, '$.defaulted'))) GROUP BY e.match_key, seat", args)
+        for key, group_, seats, seat, invalid, timeouts, defaulted in cursor:
+            found = next((s for s in _seats(seats) if s.label == seat), None)
+            if found is not None:
+                yield TurnRow(key, group_, found.agent, found.role, invalid, timeouts, defaulted)
+
+    def metric_names(self) -> dict[str, list[str]]:
+        """Each entry's metrics in the order its referees report them; the first is the payoff."""
+        names: dict[str, dict[str, None]] = {}
+        for group, metric in self.db.execute(
+                "SELECT m.grp, x.metric FROM matches m LEFT JOIN metrics x ON x.match_key = m.key "
+                "WHERE m.status = 'finished' ORDER BY m.position, m.key, x.rowid"):
+            names.setdefault(group, {})[metric or "payoff"] = None
+        return {group: list(found) for group, found in names.items()}
+
+    def review_rows(self) -> list[Review]:
+        """Every review of the run's finished matches, with its match and repeat, for peer rank."""
+        return [Review._make(row) for row in self.db.execute(
+            "SELECT r.question, r.a, r.b, r.reviewer, r.score, r.sample, COALESCE(r.shown_order, 0), m.repeat, "
+            "r.difference, r.match_key FROM reviews r JOIN matches m ON m.key = r.match_key "
+            "WHERE m.status = 'finished' ORDER BY m.position, r.seq")]
+
+    def messages(self, kind: str, with_data: str | None = None, round: int | None = None,
+                 key: str | None = None) -> Iterator[tuple[str, MessageRow]]:
+        """(match key, message) for the messages of one kind in finished matches, in the plan's order;
+        ``with_data``: only those whose data holds that field."""
+        where, args = _where("finished", key, None)
+        query = ("SELECT m.key, x.seq, x.idx, x.round, x.sender, x.recipients, x.kind, x.content, x.data, x.shown "
+                 f"FROM matches m JOIN messages x ON x.match_key = m.key{where} AND x.kind = ?")
+        args.append(kind)
+        if with_data is not None:
+            query += " AND json_type(x.data, ?) IS NOT NULL"
+            args.append("$." + with_data)
+        if round is not None:
+            query += " AND x.round = ?"
+            args.append(round)
+        for key_, *row in self.db.execute(query + " ORDER BY m.position, m.key, x.seq", args):
+            yield key_, _message_row(row)
+
+    # the top-level fields by which a judging game's summary is known (arena.results.discussion,
+    # verdicts, dimensions); the text is searched for them first, so other games' notices cost nothing
+    JUDGING_FIELDS = ("reviewers", "verdict", "dimensions")
+
+    def final_notices(self, fields: tuple[str, ...] = JUDGING_FIELDS) -> Iterator[NoticeRow]:
+        """Each finished match whose last referee notice with object data holds one of ``fields`` at
+        its top level, with that data, in the plan's order."""
+        found = " OR ".join("instr(x.data, ?) > 0" for _ in fields)
+        query = (
+            "SELECT m.key, m.grp, m.repeat, m.seats, x.data FROM matches m JOIN messages x ON x.match_key = m.key "
+            f"WHERE m.status = 'finished' AND x.kind = 'notice' AND x.sender = ? AND ({found}) "
+            "AND json_type(x.data) = 'object' AND NOT EXISTS (SELECT 1 FROM messages y WHERE y.match_key = x.match_key "
+            "AND y.seq > x.seq AND y.kind = 'notice' AND y.sender = ? AND json_type(y.data) = 'object') "
+            "ORDER BY m.position, m.key")
+        args = [REFEREE, *(json.dumps(f) for f in fields), REFEREE]
+        for key, group, repeat, seats, data in self.db.execute(query, args):
+            data = json.loads(data)
+            if any(f in data for f in fields):
+                yield NoticeRow(key, group, repeat, _seats(seats), data)
+
+    def transcript(self, key: str) -> Transcript | None:
+        """One match's messages and events, as stored."""
+        match = self.match(key)
+        return None if match is None else self._transcript(match)
+
+    def transcripts(self, status: str | None = None) -> Iterator[Transcript]:
+        """Every match's transcript (or those of one status), one at a time, in the plan's order."""
+        for match in self.matches(status):
+            yield self._transcript(match)
+
+    def record(self, key: str) -> MatchRecord | None:
+        """One match in full: transcript, payoffs, every metric and its reviews."""
+        match = self.match(key)
+        return None if match is None else self._record(match)
+
+    def records(self, status: str | None = "finished") -> Iterator[MatchRecord]:
+        """Match by match in full, in the plan's order: for `arena export`, which writes each as it comes."""
+        for match in self.matches(status):
+            yield self._record(match)
+
+    def _transcript(self, match: MatchRow) -> Transcript:
+        messages = [_message_row(row) for row in self.db.execute(
+            "SELECT seq, idx, round, sender, recipients, kind, content, data, shown FROM messages WHERE match_key = ? "
+            "ORDER BY seq", (match.key,))]
+        events = [EventRow(seq, type_, json.loads(body)) for seq, type_, body in self.db.execute(
+            "SELECT seq, type, body FROM events WHERE match_key = ? ORDER BY seq", (match.key,))]
+        return Transcript(match, messages, events)
+
+    def _record(self, match: MatchRow) -> MatchRecord:
+        key = match.key
+        messages = {
+            seq: Message(index=idx, round=rnd, sender=sender, recipients=tuple(json.loads(rcpt)), content=content,
+                         kind=kind, data=None if data is None else json.loads(data), shown=shown)
+            for seq, idx, rnd, sender, rcpt, kind, content, data, shown in self.db.execute(
+                "SELECT seq, idx, round, sender, recipients, kind, content, data, shown FROM messages WHERE match_key = ?",
+                (key,))
+        }
+        events = {seq: _events.validate_json(body) for seq, body in self.db.execute(
+            "SELECT seq, body FROM events WHERE match_key = ?", (key,))}
+        for seq, message in messages.items():
+            events[seq] = MessagePosted.model_construct(match=key, message=message)
+        reviews = [Review(question, a, b, reviewer, score, sample, order, match.repeat, difference, key)
+                   for question, a, b, reviewer, score, sample, order, difference in self.db.execute(
+                       "SELECT question, a, b, reviewer, score, sample, COALESCE(shown_order, 0), difference "
+                       "FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
+        metrics: dict[str, dict[str, float]] = {}
+        for metric, seat, value in self.db.execute(
+                "SELECT metric, seat, value FROM metrics WHERE match_key = ? ORDER BY rowid", (key,)):
+            metrics.setdefault(metric, {})[seat] = value
+        return MatchRecord(
+            key=key, group=match.group, repeat=match.repeat, game=match.game, reviews=reviews, metrics=metrics,
+            params=match.params, seed=match.seed, seats=match.seats, status=match.status, rounds=match.rounds,
+            payoffs=match.payoffs, messages=tuple(messages[s] for s in sorted(messages)),
+            events=EventLog((events[s] for s in sorted(events)), match=key), error=match.error,
+        )
 
     def override_review(self, match_key: str, reviewer: str, a: str, b: str, question: str, score: int) -> bool:
         """Replace a reviewer's verdicts on a pair (every sample, either order) in one match by one
@@ -535,13 +694,6 @@ class RunStore:
         self._commit()
         return True
 
-    def review_rows(self) -> list[Review]:
-        """Every review of the run's finished matches, with its match and repeat, for peer rank."""
-        return [Review._make(row) for row in self.db.execute(
-            "SELECT r.question, r.a, r.b, r.reviewer, r.score, r.sample, COALESCE(r.shown_order, 0), m.repeat, "
-            "r.difference, r.match_key FROM reviews r JOIN matches m ON m.key = r.match_key "
-            "WHERE m.status = 'finished' ORDER BY m.position, r.seq")]
-
     def spec(self, key: str) -> MatchSpec | None:
         """The specification of a match the store has registered, or None."""
         row = self.db.execute("SELECT spec FROM matches WHERE key = ?", (key,)).fetchone()
@@ -549,39 +701,6 @@ class RunStore:
 
     def match_keys(self) -> list[tuple[str, str]]:
         return self.db.execute("SELECT key, status FROM matches ORDER BY position").fetchall()
-
-    def _record(self, key, group, repeat, game, spec_json, status, seats, params, rounds, error) -> MatchRecord:
-        spec = MatchSpec.model_validate_json(spec_json)
-        payoffs = dict(self.db.execute("SELECT seat, payoff FROM outcomes WHERE match_key = ?", (key,)).fetchall())
-        messages = {
-            seq: Message(index=idx, round=rnd, sender=sender, recipients=tuple(json.loads(rcpt)), content=content,
-                         kind=kind, data=None if data is None else json.loads(data), shown=shown)
-            for seq, idx, rnd, sender, rcpt, kind, content, data, shown in self.db.execute(
-                "SELECT seq, idx, round, sender, recipients, kind, content, data, shown FROM messages WHERE match_key = ?",
-                (key,))
-        }
-        events = {seq: _events.validate_json(body) for seq, body in self.db.execute(
-            "SELECT seq, body FROM events WHERE match_key = ?", (key,))}
-        for seq, message in messages.items():
-            events[seq] = MessagePosted(match=key, message=message)
-        reviews = [Review(question, a, b, reviewer, score, sample, order, repeat, difference, key)
-                   for question, a, b, reviewer, score, sample, order, difference in self.db.execute(
-                       "SELECT question, a, b, reviewer, score, sample, COALESCE(shown_order, 0), difference "
-                       "FROM reviews WHERE match_key = ? ORDER BY seq", (key,))]
-        metrics: dict[str, dict[str, float]] = {}
-        for metric, seat, value in self.db.execute(
-                "SELECT metric, seat, value FROM metrics WHERE match_key = ? ORDER BY rowid", (key,)):
-            metrics.setdefault(metric, {})[seat] = value
-        return MatchRecord(
-            key=key, group=group, repeat=repeat, game=game, reviews=reviews, metrics=metrics,
-            params=json.loads(params) if params else dict(spec.params), seed=spec.seed,
-            seats=tuple(SeatInfo(**s) for s in json.loads(seats or "[]")),
-            # a match left pending or running was cut short by a crash or a stop, like one a backend interrupted
-            status=status if status in ("finished", "truncated", "failed", "interrupted") else "interrupted",
-            rounds=rounds or 0, payoffs=payoffs,
-            messages=tuple(messages[s] for s in sorted(messages)),
-            events=[events[s] for s in sorted(events)], error=error,
-        )
 
     # -- transactions --------------------------------------------------------------
     def _begin(self) -> None:
@@ -597,6 +716,44 @@ class RunStore:
 
     def flush(self) -> None:
         self._commit()
+
+
+def _where(status: str | None, key: str | None, group: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause choosing matches (table alias m) by status, key and entry."""
+    clauses, args = [], []
+    if status == "interrupted":  # a match left pending or running was cut short too
+        clauses.append("m.status IN ('interrupted', 'pending', 'running')")
+    elif status is not None:
+        clauses.append("m.status = ?")
+        args.append(status)
+    for column, value in (("m.key", key), ("m.grp", group)):
+        if value is not None:
+            clauses.append(f"{column} = ?")
+            args.append(value)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+
+def _status(stored: str) -> str:
+    # a match left pending or running was cut short by a crash or a stop, like one a backend interrupted
+    return stored if stored in ("finished", "truncated", "failed", "interrupted") else "interrupted"
+
+
+@lru_cache(maxsize=4096)
+def _seats(text: str | None) -> tuple[SeatInfo, ...]:
+    """Seatings repeat from match to match; each is parsed once (SeatInfo is frozen, so sharing is safe)."""
+    return tuple(SeatInfo(**seat) for seat in json.loads(text or "[]"))
+
+
+@lru_cache(maxsize=4096)
+def _recipients(text: str) -> tuple[str, ...]:
+    """Audiences repeat from message to message; each is parsed once."""
+    return tuple(json.loads(text))
+
+
+def _message_row(row) -> MessageRow:
+    seq, idx, rnd, sender, recipients, kind, content, data, shown = row
+    return MessageRow(seq, idx, rnd, sender, _recipients(recipients), kind, content,
+                      None if data is None else json.loads(data), shown)
 
 
 def _alive(pid: int | None, host: str | None) -> bool:
