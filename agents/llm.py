@@ -133,12 +133,19 @@ class LLMAgent(Agent):
         )
         base = dict(match=turn.match, seat=turn.seat, round=turn.round, attempt=turn.attempt, agent=self.name,
                     backend=self.backend_name, model=config.model)
-        hit = services.cached(**key)
-        if hit is not None:  # recorded at what it cost when first asked: reports count it as saved, the budget not at all
-            cost = hit.cost if hit.cost is not None else self.cost_of(hit.prompt_tokens, hit.completion_tokens, services.prices)
-            services.record_call(CallRecord(**base, prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
-                                            cost=cost, latency=hit.latency or 0.0, cached=True))
-            return hit.text
+        async with services.cached(**key) as hit:
+            if hit is None:
+                return await self._ask(turn, request, key, base)
+        # recorded at what it cost when first asked: reports count it as saved, the budget not at all
+        cost = hit.cost if hit.cost is not None else self.cost_of(hit.prompt_tokens, hit.completion_tokens, services.prices)
+        services.record_call(CallRecord(**base, prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
+                                        cost=cost, latency=hit.latency or 0.0, cached=True))
+        return hit.text
+
+    async def _ask(self, turn: Turn, request: ChatRequest, key: dict[str, Any], base: dict[str, Any]) -> str:
+        """Send the request, with retries inside the turn's deadline; every way it ends is recorded."""
+        config: LLMConfig = self.config
+        services = self.services
         try:
             await self.prepare()  # also here: the first call's timeout must not be spent importing an SDK
         except FatalAgentError as exc:

@@ -221,3 +221,55 @@ def test_replies_cached_before_costs_were_kept_are_priced_from_their_tokens(tmp_
     db = sqlite3.connect(run_dir / "responses.sqlite")
     assert {"cost", "latency"} <= {row[1] for row in db.execute("PRAGMA table_info(responses)")}
     db.close()
+
+
+async def test_a_request_already_being_asked_is_waited_for_not_sent_twice(tmp_path):
+    """Two matches that ask a model the very same thing at the same moment pay for it once: the
+    second waits for the first one's reply, which the cache then gives it. Without that, whether a
+    run pays once or twice (and what its calls table says) would depend on which match got there
+    first."""
+    import threading
+
+    import trio.testing
+
+    from arena.contract import Turn
+    from arena.run.runner import build_agents
+    from arena.run.scenario import parse_scenario
+    from arena.services.calls import RunServices
+
+    arrived, release = threading.Event(), threading.Event()
+
+    def held(body):
+        arrived.set()
+        release.wait(60)  # until both have asked
+        return {"reason": "same for both", "coins": 3}
+
+    with OpenAIMock(responder=held) as mock:
+        records: list[CallRecord] = []
+        services = RunServices(cache=ResponseCache(tmp_path / "responses.sqlite"), record_call=records.append)
+        agents = build_agents(parse_scenario(scenario(mock)), services)
+        alice, bob = agents["alice"], agents["bob"]
+        bob.config = alice.config  # two agents of one model and settings: the same request
+        turn = Turn(match="m", seat="Player 1", role="Player", round=1, history=(), prompt="Your move.", seed=5)
+        replies = {}
+
+        async def ask(agent):
+            replies[agent.name] = await agent.reply(turn)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(ask, alice)
+                await trio.to_thread.run_sync(arrived.wait)  # alice's request is at the server
+                nursery.start_soon(ask, bob)
+                await trio.testing.wait_all_tasks_blocked()  # bob has asked too, and is waiting
+                assert mock.count == 1
+                release.set()
+        finally:
+            release.set()
+            for agent in agents.values():
+                await agent.aclose()
+            services.close()
+        assert mock.count == 1
+    assert replies["alice"] == replies["bob"]
+    assert [(r.agent, r.cached, r.prompt_tokens) for r in records] == [
+        ("alice", False, records[0].prompt_tokens), ("bob", True, records[0].prompt_tokens)]

@@ -78,9 +78,12 @@ class Services:
     use_cache: bool = False
     prices: dict[str, tuple[float, float]] = {}
 
-    def cached(self, **key: Any) -> CachedReply | None:
-        """The reply stored for this exact request, if any (``key`` holds everything that shapes it)."""
-        return None
+    @asynccontextmanager
+    async def cached(self, **key: Any) -> AsyncIterator[CachedReply | None]:
+        """The reply stored for this exact request (``key`` holds everything that shapes it), or None:
+        then the caller asks, inside the block, and ``remember``s what it paid for. An identical
+        request already being asked is waited for rather than sent again."""
+        yield None
 
     def remember(self, reply: CachedReply, **key: Any) -> None:
         """Store a reply that was paid for."""

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import trio
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services, Slot
@@ -72,6 +73,7 @@ class RunServices(Services):
         self._on_call_started = on_call_started
         self._on_note = on_note
         self._noted: set[tuple[str, str, str, str]] = set()
+        self._asking: dict[str, trio.Event] = {}  # requests being asked right now, by cache key
         self.cache = cache
         self.use_cache = use_cache
         self._record_call = record_call
@@ -80,10 +82,26 @@ class RunServices(Services):
         self._limits: dict[tuple[str, str], CallLimits] = {}
         self.warnings: list[str] = []  # said to the person running it at the end, whatever the view (a damaged cache)
 
-    def cached(self, **key: Any) -> CachedReply | None:
+    @asynccontextmanager
+    async def cached(self, **key: Any) -> AsyncIterator[CachedReply | None]:
         if self.cache is None or not self.use_cache:
-            return None
-        return self.cache.get(cache_key(**key))
+            yield None
+            return
+        digest = cache_key(**key)
+        # Matches run at once can ask the very same thing (a summary of identical turns, the opening
+        # prompt of every repeat at a fixed seed). The first asks; the others wait for its reply, so
+        # what a run pays, and its calls table, do not depend on which match got there first.
+        while (hit := self.cache.get(digest)) is None and digest in self._asking:
+            await self._asking[digest].wait()
+        if hit is not None:
+            yield hit
+            return
+        self._asking[digest] = asked = trio.Event()
+        try:
+            yield None
+        finally:  # paid for or not (a failure lets the next one in line ask for itself)
+            del self._asking[digest]
+            asked.set()
 
     def remember(self, reply: CachedReply, **key: Any) -> None:
         if self.cache is not None:
