@@ -97,7 +97,7 @@ def play_once(spec: MatchSpec, store: bool, profile: cProfile.Profile | None = N
             started, cpu = time.perf_counter(), time.process_time()
             if run is not None:
                 run.prepare(spec, 0)
-            record = trio.run(play_match, spec, players, run.record_event if run is not None else None)
+            record = trio.run(play_match, spec, players, (run.record_event,) if run is not None else ())
             if run is not None:
                 run.finish(record)
             elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import traceback
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import trio
@@ -71,10 +71,10 @@ class Match:
     and pool exist from the start. Building it raises ``MatchSetupError`` (or the game's own
     error) for a spec that cannot be played; ``play_spec`` makes that a failed record."""
 
-    def __init__(self, spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None):
+    def __init__(self, spec: MatchSpec, agents: Mapping[str, Agent], sinks: Sequence[EventSink] = ()):
         self.spec = spec
         self.events = EventLog(match=spec.key)  # a posted message is kept once: the log refers to the pool's
-        self._on_event = on_event
+        self._sinks = tuple(sinks)  # each gets every event as it happens: the store, the live view
         game_cls: type[Game] = plugins.load("game", spec.game)
         n = len(spec.agents)
         problem = game_cls.seat_count_problem(n)
@@ -105,8 +105,8 @@ class Match:
 
     def _emit(self, event: Event) -> None:
         self.events.append(event)
-        if self._on_event is not None:
-            self._on_event(event)
+        for sink in self._sinks:
+            sink(event)
 
     def _post(self, sender: str, content: str, recipients, kind: MessageKind, data=None) -> Message:
         """Post a message; the anonymity filter makes, once, the version the other seats get (the
@@ -283,26 +283,26 @@ def _describe(exc: BaseException) -> str:
     return text
 
 
-def _unplayable(spec: MatchSpec, exc: Exception, on_event: EventSink | None) -> MatchRecord:
+def _unplayable(spec: MatchSpec, exc: Exception, sinks: Sequence[EventSink]) -> MatchRecord:
     """The record of a match that could not be set up: failed, with the reason, nothing played."""
     error = _describe(exc)
     event = MatchFailed(match=spec.key, error=error)
-    if on_event is not None:
-        on_event(event)
+    for sink in sinks:
+        sink(event)
     return MatchRecord(key=spec.key, group=spec.group, repeat=spec.repeat, game=spec.game, params=dict(spec.params),
                        seed=spec.seed, seats=(), status="failed", rounds=0, payoffs={}, messages=(), events=[event],
                        error=error)
 
 
-async def play_spec(spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None) -> Played:
+async def play_spec(spec: MatchSpec, agents: Mapping[str, Agent], sinks: Sequence[EventSink] = ()) -> Played:
     """Set up and play one match; a spec that cannot be set up gives a failed record."""
     try:
-        match = Match(spec, agents, on_event)
+        match = Match(spec, agents, sinks)
     except Exception as exc:
-        return Played(_unplayable(spec, exc, on_event))
+        return Played(_unplayable(spec, exc, sinks))
     return await match.play()
 
 
-async def play_match(spec: MatchSpec, agents: Mapping[str, Agent], on_event: EventSink | None = None) -> MatchRecord:
+async def play_match(spec: MatchSpec, agents: Mapping[str, Agent], sinks: Sequence[EventSink] = ()) -> MatchRecord:
     """The record of ``play_spec``: for tests and notebooks, where nothing waits on an outage."""
-    return (await play_spec(spec, agents, on_event)).record
+    return (await play_spec(spec, agents, sinks)).record

@@ -24,7 +24,7 @@ from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
 from arena.engine.match import default_referees
-from arena.contract.records import KEPT, MatchRecord, MatchSpec
+from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
 from arena.run.executor import Executor, InProcess
 from arena.run.outages import Outage, Outages
@@ -232,10 +232,8 @@ async def run_tournament(
             judged[match.group].append(ScoreRow.of(match))
         observer.finished(match, resumed)
 
-    def sink(event: Event) -> None:
-        if store is not None:
-            store.record_event(event)
-        observer.event(event)
+    # the match hands each event straight to the store and the live view: the runner is not on its way
+    sinks = (observer.event,) if store is None else (store.record_event, observer.event)
 
     async def play(spec: MatchSpec, position: int) -> None:
         nonlocal budget_note
@@ -255,7 +253,7 @@ async def run_tournament(
                     break
                 if store is not None:
                     store.prepare(spec, position)
-                played = await executor.play(spec, sink)
+                played = await executor.play(spec, sinks)
                 record = played.record
             if store is not None:
                 store.finish(record)

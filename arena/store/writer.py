@@ -225,6 +225,10 @@ class RunStore:
         self.took_over: dict[str, Any] | None = None  # the writer before this one, which died holding the run
         self.set_aside: Path | None = None  # where --force-new (or an unfinished store) moved the old store to
         self._seq: dict[str, int] = {}
+        # rows of the current round, written together when it closes (one statement per table, not per
+        # event), and always before a commit or anything else touches the match's rows
+        self._message_rows: list[tuple] = []
+        self._event_rows: list[tuple] = []
         self._in_tx = False
         self._last_commit = time.monotonic()
 
@@ -394,6 +398,7 @@ class RunStore:
         ``position`` is the match's place in the tournament's plan, the order in
         which records are read back whatever the order they finished in."""
         self._begin()  # committed with whatever is written next; a crash before that leaves nothing to undo
+        self._write_rows()  # a crashed attempt's last rows go before they are wiped
         for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
             self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self.db.execute(
@@ -417,15 +422,25 @@ class RunStore:
             )
         if isinstance(event, MessagePosted):
             m = event.message
-            self.db.execute(
-                "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, seq, m.index, m.round, m.sender, json.dumps(m.recipients), m.kind, m.content,
-                 None if m.data is None else json.dumps(m.data), m.shown),
-            )
+            self._message_rows.append((key, seq, m.index, m.round, m.sender, json.dumps(m.recipients), m.kind, m.content,
+                                       None if m.data is None else json.dumps(m.data), m.shown))
         else:
-            self.db.execute("INSERT INTO events VALUES (?, ?, ?, ?, ?)", (key, seq, event.type, event.model_dump_json(), time.time()))
-        if isinstance(event, RoundClosed) and time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
-            self._commit()
+            self._event_rows.append((key, seq, event.type, event.model_dump_json(), time.time()))
+        if isinstance(event, RoundClosed):
+            if time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
+                self._commit()
+            else:
+                self._write_rows()
+        elif len(self._event_rows) + len(self._message_rows) >= 512:  # a long round (many matches at once) goes in parts
+            self._write_rows()
+
+    def _write_rows(self) -> None:
+        if self._message_rows:
+            self.db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self._message_rows)
+            self._message_rows.clear()
+        if self._event_rows:
+            self.db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._event_rows)
+            self._event_rows.clear()
 
     def finish(self, record: MatchRecord) -> None:
         """The outcome, in one transaction with the match's last events."""
@@ -710,6 +725,7 @@ class RunStore:
 
     def _commit(self) -> None:
         if self._in_tx:
+            self._write_rows()
             self.db.execute("COMMIT")
             self._in_tx = False
         self._last_commit = time.monotonic()
