@@ -125,6 +125,19 @@ def measure(messages: int, repeats: int, store: bool) -> tuple[float, float, int
     return best_cpu, best_wall, count
 
 
+def machine_speed() -> float:
+    """CPU ms of a fixed pure-Python loop (best of 3): the same VM can run two times slower on one
+    day than another, so figures from different days are compared through this one."""
+    best = float("inf")
+    for _ in range(3):
+        cpu = time.process_time()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.process_time() - cpu)
+    return best * 1e3
+
+
 def load() -> str:
     one, five, _ = os.getloadavg()
     return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
@@ -138,7 +151,8 @@ def main() -> int:
     args = parser.parse_args()
     plugins.register("game", "chatter", Chatter)
     repeats = 1 if args.quick else max(1, args.repeats)
-    print(f"Python {sys.version.split()[0]}; {load()}")
+    print(f"Python {sys.version.split()[0]}; {load()}; reference loop {machine_speed():.0f} ms of CPU "
+          "(2,000,000 additions; lower is a faster machine)")
     measure(100, 1, True)  # warm up: imports and first-time set-up are not a message's cost
     figures: dict[bool, dict[int, float]] = {False: {}, True: {}}
     walls: dict[bool, dict[int, float]] = {False: {}, True: {}}
