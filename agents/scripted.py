@@ -27,6 +27,8 @@ class ScriptedAgent(Agent):
     def __init__(self, name: str, config: ScriptedConfig, services=None):
         super().__init__(name, config, services)
         self.strategy = self.check(config)
+        # a plain-function strategy without a delay answers at once (until it hands back an awaitable)
+        self._at_once = not config.delay and not inspect.iscoroutinefunction(self.strategy.reply)
 
     @classmethod
     def nested_params(cls, raw: dict) -> dict:
@@ -46,6 +48,17 @@ class ScriptedAgent(Agent):
         except ValidationError as exc:
             raise ConfigError.from_validation(exc, prefix=("params",)) from None
         return strategy_cls(params)
+
+    def reply_now(self, turn: Turn) -> str | None:
+        if not self._at_once:
+            return None
+        out = self.strategy.reply(turn, random.Random(turn.seed))
+        if inspect.isawaitable(out):  # it needs awaiting after all: from now on, asked through reply
+            self._at_once = False
+            if inspect.iscoroutine(out):
+                out.close()
+            return None
+        return out
 
     async def reply(self, turn: Turn) -> str:
         if self.config.delay:

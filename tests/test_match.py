@@ -301,3 +301,43 @@ def test_the_action_schema_is_built_once_per_game_and_params_and_shared_by_its_m
     assert first.action_schema == contribution_schema(10) and first.action_schema["properties"]["coins"]["maximum"] == 10
     assert other.action_schema is first.action_schema  # same endowment: one schema, not one per match
     assert poorer.action_schema["properties"]["coins"]["maximum"] == 5
+
+
+async def test_instant_and_awaiting_strategies_play_the_same_moves():
+    """A plain-function strategy is taken in line, one that awaits (or hands back an awaitable) is
+    asked through ``reply`` under the turn's timer: the moves, payoffs and transcript are the same,
+    and a round of instant agents still lets other tasks run."""
+    from arena.contract import plugins
+    from arena.games.public_goods.strategies import TitForTat
+
+    class Later(TitForTat):
+        def reply(self, turn, rng):
+            async def later():
+                await trio.sleep(0)
+                return TitForTat.reply(self, turn, rng)
+            return later()
+
+    plugins.register("strategy", "tft_later", Later)
+    try:
+        instant = quartet()
+        waiting = {**quartet(), "tft": scripted("tft", "tft_later")}
+        assert instant["tft"].reply_now is not None and waiting["tft"]._at_once  # it finds out when first asked
+        others = []
+
+        async def count_checkpoints():
+            while True:
+                others.append(1)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(count_checkpoints)
+            a = await play_match(spec(5, instant), instant)
+            ticks = len(others)
+            b = await play_match(spec(5, waiting), waiting)
+            nursery.cancel_scope.cancel()
+    finally:
+        plugins.unregister("strategy", "tft_later")
+    assert not waiting["tft"]._at_once
+    assert a.status == b.status == "finished"
+    assert a.payoffs == b.payoffs and [m.content for m in a.messages] == [m.content for m in b.messages]
+    assert ticks >= a.rounds - 1  # it yielded every round (the last round's turn may come after it ended)

@@ -62,6 +62,13 @@ class Agent(ABC):
         effective deadline. Raise ``BackendUnavailable`` when the server that would answer cannot
         be reached; a live model that is merely slow is cut off by the deadline."""
 
+    def reply_now(self, turn: Turn) -> str | None:
+        """The reply, when the agent has it without waiting on anything (a scripted strategy that is
+        a plain function of the turn), else None: the engine then awaits ``reply``. A reply given here
+        is taken in line, with no task or timer of its own (it has nothing to wait for), which is
+        most of what a turn costs when the agents are instant."""
+        return None
+
     def endpoint(self) -> str | None:
         """Where this agent's requests go (a URL), when that place can be down. Agents that share an
         endpoint share its outages: while it is down, no match that needs it starts. None: the agent

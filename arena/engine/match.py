@@ -198,10 +198,18 @@ class Match:
         speakers = game.speakers(round)
         # what each speaker is asked becomes part of its conversation, posted in seat order before anyone answers
         turns = [self._turn(seat, round) for seat in speakers]
-        if len(turns) == 1:  # one speaker: nothing to run at once, and a nursery costs more than the turn
-            outcomes = {turns[0].seat: await self._take_turn(turns[0])}
-        else:
-            outcomes = await self._take_turns(turns)
+        # Agents that have their reply at once (scripted strategies) are taken in line: a task and a
+        # timer each would cost more than their turn. The others are asked all at once.
+        first = {turn.seat: self.agents[turn.seat].reply_now(turn) for turn in turns}
+        waiting = [turn for turn in turns if first[turn.seat] is None]
+        outcomes = {turn.seat: await self._take_turn(turn, first[turn.seat]) for turn in turns
+                    if first[turn.seat] is not None}
+        if len(waiting) == 1:  # nothing to run at once, and a nursery costs more than the turn
+            outcomes[waiting[0].seat] = await self._take_turn(waiting[0])
+        elif waiting:
+            outcomes.update(await self._take_turns(waiting))
+        else:  # a round that waited on nothing still lets the run's other matches, and a Ctrl-C, in
+            await trio.lowlevel.checkpoint()
         audience = game.hears(round)
         actions = {}
         for seat in speakers:  # seat order, not arrival order: the transcript stays deterministic
@@ -229,10 +237,10 @@ class Match:
         return self.asker.turn(seat, game.roles[seat], round, history,
                                prompt.shown if prompt.shown is not None else prompt.content, self.action_schema, data)
 
-    async def _take_turn(self, turn: Turn) -> Outcome:
+    async def _take_turn(self, turn: Turn, first: str | None = None) -> Outcome:
         game, seat, round = self.game, turn.seat, turn.round
         return await self.asker.ask(self.agents[seat], turn, lambda reply: game.parse(seat, reply, round),
-                                    lambda: game.default_action(seat, round))
+                                    lambda: game.default_action(seat, round), first)
 
     async def _take_turns(self, turns: list[Turn]) -> dict[str, Outcome]:
         """Every speaker's turn at once. A backend that cannot be reached lets the other seats finish

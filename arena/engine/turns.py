@@ -77,22 +77,28 @@ class Asker:
     def _seed(self, seat: str, round: int, attempt: int) -> int:
         return seeding.derive(self.seed, "turn", seat, round, attempt)
 
-    async def ask(self, agent: Agent, turn: Turn, parse: Callable[[str], Any], default: Callable[[], Any]) -> Outcome:
+    async def ask(self, agent: Agent, turn: Turn, parse: Callable[[str], Any], default: Callable[[], Any],
+                  first: str | None = None) -> Outcome:
         """The turn, asked again with the reason after an invalid reply up to ``max_retries`` times;
         a reply that has not come within ``turn_timeout`` is defaulted at once: asking again would
-        only wait again (the backend has already retried what it could in that time)."""
+        only wait again (the backend has already retried what it could in that time).
+
+        ``first``: the reply to the first attempt, when the agent gave it at once
+        (``Agent.reply_now``); None: it is awaited. A reply given at once needs no timer."""
         settings = self.settings
         retries: list[Retry] = []
         last_reply: str | None = None
         for attempt in range(settings.max_retries + 1):
+            reply: Any = first
             if attempt:
                 turn = turn.model_copy(update={"retries": tuple(retries), "seed": self._seed(turn.seat, turn.round, attempt)})
-            reply: Any = None
-            with trio.move_on_after(settings.turn_timeout) as timer:
-                reply = await agent.reply(turn)
-            if timer.cancelled_caught:
-                self._failed(turn, attempt, "timeout", None, f"No reply arrived within {settings.turn_timeout:g} seconds.")
-                return Outcome(default(), last_reply, attempt + 1, "timeout")
+                reply = agent.reply_now(turn)
+            if reply is None:
+                with trio.move_on_after(settings.turn_timeout) as timer:
+                    reply = await agent.reply(turn)
+                if timer.cancelled_caught:
+                    self._failed(turn, attempt, "timeout", None, f"No reply arrived within {settings.turn_timeout:g} seconds.")
+                    return Outcome(default(), last_reply, attempt + 1, "timeout")
             if not isinstance(reply, str):
                 reason = "The reply was not text."
                 reply = None if reply is None else repr(reply)
