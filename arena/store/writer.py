@@ -229,6 +229,7 @@ class RunStore:
         # event), and always before a commit or anything else touches the match's rows
         self._message_rows: list[tuple] = []
         self._event_rows: list[tuple] = []
+        self._recipients: dict[tuple[str, ...], str] = {}
         self._in_tx = False
         self._last_commit = time.monotonic()
 
@@ -422,7 +423,12 @@ class RunStore:
             )
         if isinstance(event, MessagePosted):
             m = event.message
-            self._message_rows.append((key, seq, m.index, m.round, m.sender, json.dumps(m.recipients), m.kind, m.content,
+            recipients = self._recipients.get(m.recipients)
+            if recipients is None:  # a match has a handful of audiences: each is encoded once
+                if len(self._recipients) > 4096:
+                    self._recipients.clear()
+                recipients = self._recipients[m.recipients] = json.dumps(m.recipients)
+            self._message_rows.append((key, seq, m.index, m.round, m.sender, recipients, m.kind, m.content,
                                        None if m.data is None else json.dumps(m.data), m.shown))
         else:
             self._event_rows.append((key, seq, event.type, event.model_dump_json(), time.time()))
