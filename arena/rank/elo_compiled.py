@@ -100,3 +100,34 @@ def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, c
                         ratings[run, ca] = ra + delta
                         ratings[run, cb] = rb - delta
     return ratings, weights, change
+
+
+@njit(cache=True, nogil=True)
+def checkpoint_sums(a, b, score, order, slot_of_step, slots, contestants, k, initial, scale):
+    """elo_loop._checkpoint_sums_numpy: unweighted Elo of every run of ``order``, with the sums
+    (and sums of squares) over runs of the ratings after each checkpoint. Runs are added in
+    order, one after the other, as numpy adds the rows of an array."""
+    runs, steps = order.shape
+    total = np.zeros((slots, contestants))
+    squares = np.zeros((slots, contestants))
+    finals = np.empty((runs, contestants))
+    for run in range(runs):
+        ratings = finals[run]
+        ratings[:] = initial
+        for c in range(contestants):
+            total[0, c] += ratings[c]
+            squares[0, c] += ratings[c] * ratings[c]
+        for step in range(steps):
+            i = order[run, step]
+            ca, cb = a[i], b[i]
+            ra, rb = ratings[ca], ratings[cb]
+            expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
+            delta = 1.0 * k * ((1.0 - score[i]) / 2.0 - expected_a)
+            ratings[ca] = ra + delta
+            ratings[cb] = rb - delta
+            slot = slot_of_step[step + 1]
+            if slot >= 0:
+                for c in range(contestants):
+                    total[slot, c] += ratings[c]
+                    squares[slot, c] += ratings[c] * ratings[c]
+    return total, squares, finals

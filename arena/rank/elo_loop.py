@@ -20,12 +20,12 @@ COMPILED = importlib.util.find_spec("numba") is not None
 
 
 def _kernels(compiled: bool | None):
-    """The compiled (shuffle, replay), or None for the numpy fallback."""
+    """The compiled (shuffle, replay, checkpoint_sums), or None for the numpy fallback."""
     if not (COMPILED if compiled is None else compiled and COMPILED):
         return None
-    from .elo_compiled import replay, shuffle
+    from .elo_compiled import checkpoint_sums, replay, shuffle
 
-    return shuffle, replay
+    return shuffle, replay, checkpoint_sums
 
 
 # -- shuffles ---------------------------------------------------------------------------------------
@@ -138,3 +138,43 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
     code, bits = pack(a, b, score, reviewer) if packed is None else packed
     return kernels[1](code, bits, order, start, as_contestant, int(passes), float(k), float(initial), slope,
                       int(contestants))
+
+
+# -- Elo along the way ------------------------------------------------------------------------------
+
+def _checkpoint_sums_numpy(a, b, score, order, slot_of_step, slots, contestants, k, initial, scale):
+    runs = order.shape[0]
+    total, squares = np.zeros((slots, contestants)), np.zeros((slots, contestants))
+    ratings = np.full((runs, contestants), float(initial))
+    row = np.arange(runs)
+    total[0] += ratings.sum(axis=0)
+    squares[0] += (ratings ** 2).sum(axis=0)
+    for step in range(order.shape[1]):
+        i = order[:, step]
+        ca, cb = a[i], b[i]
+        ra, rb = ratings[row, ca], ratings[row, cb]
+        expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
+        delta = 1.0 * k * ((1.0 - score[i]) / 2.0 - expected_a)  # A gains what B loses
+        ratings[row, ca] += delta
+        ratings[row, cb] -= delta
+        slot = slot_of_step[step + 1]
+        if slot >= 0:
+            total[slot] += ratings.sum(axis=0)
+            squares[slot] += (ratings ** 2).sum(axis=0)
+    return total, squares, ratings
+
+
+def checkpoint_sums(a: np.ndarray, b: np.ndarray, score: np.ndarray, order: np.ndarray, slot_of_step: np.ndarray,
+                    slots: int, contestants: int, k: float = 32, initial: float = 1000, scale: float = 400,
+                    compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unweighted Elo of each run fed its reviews in ``order[run]``, watched along the way:
+    ``slot_of_step[n]`` is the checkpoint reached after n reviews (-1: none; slot 0 is before
+    any). Returns, per checkpoint, the sum over runs of the ratings [slots, contestants] and of
+    their squares, and the final ratings [runs, contestants]. Both ways compute the same
+    expressions and sum the runs in the same order; they can differ in the last bit of a power,
+    where numpy and the compiled code call different routines (about 1e-13 of a rating)."""
+    args = (np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64),
+            np.ascontiguousarray(score, np.float64), _indices(order), np.ascontiguousarray(slot_of_step, np.int64),
+            int(slots), int(contestants), float(k), float(initial), float(scale))
+    kernels = _kernels(compiled)
+    return kernels[2](*args) if kernels else _checkpoint_sums_numpy(*args)

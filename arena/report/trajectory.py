@@ -3,8 +3,8 @@ payoff games, each agent's running mean payoff.
 
 The Elo trajectory replays exactly the orderings ``arena.rank.elo.elo`` draws (same
 seed, same batches, same update), so its last point is the Elo of ``arena rank``;
-only the intermediate means are extra. ``elo_runs`` keeps no history, which is why
-the steps are repeated here rather than called.
+only the intermediate means are extra. The replay keeps no history, which is why
+the trajectory has its own loop (``elo_loop.checkpoint_sums``, compiled like the replay).
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Iterable
 import numpy as np
 
 from arena.store.rows import ScoreRow
-from ..rank.elo import MAX_ORDER_CELLS, random_orders
+from ..rank.elo import batch_sizes, random_orders
+from ..rank.elo_loop import checkpoint_sums
 from ..rank.reviews import Reviews
 
 POINTS = 200  # checkpoints along the x axis: enough for a smooth line, small in the page
@@ -32,32 +33,17 @@ def elo_trajectory(reviews: Reviews, orderings: int = 1000, seed: int = 0, k: fl
     n, C = len(reviews), len(reviews.contestants)
     rng = np.random.default_rng(seed)
     marks = checkpoints(n)
-    at = {int(t): i for i, t in enumerate(marks)}
+    slot_of_step = np.full(n + 1, -1)
+    slot_of_step[marks] = np.arange(len(marks))
     total = np.zeros((len(marks), C))
     squares = np.zeros((len(marks), C))
     finals = []
-    a, b, score = reviews.a, reviews.b, reviews.score.astype(float)
-    weight = np.ones(n)
-    batch = max(1, MAX_ORDER_CELLS // max(1, n))
-    for start in range(0, orderings, batch):
-        order = random_orders(n, min(batch, orderings - start), rng)
-        runs = order.shape[0]
-        ratings = np.full((runs, C), float(initial))
-        row = np.arange(runs)
-        total[0] += ratings.sum(axis=0)
-        squares[0] += (ratings ** 2).sum(axis=0)
-        for step in range(n):
-            i = order[:, step]
-            ca, cb = a[i], b[i]
-            ra, rb = ratings[row, ca], ratings[row, cb]
-            expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
-            delta = weight[i] * k * ((1.0 - score[i]) / 2.0 - expected_a)  # as in elo_runs: A gains what B loses
-            ratings[row, ca] += delta
-            ratings[row, cb] -= delta
-            slot = at.get(step + 1)
-            if slot is not None:
-                total[slot] += ratings.sum(axis=0)
-                squares[slot] += (ratings ** 2).sum(axis=0)
+    for size in batch_sizes(n, orderings):
+        order = random_orders(n, size, rng)
+        summed, squared, ratings = checkpoint_sums(reviews.a, reviews.b, reviews.score.astype(float), order,
+                                                   slot_of_step, len(marks), C, k, initial, scale)
+        total += summed
+        squares += squared
         finals.append(ratings)
     mean = total / orderings
     std = np.sqrt(np.maximum(squares / orderings - mean ** 2, 0.0))
