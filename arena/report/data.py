@@ -29,6 +29,7 @@ from .figures import build_figures
 
 KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3, "prompt": 4}
 FAILURES = {"invalid": 0, "timeout": 1, "error": 2}
+SHOWN_EVENTS = ("turn_failed", "action", "scrubbed")  # the events a transcript shows beside its messages
 
 
 @dataclass
@@ -57,7 +58,7 @@ def collect(store: RunStore, transcripts: bool = True) -> ReportData:
         "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews),
                                  store.scores()),
     }
-    packed = pack_transcripts(store.transcripts(), contests(store.matches("finished"))) if transcripts else {}
+    packed = pack_transcripts(store.transcripts(events=SHOWN_EVENTS)) if transcripts else {}
     return ReportData(summary=summary, transcripts=packed)
 
 
@@ -148,17 +149,18 @@ def _outcome(match: MatchRecord | MatchRow, contest: bool) -> tuple[str, list[in
     return "decided", [i for i, v in enumerate(values) if v == top]
 
 
-def pack_transcripts(transcripts: Iterable[Transcript], contested: set[str]) -> dict[str, Any]:
-    """``contested``: the entries that are contests (``contests``), read before the transcripts stream by."""
+def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
+    """Every match's transcript for the page. Which entries are contests (``contests``) is known
+    only once every match has gone by, so outcomes are filled in at the end."""
     text = _Strings()
     audiences: dict[tuple[str, ...], int] = {}
     groups: dict[str, tuple[int, str]] = {}  # entry -> (index, game)
     agents: dict[str, int] = {}
-    matches = []
+    matches, rows = [], []
     for match, posted, happened in transcripts:
         group, _ = groups.setdefault(match.group, (len(groups), match.game))
         seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in match.seats]
-        outcome, winners = _outcome(match, match.group in contested)
+        rows.append(match)
         messages = []
         for m in posted:
             audience = audiences.setdefault(tuple(m.recipients), len(audiences))
@@ -182,9 +184,12 @@ def pack_transcripts(transcripts: Iterable[Transcript], contested: set[str]) -> 
         matches.append({
             "k": match.key, "g": group, "rep": match.repeat, "st": match.status,
             "r": match.rounds, "seed": str(match.seed), "seats": seats,
-            "p": [match.payoffs.get(s.label) for s in match.seats], "o": outcome, "w": winners,
+            "p": [match.payoffs.get(s.label) for s in match.seats], "o": None, "w": None,
             "n": invalid, "m": messages, "f": failures, "a": actions, "x": scrubbed, "e": text(match.error),
         })
+    contested = contests(rows)
+    for match, packed in zip(rows, matches):
+        packed["o"], packed["w"] = _outcome(match, match.group in contested)
     return {
         "strings": text.items,
         "audiences": [[text(seat) for seat in a] for a in audiences],
