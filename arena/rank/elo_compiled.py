@@ -103,10 +103,11 @@ def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, c
 
 
 @njit(cache=True, nogil=True)
-def checkpoint_sums(a, b, score, order, slot_of_step, slots, contestants, k, initial, scale):
+def checkpoint_sums(a, b, score, order, slot_of_step, slots, contestants, k, initial, slope):
     """elo_loop._checkpoint_sums_numpy: unweighted Elo of every run of ``order``, with the sums
     (and sums of squares) over runs of the ratings after each checkpoint. Runs are added in
-    order, one after the other, as numpy adds the rows of an array."""
+    order, one after the other, as numpy adds the rows of an array. The update is ``replay``'s,
+    to the bit, so the last checkpoint holds the ratings ``replay`` ends with."""
     runs, steps = order.shape
     total = np.zeros((slots, contestants))
     squares = np.zeros((slots, contestants))
@@ -121,8 +122,8 @@ def checkpoint_sums(a, b, score, order, slot_of_step, slots, contestants, k, ini
             i = order[run, step]
             ca, cb = a[i], b[i]
             ra, rb = ratings[ca], ratings[cb]
-            expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
-            delta = 1.0 * k * ((1.0 - score[i]) / 2.0 - expected_a)
+            expected_a = 1.0 / (1.0 + math.exp((rb - ra) * slope))
+            delta = 1.0 * k * ((1.0 - score[i]) * 0.5 - expected_a)
             ratings[ca] = ra + delta
             ratings[cb] = rb - delta
             slot = slot_of_step[step + 1]

@@ -142,7 +142,7 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
 
 # -- Elo along the way ------------------------------------------------------------------------------
 
-def _checkpoint_sums_numpy(a, b, score, order, slot_of_step, slots, contestants, k, initial, scale):
+def _checkpoint_sums_numpy(a, b, score, order, slot_of_step, slots, contestants, k, initial, slope):
     runs = order.shape[0]
     total, squares = np.zeros((slots, contestants)), np.zeros((slots, contestants))
     ratings = np.full((runs, contestants), float(initial))
@@ -153,8 +153,8 @@ def _checkpoint_sums_numpy(a, b, score, order, slot_of_step, slots, contestants,
         i = order[:, step]
         ca, cb = a[i], b[i]
         ra, rb = ratings[row, ca], ratings[row, cb]
-        expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
-        delta = 1.0 * k * ((1.0 - score[i]) / 2.0 - expected_a)  # A gains what B loses
+        expected_a = 1.0 / (1.0 + np.exp((rb - ra) * slope))
+        delta = 1.0 * k * ((1.0 - score[i]) * 0.5 - expected_a)  # A gains what B loses
         ratings[row, ca] += delta
         ratings[row, cb] -= delta
         slot = slot_of_step[step + 1]
@@ -175,6 +175,6 @@ def checkpoint_sums(a: np.ndarray, b: np.ndarray, score: np.ndarray, order: np.n
     where numpy and the compiled code call different routines (about 1e-13 of a rating)."""
     args = (np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64),
             np.ascontiguousarray(score, np.float64), _indices(order), np.ascontiguousarray(slot_of_step, np.int64),
-            int(slots), int(contestants), float(k), float(initial), float(scale))
+            int(slots), int(contestants), float(k), float(initial), math.log(10.0) / scale)
     kernels = _kernels(compiled)
     return kernels[2](*args) if kernels else _checkpoint_sums_numpy(*args)
