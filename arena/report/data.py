@@ -96,18 +96,19 @@ def collect_reviews(paths: list[Path], reference: str = "human") -> ReportData:
 
 
 class _Strings:
+    """Every text once, numbered in the order first met; None is -1. ``add(text, len(index) - 1)``
+    is the dict's own setdefault, kept bound for the loops over every message."""
+
     def __init__(self):
-        self.items: list[str] = []
-        self.index: dict[str, int] = {}
+        self.index: dict[str | None, int] = {None: -1}
+        self.add = self.index.setdefault
 
     def __call__(self, text: str | None) -> int:
-        if text is None:
-            return -1
-        found = self.index.get(text)
-        if found is None:
-            found = self.index[text] = len(self.items)
-            self.items.append(text)
-        return found
+        return self.add(text, len(self.index) - 1)
+
+    @property
+    def items(self) -> list[str]:
+        return list(self.index)[1:]
 
 
 def _scored(match: MatchRow) -> list[float]:
@@ -153,6 +154,7 @@ def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
     """Every match's transcript for the page. Which entries are contests (``contests``) is known
     only once every match has gone by, so outcomes are filled in at the end."""
     text = _Strings()
+    index, add = text.index, text.add
     audiences: dict[tuple[str, ...], int] = {}
     groups: dict[str, tuple[int, str]] = {}  # entry -> (index, game)
     agents: dict[str, int] = {}
@@ -162,13 +164,14 @@ def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
         seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in match.seats]
         rows.append(match)
         messages = []
-        for m in posted:
-            audience = audiences.setdefault(tuple(m.recipients), len(audiences))
+        for _, _, rnd, sender, recipients, kind, content, value, shown in posted:
+            audience = audiences.setdefault(tuple(recipients), len(audiences))
             # the structured data behind a verdict kept for the record is worth showing; elsewhere it repeats the text
-            verdict = m.kind == "verdict" or (m.sender == REFEREE and not m.recipients)
-            data = text(json.dumps(m.data, ensure_ascii=False)) if verdict and m.data else -1
+            verdict = kind == "verdict" or (sender == REFEREE and not recipients)
+            data = text(json.dumps(value, ensure_ascii=False)) if verdict and value else -1
             # shown: what the other seats got once the anonymity filter took names out (-1: the same words)
-            messages.append([m.round, text(m.sender), KINDS.get(m.kind, 2), text(m.content), audience, data, text(m.shown)])
+            messages.append([rnd, add(sender, len(index) - 1), KINDS.get(kind, 2), add(content, len(index) - 1), audience,
+                             data, add(shown, len(index) - 1)])
         failures, actions, scrubbed, invalid = [], [], [], 0
         for _, kind, e in happened:
             if kind == "turn_failed":

@@ -642,7 +642,9 @@ class RunStore:
         for match in self.matches(status):
             messages, found = [], []
             if next_posted is not None and next_posted[0] == match.key:
-                messages = [_message_row(row[1:]) for row in next_posted[1]]
+                messages = [MessageRow(seq, idx, rnd, sender, _recipients(to), kind, content,
+                                       None if data is None else json.loads(data), shown)
+                            for _, seq, idx, rnd, sender, to, kind, content, data, shown in next_posted[1]]
                 next_posted = next(posted, None)
             if next_happened is not None and next_happened[0] == match.key:
                 found = [EventRow(seq, type_, json.loads(body)) for _, seq, type_, body in next_happened[1]]
