@@ -45,7 +45,8 @@ def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews
 
 
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:
-    rank = rank_json(store)
+    scores = list(store.scores())
+    rank = rank_json(store, scores=scores)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
     weighted = None if reviews is None else leaderboard(reviews, weighted=True).model_dump()
@@ -55,8 +56,7 @@ def collect(store: RunStore, transcripts: bool = True) -> ReportData:
         "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
         "weighted": weighted,
-        "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews),
-                                 store.scores()),
+        "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), scores),
     }
     packed = pack_transcripts(store.transcripts(events=SHOWN_EVENTS)) if transcripts else {}
     return ReportData(summary=summary, transcripts=packed)
