@@ -21,12 +21,13 @@ in both.
 
 from __future__ import annotations
 
-from typing import Literal
+from functools import lru_cache
+from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel
 
-from .elo_loop import pack, replay, shuffled
+from .elo_loop import checkpoint_sums, pack, replay, shuffled
 from .reviews import Reviews
 from .winrate import reviewer_roles
 
@@ -72,6 +73,56 @@ def play(reviews: Reviews, orderings: int, rng: np.random.Generator, start: np.n
     return tuple(np.concatenate(found) for found in zip(*parts))
 
 
+POINTS = 200  # checkpoints along an Elo path: enough for a smooth line, small in a page
+
+
+def checkpoints(n: int, points: int = POINTS) -> np.ndarray:
+    """Numbers of battles fed so far at which the path is looked at, 0 and n included."""
+    return np.unique(np.round(np.linspace(0, n, min(n, points) + 1)).astype(int))
+
+
+class EloPath(NamedTuple):
+    """Unweighted Elo over ``orderings`` random orders of the reviews, watched along the way."""
+
+    marks: np.ndarray  # battles fed at each checkpoint
+    total: np.ndarray  # [checkpoints, C] sum over orderings of the ratings
+    squares: np.ndarray  # [checkpoints, C] sum of their squares
+    finals: np.ndarray  # [orderings, C] the ratings each ordering ends with
+
+
+def elo_path(reviews: Reviews, orderings: int = 1000, seed: int = 0, k: float = 32, initial: float = 1000,
+             scale: float = 400) -> EloPath:
+    """The orders ``elo`` draws (same seed, same batches) and its update, so ``finals`` are the
+    ratings of unweighted ``elo``. A report asks for it twice, for the leaderboard and for the
+    figure of Elo over battles: the second time it is read back, not replayed."""
+    a, b = (np.ascontiguousarray(x, np.int64).tobytes() for x in (reviews.a, reviews.b))
+    return _elo_path(a, b, np.ascontiguousarray(reviews.score, np.float64).tobytes(), len(reviews.contestants),
+                     orderings, seed, float(k), float(initial), float(scale))
+
+
+@lru_cache(maxsize=4)
+def _elo_path(a: bytes, b: bytes, score: bytes, contestants: int, orderings: int, seed: int, k: float,
+              initial: float, scale: float) -> EloPath:
+    a, b, score = np.frombuffer(a, np.int64), np.frombuffer(b, np.int64), np.frombuffer(score, np.float64)
+    n = len(a)
+    rng = np.random.default_rng(seed)
+    marks = checkpoints(n)
+    slot_of_step = np.full(n + 1, -1)
+    slot_of_step[marks] = np.arange(len(marks))
+    total, squares = np.zeros((len(marks), contestants)), np.zeros((len(marks), contestants))
+    finals = []
+    for size in batch_sizes(n, orderings):
+        summed, squared, ratings = checkpoint_sums(a, b, score, random_orders(n, size, rng), slot_of_step,
+                                                   len(marks), contestants, k, initial, scale)
+        total += summed
+        squares += squared
+        finals.append(ratings)
+    path = EloPath(marks, total, squares, np.concatenate(finals))
+    for part in path:
+        part.flags.writeable = False  # shared by every caller
+    return path
+
+
 def starting_weights(reviews: Reviews, fixed: dict[str, float] | None) -> tuple[np.ndarray, np.ndarray]:
     """Each reviewer's first weight (1, or its fixed weight) and its index among the contestants
     whose rating sets its weight (-1: it keeps its first weight)."""
@@ -98,7 +149,10 @@ def elo(reviews: Reviews, weighted: bool = False, fixed: dict[str, float] | None
     start, as_contestant = starting_weights(reviews, fixed)
     scorers = as_contestant >= 0
     nobody = np.full_like(as_contestant, -1)
-    if not weighted or not scorers.any():
+    if (not weighted or not scorers.any()) and (start == 1).all():
+        ratings = elo_path(reviews, orderings, seed, k, initial, scale).finals
+        used, change, total = start, 0.0, 1
+    elif not weighted or not scorers.any():
         ratings, _, _ = play(reviews, orderings, rng, start, nobody, 1, k, initial, scale)
         used, change, total = start, 0.0, 1
     elif scheme == "ordering":

@@ -106,29 +106,33 @@ def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, c
 def checkpoint_sums(a, b, score, order, slot_of_step, slots, contestants, k, initial, slope):
     """elo_loop._checkpoint_sums_numpy: unweighted Elo of every run of ``order``, with the sums
     (and sums of squares) over runs of the ratings after each checkpoint. Runs are added in
-    order, one after the other, as numpy adds the rows of an array. The update is ``replay``'s,
-    to the bit, so the last checkpoint holds the ratings ``replay`` ends with."""
+    order, one after the other, as numpy adds the rows of an array; a block of them is played
+    side by side, as in ``replay``. The update is ``replay``'s, to the bit, so the last
+    checkpoint holds the ratings ``replay`` ends with."""
     runs, steps = order.shape
     total = np.zeros((slots, contestants))
     squares = np.zeros((slots, contestants))
-    finals = np.empty((runs, contestants))
-    for run in range(runs):
-        ratings = finals[run]
-        ratings[:] = initial
-        for c in range(contestants):
-            total[0, c] += ratings[c]
-            squares[0, c] += ratings[c] * ratings[c]
+    ratings = np.empty((runs, contestants))
+    for first in range(0, runs, BLOCK):
+        block = min(BLOCK, runs - first)
+        for run in range(first, first + block):
+            for c in range(contestants):
+                ratings[run, c] = initial
+                total[0, c] += initial
+                squares[0, c] += initial * initial
         for step in range(steps):
-            i = order[run, step]
-            ca, cb = a[i], b[i]
-            ra, rb = ratings[ca], ratings[cb]
-            expected_a = 1.0 / (1.0 + math.exp((rb - ra) * slope))
-            delta = 1.0 * k * ((1.0 - score[i]) * 0.5 - expected_a)
-            ratings[ca] = ra + delta
-            ratings[cb] = rb - delta
+            for run in range(first, first + block):
+                i = order[run, step]
+                ca, cb = a[i], b[i]
+                ra, rb = ratings[run, ca], ratings[run, cb]
+                expected_a = 1.0 / (1.0 + math.exp((rb - ra) * slope))
+                delta = 1.0 * k * ((1.0 - score[i]) * 0.5 - expected_a)
+                ratings[run, ca] = ra + delta
+                ratings[run, cb] = rb - delta
             slot = slot_of_step[step + 1]
             if slot >= 0:
-                for c in range(contestants):
-                    total[slot, c] += ratings[c]
-                    squares[slot, c] += ratings[c] * ratings[c]
-    return total, squares, finals
+                for run in range(first, first + block):
+                    for c in range(contestants):
+                        total[slot, c] += ratings[run, c]
+                        squares[slot, c] += ratings[run, c] * ratings[run, c]
+    return total, squares, ratings
