@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,33 @@ def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews
 
 
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:
+    """The report of a run. Transcripts are packed in a thread of their own, with a connection of
+    their own (SQLite's stay in the thread that opened them), while the numbers are computed: the
+    Elo loops and numpy release the interpreter, so on two cores the two halves overlap."""
+    if not transcripts:
+        return ReportData(summary=_summary(store), transcripts={})
+    store.flush()  # a writer's pending rows are committed first, so the other connection reads them too
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        packed = pool.submit(_packed, store.run_dir)
+        summary = _summary(store)
+        return ReportData(summary=summary, transcripts=packed.result())
+
+
+def _packed(run_dir: Path) -> dict[str, Any]:
+    store = RunStore.open(run_dir, readonly=True)
+    try:
+        return pack_transcripts(store.transcripts(events=SHOWN_EVENTS))
+    finally:
+        store.close()
+
+
+def _summary(store: RunStore) -> dict[str, Any]:
     scores = list(store.scores())
     rank = rank_json(store, scores=scores)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
     weighted = None if reviews is None else leaderboard(reviews, weighted=True).model_dump()
-    summary = {
+    return {
         "title": rank["run"]["name"] or store.run_dir.name,
         "arena_version": __version__,
         "source": {"kind": "run", "run_dir": str(store.run_dir)},
@@ -58,8 +80,6 @@ def collect(store: RunStore, transcripts: bool = True) -> ReportData:
         "weighted": weighted,
         "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), scores),
     }
-    packed = pack_transcripts(store.transcripts(events=SHOWN_EVENTS)) if transcripts else {}
-    return ReportData(summary=summary, transcripts=packed)
 
 
 def read_reviews(paths: list[Path]) -> tuple[Reviews, list[dict[str, Any]]]:

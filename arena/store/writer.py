@@ -639,15 +639,18 @@ class RunStore:
             f"SELECT m.key, x.seq, x.type, x.body FROM matches m CROSS JOIN events x ON x.match_key = m.key{where}{chosen}{order}",
             [*args, *(events or ())]), itemgetter(0))
         next_posted, next_happened = next(posted, None), next(happened, None)
+        message, event = MessageRow._make, EventRow._make  # tuple.__new__, without the keyword handling
         for match in self.matches(status):
             messages, found = [], []
             if next_posted is not None and next_posted[0] == match.key:
-                messages = [MessageRow(seq, idx, rnd, sender, _recipients(to), kind, content,
-                                       None if data is None else json.loads(data), shown)
+                messages = [message((seq, idx, rnd, sender, _recipients(to), kind, content,
+                                     None if data is None else json.loads(data), shown))
                             for _, seq, idx, rnd, sender, to, kind, content, data, shown in next_posted[1]]
                 next_posted = next(posted, None)
             if next_happened is not None and next_happened[0] == match.key:
-                found = [EventRow(seq, type_, json.loads(body)) for _, seq, type_, body in next_happened[1]]
+                rows = list(next_happened[1])
+                bodies = json.loads(f"[{','.join(row[3] for row in rows)}]")  # one parse per match, not per event
+                found = [event((seq, type_, body)) for (_, seq, type_, _), body in zip(rows, bodies)]
                 next_happened = next(happened, None)
             yield Transcript(match, messages, found)
 
