@@ -95,6 +95,15 @@ def test_payoff_intervals_are_those_of_64_bit_draws():
     assert bootstrap_interval(values[:-1].tolist(), seed="g/a/r") != bootstrap_interval(values.tolist(), seed="g/a/r")
 
 
+@pytest.mark.parametrize("value", [0.0, 1.0, -0.5, 3.0, 0.1, 1 / 3])
+def test_a_payoff_that_never_varies_has_the_interval_resampling_gives(value):
+    values = np.full(613, value)
+    rng = np.random.default_rng(seeding.derive("g/judge/Judge", "bootstrap"))
+    means = values[rng.integers(0, values.size, size=(2000, values.size))].mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    assert bootstrap_interval(values.tolist(), seed="g/judge/Judge") == (float(values.mean()), float(low), float(high))
+
+
 def test_separation_found_without_a_search_is_that_of_the_search():
     rng = np.random.default_rng(4)
     outcomes = Counter()

@@ -60,7 +60,7 @@ def bootstrap_interval(values: Iterable[float], resamples: int = 2000, seed: int
 def _interval(values: bytes, resamples: int, seed: int | str) -> tuple[float, float, float]:
     x = np.frombuffer(values, dtype=float)
     mean = float(x.mean())
-    if x.size < 2:
+    if x.size < 2 or _exactly_constant(x):
         return mean, mean, mean
     rng = np.random.default_rng(seeding.derive(seed, "bootstrap"))
     # 32-bit draws below 2**32 are the very numbers numpy draws for 64-bit ones, in half the memory
@@ -68,6 +68,14 @@ def _interval(values: bytes, resamples: int, seed: int | str) -> tuple[float, fl
     means = x[rng.integers(0, x.size, size=(resamples, x.size), dtype=index)].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return mean, float(low), float(high)
+
+
+def _exactly_constant(x: np.ndarray) -> bool:
+    """Every value the same (a judge's payoff of 0, say) and a number every resample's mean gives
+    back to the bit: a multiple of 2**-20 small enough that each partial sum is exact. Its interval
+    is that one point, which the resampling would only have confirmed."""
+    v = float(x[0])
+    return bool((x == v).all()) and (v * 2 ** 20).is_integer() and abs(v) * x.size < 2 ** 32
 
 
 def summarize(scores: Iterable[ScoreRow], turns: Iterable[TurnRow] = (), resamples: int = 2000,
