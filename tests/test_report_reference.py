@@ -27,13 +27,15 @@ from scipy.sparse.csgraph import connected_components
 
 elo_module = importlib.import_module("arena.rank.elo")  # the module; arena.rank.elo is also the function
 
-def random_reviews(n: int, seed: int = 0, contestants: int = 4) -> Reviews:
+def random_reviews(n: int, seed: int = 0, contestants: int = 4, peers: bool = False) -> Reviews:
+    """``peers``: the contestants review each other, as in PRD; else three judges do."""
     rng = np.random.default_rng(seed)
     names = [f"m{i}" for i in range(contestants)]
     rows = []
     for i in range(n):
         a, b = rng.choice(contestants, 2, replace=False)
-        rows.append((f"q{i % 23}", names[a], names[b], f"judge{rng.integers(3)}", int(rng.choice([-1, 0, 1]))))
+        reviewer = names[rng.integers(contestants)] if peers else f"judge{rng.integers(3)}"
+        rows.append((f"q{i % 23}", names[a], names[b], reviewer, int(rng.choice([-1, 0, 1]))))
     return Reviews.from_rows(rows)
 
 
@@ -183,3 +185,31 @@ def test_the_page_json_turns_nan_into_null_and_keeps_the_rest():
     value = {"a": [1.5, math.nan, {"b": math.inf}], "c": "<x>"}
     assert script_json(value) == '{"a":[1.5,null,{"b":null}],"c":"\\u003cx\\u003e"}'
     assert script_json({"a": [1.5, 2]}) == '{"a":[1.5,2]}'
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_replay_given_its_first_pass_ends_where_the_full_replay_does(compiled):
+    if compiled and not elo_loop.COMPILED:
+        pytest.skip("numba is not installed: only the fallback can run")
+    reviews = random_reviews(250, seed=6)
+    order = random_orders(len(reviews), 5, np.random.default_rng(2))
+    start, as_contestant = np.ones(len(reviews.reviewers)), np.array([-1] * len(reviews.reviewers))
+    as_contestant[0] = 0  # judge0 is weighed by m0's rating
+    args = (reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant, len(reviews.contestants))
+    first, _, _ = elo_loop.replay(*args, 1, compiled=compiled)
+    full = elo_loop.replay(*args, 4, compiled=compiled)
+    given = elo_loop.replay(*args, 4, compiled=compiled, first_pass=first)
+    for x, y in zip(full, given):
+        assert np.array_equal(x, y)
+    with pytest.raises(ValueError, match="one row of ratings per run"):
+        elo_loop.replay(*args, 4, compiled=compiled, first_pass=first[:2])
+
+
+def test_weighted_elo_is_the_same_whether_or_not_unweighted_elo_was_played_first():
+    reviews = random_reviews(300, seed=9, peers=True)
+    elo_module._elo_path.cache_clear()
+    alone = elo(reviews, weighted=True, orderings=20, seed=3)
+    elo(reviews, orderings=20, seed=3)
+    after = elo(reviews, weighted=True, orderings=20, seed=3)
+    assert alone == after and alone.scheme == "ordering" and alone.passes == 5
+    assert alone.scores != elo(reviews, orderings=20, seed=3).scores

@@ -61,15 +61,20 @@ def batch_sizes(n_reviews: int, orderings: int):
 
 
 def play(reviews: Reviews, orderings: int, rng: np.random.Generator, start: np.ndarray, as_contestant: np.ndarray,
-         passes: int = 1, k: float = 32, initial: float = 1000, scale: float = 400):
+         passes: int = 1, k: float = 32, initial: float = 1000, scale: float = 400,
+         first_pass: np.ndarray | None = None):
     """Ratings [orderings, C], weights [orderings, R] and weight changes [orderings] of ``replay``
-    over ``orderings`` random orders of all the reviews."""
+    over ``orderings`` random orders of all the reviews; ``first_pass``: the ratings [orderings, C]
+    the first pass ends with, when known."""
     parts = []
     packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer)  # once, for every batch
+    done = 0
     for size in batch_sizes(len(reviews), orderings):
         order = random_orders(len(reviews), size, rng)
+        known = None if first_pass is None else first_pass[done:done + size]
         parts.append(replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
-                            len(reviews.contestants), passes, k, initial, scale, packed=packed))
+                            len(reviews.contestants), passes, k, initial, scale, packed=packed, first_pass=known))
+        done += size
     return tuple(np.concatenate(found) for found in zip(*parts))
 
 
@@ -156,7 +161,10 @@ def elo(reviews: Reviews, weighted: bool = False, fixed: dict[str, float] | None
         ratings, _, _ = play(reviews, orderings, rng, start, nobody, 1, k, initial, scale)
         used, change, total = start, 0.0, 1
     elif scheme == "ordering":
-        ratings, weights, changes = play(reviews, orderings, rng, start, as_contestant, passes, k, initial, scale)
+        # from equal weights the first pass is unweighted Elo over the same orders: read back when it was played
+        first = elo_path(reviews, orderings, seed, k, initial, scale).finals if (start == 1).all() else None
+        ratings, weights, changes = play(reviews, orderings, rng, start, as_contestant, passes, k, initial, scale,
+                                         first_pass=first)
         used, change, total = weights.mean(axis=0), float(changes.max(initial=0.0)), passes
     else:
         weights, change, total = start.copy(), 0.0, passes

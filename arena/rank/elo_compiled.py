@@ -56,8 +56,9 @@ def next_weights(ratings, w, start, as_contestant):
 
 
 @njit(cache=True, nogil=True)
-def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, contestants):
+def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, contestants, known):
     """elo_loop._replay_numpy on reviews packed by elo_loop.pack, a block of runs at a time.
+    ``known``: the ratings of the first pass when they were computed already (no rows: play it).
 
     Each stretch of CHUNK steps is first gathered from ``code`` into a small buffer: those loads
     do not wait on each other, so their cache misses overlap, while the Elo updates that follow,
@@ -80,6 +81,10 @@ def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, c
                 if done:
                     change[first + y] = next_weights(ratings[first + y], weights[first + y], start, as_contestant)
                 ratings[first + y, :] = initial
+            if done == 0 and known.shape[0] == runs:
+                for y in range(block):
+                    ratings[first + y, :] = known[first + y]
+                continue
             for begin in range(0, steps, CHUNK):
                 end = min(steps, begin + CHUNK)
                 for y in range(block):

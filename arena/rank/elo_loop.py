@@ -73,7 +73,7 @@ def reviewer_weights(ratings: np.ndarray, start: np.ndarray, as_contestant: np.n
     return weights
 
 
-def _replay_numpy(a, b, score, reviewer, order, start, as_contestant, passes, k, initial, slope, contestants):
+def _replay_numpy(a, b, score, reviewer, order, start, as_contestant, passes, k, initial, slope, contestants, known):
     runs = order.shape[0]
     row = np.arange(runs)
     weights = np.broadcast_to(start, (runs, start.size)).copy()
@@ -85,6 +85,9 @@ def _replay_numpy(a, b, score, reviewer, order, start, as_contestant, passes, k,
             change = np.abs(new - weights).max(axis=1)
             weights = new
         ratings = np.full((runs, contestants), float(initial))
+        if done == 0 and known.shape[0] == runs:
+            ratings = known.copy()
+            continue
         for step in range(order.shape[1]):
             i = order[:, step]
             live = i >= 0
@@ -112,8 +115,8 @@ def pack(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray) 
 def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray, order: np.ndarray,
            start: np.ndarray, as_contestant: np.ndarray, contestants: int, passes: int = 1,
            k: float = 32, initial: float = 1000, scale: float = 400,
-           compiled: bool | None = None, packed: tuple[np.ndarray, int] | None = None
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           compiled: bool | None = None, packed: tuple[np.ndarray, int] | None = None,
+           first_pass: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Feed each run its reviews in ``order[run]`` (a -1 is skipped), ``passes`` times.
 
     Pass 1 weighs reviewer r's reviews by ``start[r]``; each later pass replays the same
@@ -121,7 +124,8 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
     with. Returns the ratings [runs, contestants] after the last pass, the weights
     [runs, reviewers] that pass used, and per run the largest change of a weight going into
     it (0 with one pass). ``packed``: ``pack``'s output for these reviews, when a caller replays
-    them many times."""
+    them many times. ``first_pass``: the ratings [runs, contestants] pass 1 ends with, when they
+    are known already (weighted Elo starting from equal weights begins with unweighted Elo)."""
     order = _indices(order)
     start = np.ascontiguousarray(start, np.float64)
     as_contestant = np.ascontiguousarray(as_contestant, np.int64)
@@ -130,14 +134,17 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
     if order.shape[0] == 0:
         return np.zeros((0, contestants)), np.zeros((0, start.size)), np.zeros(0)
     slope = math.log(10.0) / scale  # 10 ** (x / scale) == exp(x * slope), and exp is the cheaper
+    known = np.zeros((0, contestants)) if first_pass is None else np.ascontiguousarray(first_pass, np.float64)
+    if known.shape[0] not in (0, order.shape[0]):
+        raise ValueError("first_pass must hold one row of ratings per run")
     kernels = _kernels(compiled)
     if kernels is None:
         return _replay_numpy(np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(score, np.float64),
                              np.asarray(reviewer, np.int64), order, start, as_contestant, int(passes), float(k),
-                             float(initial), slope, int(contestants))
+                             float(initial), slope, int(contestants), known)
     code, bits = pack(a, b, score, reviewer) if packed is None else packed
     return kernels[1](code, bits, order, start, as_contestant, int(passes), float(k), float(initial), slope,
-                      int(contestants))
+                      int(contestants), known)
 
 
 # -- Elo along the way ------------------------------------------------------------------------------
