@@ -9,10 +9,12 @@ rows as they come, one match's transcript at a time. Reviews files have no trans
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import defaultdict
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,17 +47,32 @@ def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews
     return reviews.by([r for r in reviews.reviewers if r != reference]).battles()
 
 
+@contextmanager
+def _no_cycle_collection():
+    """A report builds a million small lists and no reference cycles: the cyclic garbage collector
+    would walk them again and again as they pile up (a third of the time of packing), to free
+    nothing. It runs again afterwards, as before."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:
     """The report of a run. Transcripts are packed in a thread of their own, with a connection of
     their own (SQLite's stay in the thread that opened them), while the numbers are computed: the
     Elo loops and numpy release the interpreter, so on two cores the two halves overlap."""
-    if not transcripts:
-        return ReportData(summary=_summary(store), transcripts={})
-    store.flush()  # a writer's pending rows are committed first, so the other connection reads them too
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        packed = pool.submit(_packed, store.run_dir)
-        summary = _summary(store)
-        return ReportData(summary=summary, transcripts=packed.result())
+    with _no_cycle_collection():
+        if not transcripts:
+            return ReportData(summary=_summary(store), transcripts={})
+        store.flush()  # a writer's pending rows are committed first, so the other connection reads them too
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            packed = pool.submit(_packed, store.run_dir)
+            summary = _summary(store)
+            return ReportData(summary=summary, transcripts=packed.result())
 
 
 def _packed(run_dir: Path) -> dict[str, Any]:
@@ -201,7 +218,8 @@ def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
             elif kind == "action":
                 action = e["action"]
                 shown = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
-                actions.append([e["round"], text(e["seat"]), text(shown), int(e["defaulted"]), e["attempts"]])
+                actions.append([e["round"], add(e["seat"], len(index) - 1), add(shown, len(index) - 1),
+                                int(e["defaulted"]), e["attempts"]])
             elif kind == "scrubbed":
                 scrubbed.append([e["round"], text(e["seat"]), text(", ".join(e["found"]))])
         matches.append({
