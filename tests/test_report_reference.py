@@ -79,7 +79,7 @@ def test_the_trajectory_is_the_same_without_numba(monkeypatch):
     reviews = random_reviews(300, seed=8)
     compiled = elo_trajectory(reviews, orderings=12, seed=1)
     monkeypatch.setattr(elo_loop, "COMPILED", False)
-    elo_module._elo_path.cache_clear()  # computed afresh, not read back
+    elo_module._PATHS.clear()  # computed afresh, not read back
     fallback = elo_trajectory(reviews, orderings=12, seed=1)
     assert compiled["x"] == fallback["x"]
     for key in ("mean", "std"):
@@ -174,7 +174,7 @@ def test_packed_transcripts_say_what_each_match_stored(tmp_path):
         assert failed and packed["groups"] == [{"name": "duel", "game": "synthetic_duel", "contest": True}]
         # the report's numbers are arena rank's: the leaderboard and the weighted one, recomputed alone
         reviews = Reviews.from_rows(store.review_rows())
-        elo_module._elo_path.cache_clear()
+        elo_module._PATHS.clear()
         assert report.summary["rank"]["peer_rank"] == leaderboard(reviews).model_dump()
         assert report.summary["weighted"] == leaderboard(reviews, weighted=True).model_dump()
     finally:
@@ -207,7 +207,7 @@ def test_a_replay_given_its_first_pass_ends_where_the_full_replay_does(compiled)
 
 def test_weighted_elo_is_the_same_whether_or_not_unweighted_elo_was_played_first():
     reviews = random_reviews(300, seed=9, peers=True)
-    elo_module._elo_path.cache_clear()
+    elo_module._PATHS.clear()
     alone = elo(reviews, weighted=True, orderings=20, seed=3)
     elo(reviews, orderings=20, seed=3)
     after = elo(reviews, weighted=True, orderings=20, seed=3)

@@ -21,7 +21,7 @@ in both.
 
 from __future__ import annotations
 
-from functools import lru_cache
+import hashlib
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -98,17 +98,25 @@ class EloPath(NamedTuple):
 def elo_path(reviews: Reviews, orderings: int = 1000, seed: int = 0, k: float = 32, initial: float = 1000,
              scale: float = 400) -> EloPath:
     """The orders ``elo`` draws (same seed, same batches) and its update, so ``finals`` are the
-    ratings of unweighted ``elo``. A report asks for it twice, for the leaderboard and for the
-    figure of Elo over battles: the second time it is read back, not replayed."""
-    a, b = (np.ascontiguousarray(x, np.int64).tobytes() for x in (reviews.a, reviews.b))
-    return _elo_path(a, b, np.ascontiguousarray(reviews.score, np.float64).tobytes(), len(reviews.contestants),
-                     orderings, seed, float(k), float(initial), float(scale))
+    ratings of unweighted ``elo``. A report asks for it three times (the leaderboard, the figure
+    of Elo over battles, the first pass of the weighted Elo): after the first it is read back."""
+    a, b = np.ascontiguousarray(reviews.a, np.int64), np.ascontiguousarray(reviews.b, np.int64)
+    score = np.ascontiguousarray(reviews.score, np.float64)
+    digest = hashlib.blake2b(a.tobytes() + b.tobytes() + score.tobytes(), digest_size=16).digest()
+    key = (digest, len(reviews.contestants), orderings, seed, float(k), float(initial), float(scale))
+    found = _PATHS.get(key)
+    if found is None:
+        found = _PATHS[key] = _play_path(a, b, score, len(reviews.contestants), orderings, seed, k, initial, scale)
+        while len(_PATHS) > 4:  # a few sets of reviews at a time; the reviews themselves are not kept
+            del _PATHS[next(iter(_PATHS))]
+    return found
 
 
-@lru_cache(maxsize=4)
-def _elo_path(a: bytes, b: bytes, score: bytes, contestants: int, orderings: int, seed: int, k: float,
-              initial: float, scale: float) -> EloPath:
-    a, b, score = np.frombuffer(a, np.int64), np.frombuffer(b, np.int64), np.frombuffer(score, np.float64)
+_PATHS: dict[tuple, EloPath] = {}
+
+
+def _play_path(a: np.ndarray, b: np.ndarray, score: np.ndarray, contestants: int, orderings: int, seed: int,
+               k: float, initial: float, scale: float) -> EloPath:
     n = len(a)
     rng = np.random.default_rng(seed)
     marks = checkpoints(n)

@@ -3,9 +3,9 @@ Eq. 2 (per role, for asymmetric ones), with bootstrap 95% intervals."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
-from functools import lru_cache
 from operator import attrgetter
 
 import numpy as np
@@ -51,14 +51,22 @@ class RoleTable(BaseModel):
 
 def bootstrap_interval(values: Iterable[float], resamples: int = 2000, seed: int | str = 0) -> tuple[float, float, float]:
     """Mean and percentile-bootstrap 95% interval, resampling matches with replacement."""
-    return _interval(np.asarray(list(values), dtype=float).tobytes(), resamples, seed)
+    x = np.asarray(list(values), dtype=float)
+    key = (hashlib.blake2b(x.tobytes(), digest_size=16).digest(), x.size, resamples, seed)
+    found = _INTERVALS.get(key)
+    if found is None:
+        found = _INTERVALS[key] = _interval(x, resamples, seed)
+        while len(_INTERVALS) > 256:
+            del _INTERVALS[next(iter(_INTERVALS))]
+    return found
 
 
 # A run's payoff table and the table of its "payoff" metric (a game that reports no metric of its
 # own) bootstrap the same values with the same seed: the second time is read back, not redrawn.
-@lru_cache(maxsize=64)
-def _interval(values: bytes, resamples: int, seed: int | str) -> tuple[float, float, float]:
-    x = np.frombuffer(values, dtype=float)
+_INTERVALS: dict[tuple, tuple[float, float, float]] = {}
+
+
+def _interval(x: np.ndarray, resamples: int, seed: int | str) -> tuple[float, float, float]:
     mean = float(x.mean())
     if x.size < 2 or _exactly_constant(x):
         return mean, mean, mean
