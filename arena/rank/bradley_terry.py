@@ -87,6 +87,8 @@ def separation(wins: np.ndarray, ties: np.ndarray) -> Separation | None:
     if played.size < 2:
         return None
     beat = half[np.ix_(played, played)] > 0
+    if (beat | np.eye(played.size, dtype=bool)).all():  # everyone beat everyone: one group, no search needed
+        return None  # (the usual case, asked once per bootstrap sample)
     groups, label = connected_components(beat, directed=True, connection="strong")
     if groups == 1:
         return None

@@ -21,12 +21,13 @@ in both.
 
 from __future__ import annotations
 
-from typing import Literal
+import hashlib
+from typing import Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel
 
-from .elo_loop import pack, replay, shuffled
+from .elo_loop import checkpoint_sums, pack, replay, shuffled
 from .reviews import Reviews
 from .winrate import reviewer_roles
 
@@ -60,16 +61,79 @@ def batch_sizes(n_reviews: int, orderings: int):
 
 
 def play(reviews: Reviews, orderings: int, rng: np.random.Generator, start: np.ndarray, as_contestant: np.ndarray,
-         passes: int = 1, k: float = 32, initial: float = 1000, scale: float = 400):
+         passes: int = 1, k: float = 32, initial: float = 1000, scale: float = 400,
+         first_pass: np.ndarray | None = None):
     """Ratings [orderings, C], weights [orderings, R] and weight changes [orderings] of ``replay``
-    over ``orderings`` random orders of all the reviews."""
+    over ``orderings`` random orders of all the reviews; ``first_pass``: the ratings [orderings, C]
+    the first pass ends with, when known."""
     parts = []
     packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer)  # once, for every batch
+    done = 0
     for size in batch_sizes(len(reviews), orderings):
         order = random_orders(len(reviews), size, rng)
+        known = None if first_pass is None else first_pass[done:done + size]
         parts.append(replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
-                            len(reviews.contestants), passes, k, initial, scale, packed=packed))
+                            len(reviews.contestants), passes, k, initial, scale, packed=packed, first_pass=known))
+        done += size
     return tuple(np.concatenate(found) for found in zip(*parts))
+
+
+POINTS = 200  # checkpoints along an Elo path: enough for a smooth line, small in a page
+
+
+def checkpoints(n: int, points: int = POINTS) -> np.ndarray:
+    """Numbers of battles fed so far at which the path is looked at, 0 and n included."""
+    return np.unique(np.round(np.linspace(0, n, min(n, points) + 1)).astype(int))
+
+
+class EloPath(NamedTuple):
+    """Unweighted Elo over ``orderings`` random orders of the reviews, watched along the way."""
+
+    marks: np.ndarray  # battles fed at each checkpoint
+    total: np.ndarray  # [checkpoints, C] sum over orderings of the ratings
+    squares: np.ndarray  # [checkpoints, C] sum of their squares
+    finals: np.ndarray  # [orderings, C] the ratings each ordering ends with
+
+
+def elo_path(reviews: Reviews, orderings: int = 1000, seed: int = 0, k: float = 32, initial: float = 1000,
+             scale: float = 400) -> EloPath:
+    """The orders ``elo`` draws (same seed, same batches) and its update, so ``finals`` are the
+    ratings of unweighted ``elo``. A report asks for it three times (the leaderboard, the figure
+    of Elo over battles, the first pass of the weighted Elo): after the first it is read back."""
+    a, b = np.ascontiguousarray(reviews.a, np.int64), np.ascontiguousarray(reviews.b, np.int64)
+    score = np.ascontiguousarray(reviews.score, np.float64)
+    digest = hashlib.blake2b(a.tobytes() + b.tobytes() + score.tobytes(), digest_size=16).digest()
+    key = (digest, len(reviews.contestants), orderings, seed, float(k), float(initial), float(scale))
+    found = _PATHS.get(key)
+    if found is None:
+        found = _PATHS[key] = _play_path(a, b, score, len(reviews.contestants), orderings, seed, k, initial, scale)
+        while len(_PATHS) > 4:  # a few sets of reviews at a time; the reviews themselves are not kept
+            del _PATHS[next(iter(_PATHS))]
+    return found
+
+
+_PATHS: dict[tuple, EloPath] = {}
+
+
+def _play_path(a: np.ndarray, b: np.ndarray, score: np.ndarray, contestants: int, orderings: int, seed: int,
+               k: float, initial: float, scale: float) -> EloPath:
+    n = len(a)
+    rng = np.random.default_rng(seed)
+    marks = checkpoints(n)
+    slot_of_step = np.full(n + 1, -1)
+    slot_of_step[marks] = np.arange(len(marks))
+    total, squares = np.zeros((len(marks), contestants)), np.zeros((len(marks), contestants))
+    finals = []
+    for size in batch_sizes(n, orderings):
+        summed, squared, ratings = checkpoint_sums(a, b, score, random_orders(n, size, rng), slot_of_step,
+                                                   len(marks), contestants, k, initial, scale)
+        total += summed
+        squares += squared
+        finals.append(ratings)
+    path = EloPath(marks, total, squares, np.concatenate(finals))
+    for part in path:
+        part.flags.writeable = False  # shared by every caller
+    return path
 
 
 def starting_weights(reviews: Reviews, fixed: dict[str, float] | None) -> tuple[np.ndarray, np.ndarray]:
@@ -98,11 +162,17 @@ def elo(reviews: Reviews, weighted: bool = False, fixed: dict[str, float] | None
     start, as_contestant = starting_weights(reviews, fixed)
     scorers = as_contestant >= 0
     nobody = np.full_like(as_contestant, -1)
-    if not weighted or not scorers.any():
+    if (not weighted or not scorers.any()) and (start == 1).all():
+        ratings = elo_path(reviews, orderings, seed, k, initial, scale).finals
+        used, change, total = start, 0.0, 1
+    elif not weighted or not scorers.any():
         ratings, _, _ = play(reviews, orderings, rng, start, nobody, 1, k, initial, scale)
         used, change, total = start, 0.0, 1
     elif scheme == "ordering":
-        ratings, weights, changes = play(reviews, orderings, rng, start, as_contestant, passes, k, initial, scale)
+        # from equal weights the first pass is unweighted Elo over the same orders: read back when it was played
+        first = elo_path(reviews, orderings, seed, k, initial, scale).finals if (start == 1).all() else None
+        ratings, weights, changes = play(reviews, orderings, rng, start, as_contestant, passes, k, initial, scale,
+                                         first_pass=first)
         used, change, total = weights.mean(axis=0), float(changes.max(initial=0.0)), passes
     else:
         weights, change, total = start.copy(), 0.0, passes

@@ -56,8 +56,9 @@ def next_weights(ratings, w, start, as_contestant):
 
 
 @njit(cache=True, nogil=True)
-def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, contestants):
+def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, contestants, known):
     """elo_loop._replay_numpy on reviews packed by elo_loop.pack, a block of runs at a time.
+    ``known``: the ratings of the first pass when they were computed already (no rows: play it).
 
     Each stretch of CHUNK steps is first gathered from ``code`` into a small buffer: those loads
     do not wait on each other, so their cache misses overlap, while the Elo updates that follow,
@@ -80,6 +81,10 @@ def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, c
                 if done:
                     change[first + y] = next_weights(ratings[first + y], weights[first + y], start, as_contestant)
                 ratings[first + y, :] = initial
+            if done == 0 and known.shape[0] == runs:
+                for y in range(block):
+                    ratings[first + y, :] = known[first + y]
+                continue
             for begin in range(0, steps, CHUNK):
                 end = min(steps, begin + CHUNK)
                 for y in range(block):
@@ -100,3 +105,39 @@ def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, c
                         ratings[run, ca] = ra + delta
                         ratings[run, cb] = rb - delta
     return ratings, weights, change
+
+
+@njit(cache=True, nogil=True)
+def checkpoint_sums(a, b, score, order, slot_of_step, slots, contestants, k, initial, slope):
+    """elo_loop._checkpoint_sums_numpy: unweighted Elo of every run of ``order``, with the sums
+    (and sums of squares) over runs of the ratings after each checkpoint. Runs are added in
+    order, one after the other, as numpy adds the rows of an array; a block of them is played
+    side by side, as in ``replay``. The update is ``replay``'s, to the bit, so the last
+    checkpoint holds the ratings ``replay`` ends with."""
+    runs, steps = order.shape
+    total = np.zeros((slots, contestants))
+    squares = np.zeros((slots, contestants))
+    ratings = np.empty((runs, contestants))
+    for first in range(0, runs, BLOCK):
+        block = min(BLOCK, runs - first)
+        for run in range(first, first + block):
+            for c in range(contestants):
+                ratings[run, c] = initial
+                total[0, c] += initial
+                squares[0, c] += initial * initial
+        for step in range(steps):
+            for run in range(first, first + block):
+                i = order[run, step]
+                ca, cb = a[i], b[i]
+                ra, rb = ratings[run, ca], ratings[run, cb]
+                expected_a = 1.0 / (1.0 + math.exp((rb - ra) * slope))
+                delta = 1.0 * k * ((1.0 - score[i]) * 0.5 - expected_a)
+                ratings[run, ca] = ra + delta
+                ratings[run, cb] = rb - delta
+            slot = slot_of_step[step + 1]
+            if slot >= 0:
+                for run in range(first, first + block):
+                    for c in range(contestants):
+                        total[slot, c] += ratings[run, c]
+                        squares[slot, c] += ratings[run, c] * ratings[run, c]
+    return total, squares, ratings

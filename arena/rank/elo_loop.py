@@ -20,12 +20,12 @@ COMPILED = importlib.util.find_spec("numba") is not None
 
 
 def _kernels(compiled: bool | None):
-    """The compiled (shuffle, replay), or None for the numpy fallback."""
+    """The compiled (shuffle, replay, checkpoint_sums), or None for the numpy fallback."""
     if not (COMPILED if compiled is None else compiled and COMPILED):
         return None
-    from .elo_compiled import replay, shuffle
+    from .elo_compiled import checkpoint_sums, replay, shuffle
 
-    return shuffle, replay
+    return shuffle, replay, checkpoint_sums
 
 
 # -- shuffles ---------------------------------------------------------------------------------------
@@ -73,7 +73,7 @@ def reviewer_weights(ratings: np.ndarray, start: np.ndarray, as_contestant: np.n
     return weights
 
 
-def _replay_numpy(a, b, score, reviewer, order, start, as_contestant, passes, k, initial, slope, contestants):
+def _replay_numpy(a, b, score, reviewer, order, start, as_contestant, passes, k, initial, slope, contestants, known):
     runs = order.shape[0]
     row = np.arange(runs)
     weights = np.broadcast_to(start, (runs, start.size)).copy()
@@ -85,6 +85,9 @@ def _replay_numpy(a, b, score, reviewer, order, start, as_contestant, passes, k,
             change = np.abs(new - weights).max(axis=1)
             weights = new
         ratings = np.full((runs, contestants), float(initial))
+        if done == 0 and known.shape[0] == runs:
+            ratings = known.copy()
+            continue
         for step in range(order.shape[1]):
             i = order[:, step]
             live = i >= 0
@@ -112,8 +115,8 @@ def pack(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray) 
 def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray, order: np.ndarray,
            start: np.ndarray, as_contestant: np.ndarray, contestants: int, passes: int = 1,
            k: float = 32, initial: float = 1000, scale: float = 400,
-           compiled: bool | None = None, packed: tuple[np.ndarray, int] | None = None
-           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+           compiled: bool | None = None, packed: tuple[np.ndarray, int] | None = None,
+           first_pass: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Feed each run its reviews in ``order[run]`` (a -1 is skipped), ``passes`` times.
 
     Pass 1 weighs reviewer r's reviews by ``start[r]``; each later pass replays the same
@@ -121,7 +124,8 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
     with. Returns the ratings [runs, contestants] after the last pass, the weights
     [runs, reviewers] that pass used, and per run the largest change of a weight going into
     it (0 with one pass). ``packed``: ``pack``'s output for these reviews, when a caller replays
-    them many times."""
+    them many times. ``first_pass``: the ratings [runs, contestants] pass 1 ends with, when they
+    are known already (weighted Elo starting from equal weights begins with unweighted Elo)."""
     order = _indices(order)
     start = np.ascontiguousarray(start, np.float64)
     as_contestant = np.ascontiguousarray(as_contestant, np.int64)
@@ -130,11 +134,54 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
     if order.shape[0] == 0:
         return np.zeros((0, contestants)), np.zeros((0, start.size)), np.zeros(0)
     slope = math.log(10.0) / scale  # 10 ** (x / scale) == exp(x * slope), and exp is the cheaper
+    known = np.zeros((0, contestants)) if first_pass is None else np.ascontiguousarray(first_pass, np.float64)
+    if known.shape[0] not in (0, order.shape[0]):
+        raise ValueError("first_pass must hold one row of ratings per run")
     kernels = _kernels(compiled)
     if kernels is None:
         return _replay_numpy(np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(score, np.float64),
                              np.asarray(reviewer, np.int64), order, start, as_contestant, int(passes), float(k),
-                             float(initial), slope, int(contestants))
+                             float(initial), slope, int(contestants), known)
     code, bits = pack(a, b, score, reviewer) if packed is None else packed
     return kernels[1](code, bits, order, start, as_contestant, int(passes), float(k), float(initial), slope,
-                      int(contestants))
+                      int(contestants), known)
+
+
+# -- Elo along the way ------------------------------------------------------------------------------
+
+def _checkpoint_sums_numpy(a, b, score, order, slot_of_step, slots, contestants, k, initial, slope):
+    runs = order.shape[0]
+    total, squares = np.zeros((slots, contestants)), np.zeros((slots, contestants))
+    ratings = np.full((runs, contestants), float(initial))
+    row = np.arange(runs)
+    total[0] += ratings.sum(axis=0)
+    squares[0] += (ratings ** 2).sum(axis=0)
+    for step in range(order.shape[1]):
+        i = order[:, step]
+        ca, cb = a[i], b[i]
+        ra, rb = ratings[row, ca], ratings[row, cb]
+        expected_a = 1.0 / (1.0 + np.exp((rb - ra) * slope))
+        delta = 1.0 * k * ((1.0 - score[i]) * 0.5 - expected_a)  # A gains what B loses
+        ratings[row, ca] += delta
+        ratings[row, cb] -= delta
+        slot = slot_of_step[step + 1]
+        if slot >= 0:
+            total[slot] += ratings.sum(axis=0)
+            squares[slot] += (ratings ** 2).sum(axis=0)
+    return total, squares, ratings
+
+
+def checkpoint_sums(a: np.ndarray, b: np.ndarray, score: np.ndarray, order: np.ndarray, slot_of_step: np.ndarray,
+                    slots: int, contestants: int, k: float = 32, initial: float = 1000, scale: float = 400,
+                    compiled: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Unweighted Elo of each run fed its reviews in ``order[run]``, watched along the way:
+    ``slot_of_step[n]`` is the checkpoint reached after n reviews (-1: none; slot 0 is before
+    any). Returns, per checkpoint, the sum over runs of the ratings [slots, contestants] and of
+    their squares, and the final ratings [runs, contestants]. Both ways compute the same
+    expressions and sum the runs in the same order; they can differ in the last bit of a power,
+    where numpy and the compiled code call different routines (about 1e-13 of a rating)."""
+    args = (np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64),
+            np.ascontiguousarray(score, np.float64), _indices(order), np.ascontiguousarray(slot_of_step, np.int64),
+            int(slots), int(contestants), float(k), float(initial), math.log(10.0) / scale)
+    kernels = _kernels(compiled)
+    return kernels[2](*args) if kernels else _checkpoint_sums_numpy(*args)

@@ -9,9 +9,12 @@ rows as they come, one match's transcript at a time. Reviews files have no trans
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import defaultdict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,7 @@ from .figures import build_figures
 
 KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3, "prompt": 4}
 FAILURES = {"invalid": 0, "timeout": 1, "error": 2}
+SHOWN_EVENTS = ("turn_failed", "action", "scrubbed")  # the events a transcript shows beside its messages
 
 
 @dataclass
@@ -43,22 +47,56 @@ def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews
     return reviews.by([r for r in reviews.reviewers if r != reference]).battles()
 
 
+@contextmanager
+def _no_cycle_collection():
+    """A report builds a million small lists and no reference cycles: the cyclic garbage collector
+    would walk them again and again as they pile up (a third of the time of packing), to free
+    nothing. It runs again afterwards, as before."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
 def collect(store: RunStore, transcripts: bool = True) -> ReportData:
-    rank = rank_json(store)
+    """The report of a run. Transcripts are packed in a thread of their own, with a connection of
+    their own (SQLite's stay in the thread that opened them), while the numbers are computed: the
+    Elo loops and numpy release the interpreter, so on two cores the two halves overlap."""
+    with _no_cycle_collection():
+        if not transcripts:
+            return ReportData(summary=_summary(store), transcripts={})
+        store.flush()  # a writer's pending rows are committed first, so the other connection reads them too
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            packed = pool.submit(_packed, store.run_dir)
+            summary = _summary(store)
+            return ReportData(summary=summary, transcripts=packed.result())
+
+
+def _packed(run_dir: Path) -> dict[str, Any]:
+    store = RunStore.open(run_dir, readonly=True)
+    try:
+        return pack_transcripts(store.transcripts(events=SHOWN_EVENTS))
+    finally:
+        store.close()
+
+
+def _summary(store: RunStore) -> dict[str, Any]:
+    scores = list(store.scores())
+    rank = rank_json(store, scores=scores)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
     weighted = None if reviews is None else leaderboard(reviews, weighted=True).model_dump()
-    summary = {
+    return {
         "title": rank["run"]["name"] or store.run_dir.name,
         "arena_version": __version__,
         "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
         "weighted": weighted,
-        "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews),
-                                 store.scores()),
+        "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), scores),
     }
-    packed = pack_transcripts(store.transcripts(), contests(store.matches("finished"))) if transcripts else {}
-    return ReportData(summary=summary, transcripts=packed)
 
 
 def read_reviews(paths: list[Path]) -> tuple[Reviews, list[dict[str, Any]]]:
@@ -95,18 +133,19 @@ def collect_reviews(paths: list[Path], reference: str = "human") -> ReportData:
 
 
 class _Strings:
+    """Every text once, numbered in the order first met; None is -1. ``add(text, len(index) - 1)``
+    is the dict's own setdefault, kept bound for the loops over every message."""
+
     def __init__(self):
-        self.items: list[str] = []
-        self.index: dict[str, int] = {}
+        self.index: dict[str | None, int] = {None: -1}
+        self.add = self.index.setdefault
 
     def __call__(self, text: str | None) -> int:
-        if text is None:
-            return -1
-        found = self.index.get(text)
-        if found is None:
-            found = self.index[text] = len(self.items)
-            self.items.append(text)
-        return found
+        return self.add(text, len(self.index) - 1)
+
+    @property
+    def items(self) -> list[str]:
+        return list(self.index)[1:]
 
 
 def _scored(match: MatchRow) -> list[float]:
@@ -148,25 +187,28 @@ def _outcome(match: MatchRecord | MatchRow, contest: bool) -> tuple[str, list[in
     return "decided", [i for i, v in enumerate(values) if v == top]
 
 
-def pack_transcripts(transcripts: Iterable[Transcript], contested: set[str]) -> dict[str, Any]:
-    """``contested``: the entries that are contests (``contests``), read before the transcripts stream by."""
+def pack_transcripts(transcripts: Iterable[Transcript]) -> dict[str, Any]:
+    """Every match's transcript for the page. Which entries are contests (``contests``) is known
+    only once every match has gone by, so outcomes are filled in at the end."""
     text = _Strings()
+    index, add = text.index, text.add
     audiences: dict[tuple[str, ...], int] = {}
     groups: dict[str, tuple[int, str]] = {}  # entry -> (index, game)
     agents: dict[str, int] = {}
-    matches = []
+    matches, rows = [], []
     for match, posted, happened in transcripts:
         group, _ = groups.setdefault(match.group, (len(groups), match.game))
         seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in match.seats]
-        outcome, winners = _outcome(match, match.group in contested)
+        rows.append(match)
         messages = []
-        for m in posted:
-            audience = audiences.setdefault(tuple(m.recipients), len(audiences))
+        for _, _, rnd, sender, recipients, kind, content, value, shown in posted:
+            audience = audiences.setdefault(tuple(recipients), len(audiences))
             # the structured data behind a verdict kept for the record is worth showing; elsewhere it repeats the text
-            verdict = m.kind == "verdict" or (m.sender == REFEREE and not m.recipients)
-            data = text(json.dumps(m.data, ensure_ascii=False)) if verdict and m.data else -1
+            verdict = kind == "verdict" or (sender == REFEREE and not recipients)
+            data = text(json.dumps(value, ensure_ascii=False)) if verdict and value else -1
             # shown: what the other seats got once the anonymity filter took names out (-1: the same words)
-            messages.append([m.round, text(m.sender), KINDS.get(m.kind, 2), text(m.content), audience, data, text(m.shown)])
+            messages.append([rnd, add(sender, len(index) - 1), KINDS.get(kind, 2), add(content, len(index) - 1), audience,
+                             data, add(shown, len(index) - 1)])
         failures, actions, scrubbed, invalid = [], [], [], 0
         for _, kind, e in happened:
             if kind == "turn_failed":
@@ -176,15 +218,19 @@ def pack_transcripts(transcripts: Iterable[Transcript], contested: set[str]) -> 
             elif kind == "action":
                 action = e["action"]
                 shown = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
-                actions.append([e["round"], text(e["seat"]), text(shown), int(e["defaulted"]), e["attempts"]])
+                actions.append([e["round"], add(e["seat"], len(index) - 1), add(shown, len(index) - 1),
+                                int(e["defaulted"]), e["attempts"]])
             elif kind == "scrubbed":
                 scrubbed.append([e["round"], text(e["seat"]), text(", ".join(e["found"]))])
         matches.append({
             "k": match.key, "g": group, "rep": match.repeat, "st": match.status,
             "r": match.rounds, "seed": str(match.seed), "seats": seats,
-            "p": [match.payoffs.get(s.label) for s in match.seats], "o": outcome, "w": winners,
+            "p": [match.payoffs.get(s.label) for s in match.seats], "o": None, "w": None,
             "n": invalid, "m": messages, "f": failures, "a": actions, "x": scrubbed, "e": text(match.error),
         })
+    contested = contests(rows)
+    for match, packed in zip(rows, matches):
+        packed["o"], packed["w"] = _outcome(match, match.group in contested)
     return {
         "strings": text.items,
         "audiences": [[text(seat) for seat in a] for a in audiences],

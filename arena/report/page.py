@@ -41,9 +41,16 @@ def _finite(value):
     return value
 
 
+def _dumps(value) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def script_json(value) -> str:
     """JSON safe inside <script>: no '<', '>' or '&' survive, so no reply can close the tag."""
-    text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text = _dumps(value)
+    except ValueError:  # a NaN or an infinity somewhere: only then is the whole value walked
+        text = _dumps(_finite(value))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 

@@ -1,10 +1,9 @@
 """How ratings move as results come in: PRD's figure 4 (Elo over battles) and, for
 payoff games, each agent's running mean payoff.
 
-The Elo trajectory replays exactly the orderings ``arena.rank.elo.elo`` draws (same
-seed, same batches, same update), so its last point is the Elo of ``arena rank``;
-only the intermediate means are extra. ``elo_runs`` keeps no history, which is why
-the steps are repeated here rather than called.
+The Elo trajectory is ``arena.rank.elo.elo_path``: the very orderings and update of
+``arena rank``'s Elo, computed once for both, so its last point is the Elo of ``arena rank``;
+only the intermediate means are extra.
 """
 
 from __future__ import annotations
@@ -15,55 +14,18 @@ from collections.abc import Iterable
 import numpy as np
 
 from arena.store.rows import ScoreRow
-from ..rank.elo import MAX_ORDER_CELLS, random_orders
+from ..rank.elo import checkpoints, elo_path
 from ..rank.reviews import Reviews
-
-POINTS = 200  # checkpoints along the x axis: enough for a smooth line, small in the page
-
-
-def checkpoints(n: int, points: int = POINTS) -> np.ndarray:
-    return np.unique(np.round(np.linspace(0, n, min(n, points) + 1)).astype(int))
-
 
 def elo_trajectory(reviews: Reviews, orderings: int = 1000, seed: int = 0, k: float = 32, initial: float = 1000,
                    scale: float = 400) -> dict:
     """Mean (and spread) over orderings of every contestant's unweighted Elo after each checkpoint's
     number of battles. Returns {"x": battles, "mean": [C][points], "std": [C][points]}."""
-    n, C = len(reviews), len(reviews.contestants)
-    rng = np.random.default_rng(seed)
-    marks = checkpoints(n)
-    at = {int(t): i for i, t in enumerate(marks)}
-    total = np.zeros((len(marks), C))
-    squares = np.zeros((len(marks), C))
-    finals = []
-    a, b, score = reviews.a, reviews.b, reviews.score.astype(float)
-    weight = np.ones(n)
-    batch = max(1, MAX_ORDER_CELLS // max(1, n))
-    for start in range(0, orderings, batch):
-        order = random_orders(n, min(batch, orderings - start), rng)
-        runs = order.shape[0]
-        ratings = np.full((runs, C), float(initial))
-        row = np.arange(runs)
-        total[0] += ratings.sum(axis=0)
-        squares[0] += (ratings ** 2).sum(axis=0)
-        for step in range(n):
-            i = order[:, step]
-            ca, cb = a[i], b[i]
-            ra, rb = ratings[row, ca], ratings[row, cb]
-            expected_a = 1.0 / (1.0 + 10.0 ** ((rb - ra) / scale))
-            delta = weight[i] * k * ((1.0 - score[i]) / 2.0 - expected_a)  # as in elo_runs: A gains what B loses
-            ratings[row, ca] += delta
-            ratings[row, cb] -= delta
-            slot = at.get(step + 1)
-            if slot is not None:
-                total[slot] += ratings.sum(axis=0)
-                squares[slot] += (ratings ** 2).sum(axis=0)
-        finals.append(ratings)
-    mean = total / orderings
-    std = np.sqrt(np.maximum(squares / orderings - mean ** 2, 0.0))
-    last = np.concatenate(finals)
-    mean[-1], std[-1] = last.mean(axis=0), last.std(axis=0)  # summed the way elo() sums, to the last bit
-    return {"x": marks.tolist(), "mean": mean.T.tolist(), "std": std.T.tolist()}
+    path = elo_path(reviews, orderings, seed, k, initial, scale)
+    mean = path.total / orderings
+    std = np.sqrt(np.maximum(path.squares / orderings - mean ** 2, 0.0))
+    mean[-1], std[-1] = path.finals.mean(axis=0), path.finals.std(axis=0)  # summed the way elo() sums, to the last bit
+    return {"x": path.marks.tolist(), "mean": mean.T.tolist(), "std": std.T.tolist()}
 
 
 def running_payoffs(scores: Iterable[ScoreRow]) -> list[dict]:

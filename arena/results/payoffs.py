@@ -3,6 +3,7 @@ Eq. 2 (per role, for asymmetric ones), with bootstrap 95% intervals."""
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from collections.abc import Iterable
 from operator import attrgetter
@@ -51,13 +52,38 @@ class RoleTable(BaseModel):
 def bootstrap_interval(values: Iterable[float], resamples: int = 2000, seed: int | str = 0) -> tuple[float, float, float]:
     """Mean and percentile-bootstrap 95% interval, resampling matches with replacement."""
     x = np.asarray(list(values), dtype=float)
+    key = (hashlib.blake2b(x.tobytes(), digest_size=16).digest(), x.size, resamples, seed)
+    found = _INTERVALS.get(key)
+    if found is None:
+        found = _INTERVALS[key] = _interval(x, resamples, seed)
+        while len(_INTERVALS) > 256:
+            del _INTERVALS[next(iter(_INTERVALS))]
+    return found
+
+
+# A run's payoff table and the table of its "payoff" metric (a game that reports no metric of its
+# own) bootstrap the same values with the same seed: the second time is read back, not redrawn.
+_INTERVALS: dict[tuple, tuple[float, float, float]] = {}
+
+
+def _interval(x: np.ndarray, resamples: int, seed: int | str) -> tuple[float, float, float]:
     mean = float(x.mean())
-    if x.size < 2:
+    if x.size < 2 or _exactly_constant(x):
         return mean, mean, mean
     rng = np.random.default_rng(seeding.derive(seed, "bootstrap"))
-    means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    # 32-bit draws below 2**32 are the very numbers numpy draws for 64-bit ones, in half the memory
+    index = np.int32 if x.size < 2 ** 31 else np.int64
+    means = x[rng.integers(0, x.size, size=(resamples, x.size), dtype=index)].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
     return mean, float(low), float(high)
+
+
+def _exactly_constant(x: np.ndarray) -> bool:
+    """Every value the same (a judge's payoff of 0, say) and a number every resample's mean gives
+    back to the bit: a multiple of 2**-20 small enough that each partial sum is exact. Its interval
+    is that one point, which the resampling would only have confirmed."""
+    v = float(x[0])
+    return bool((x == v).all()) and (v * 2 ** 20).is_integer() and abs(v) * x.size < 2 ** 32
 
 
 def summarize(scores: Iterable[ScoreRow], turns: Iterable[TurnRow] = (), resamples: int = 2000,

@@ -11,7 +11,7 @@ from arena.results.payoffs import role_tables, summarize
 from arena.results.verdicts import verdict_scores
 from arena.results.usage import usage_by_agent
 from arena.store import RunStore
-from arena.store.rows import TurnRow
+from arena.store.rows import ScoreRow, TurnRow
 
 
 def peer_rank(store: RunStore, weighted: bool = False, **options):
@@ -24,15 +24,17 @@ def peer_rank(store: RunStore, weighted: bool = False, **options):
     return leaderboard(Reviews.from_rows(rows), weighted=weighted, **options) if rows else None
 
 
-def rank_json(store: RunStore, weighted: bool = False, **options) -> dict:
+def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | None = None, **options) -> dict:
+    """``scores``: the store's ``scores()``, when the caller has read them already."""
     info = store.run_info()
     board = peer_rank(store, weighted, **options)
     turns = list(store.turns())  # only the seats that had an invalid, late or defaulted turn
+    scores = list(store.scores()) if scores is None else scores  # read once: the payoffs and the role tables
     return {
         "peer_rank": None if board is None else board.model_dump(),
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
-        "payoffs": [r.model_dump() for r in summarize(store.scores(), turns)],
-        "role_tables": [t.model_dump() for t in role_tables(store.scores())],
+        "payoffs": [r.model_dump() for r in summarize(scores, turns)],
+        "role_tables": [t.model_dump() for t in role_tables(scores)],
         "metrics": metrics_json(store, turns),
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
