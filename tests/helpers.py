@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 from arena.agents.openai_backend import OpenAIAgent
@@ -147,3 +148,10 @@ def stored(record, run_dir):
         store.record_event(event)
     store.finish(record)
     return store
+
+
+def interruptible() -> None:
+    """``preexec_fn`` for a child a test stops with Ctrl-C (SIGINT). A process started in the
+    background by a shell (``.ci/run &``, nohup) ignores SIGINT, and so does everything it starts,
+    Python included: without this, such a test would fail only when its runner was started so."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -27,7 +27,7 @@ from arena.run.tournament import plan
 from arena.store import RunStore
 from arena.store.follower import Follower
 
-from helpers import ROOT, mock_tokens, play
+from helpers import ROOT, interruptible, mock_tokens, play
 from mock_llm import OpenAIMock
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -444,7 +444,7 @@ def test_ctrl_c_keeps_finished_matches_and_the_same_command_resumes_to_the_same_
     log = tmp_path / "first.out"
     with open(log, "w") as out:
         proc = subprocess.Popen(cli("run", scenario_file, "--run-dir", run_dir, "--plain"), cwd=ROOT,
-                                stdout=out, stderr=subprocess.STDOUT)
+                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=interruptible)
         try:
             wait_for(lambda: finished_in_store(run_dir) >= 1, 60, "a first finished match")
             time.sleep(0.3)

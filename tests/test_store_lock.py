@@ -17,6 +17,7 @@ from contextlib import contextmanager
 import pytest
 
 from arena.store.lock import LOCK_FILE, RunLock
+from helpers import interruptible
 from mock_llm import OpenAIMock
 from store_kit import TINY, cli, one_line, write_scenario
 
@@ -37,7 +38,8 @@ def arena(*args, cwd, wait: bool = True):
     env = {**os.environ, "COLUMNS": "250"}
     if wait:
         return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
-    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=interruptible)
 
 
 def with_model(url: str, **top) -> dict:
