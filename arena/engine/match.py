@@ -1,7 +1,8 @@
 """The match loop: DeepEval's synchronous interaction, on trio.
 
 Post the rules; then, round by round, ask every speaker at once (each under a turn timeout,
-re-asking on invalid replies), post the replies, let the game apply the actions, close the
+re-asking on invalid replies; an agent with its reply ready, a plain-function strategy, is taken in
+line, as it has nothing to wait for), post the replies, let the game apply the actions, close the
 round so that what was said becomes visible, and ask the referee whether the match is over.
 Finally the referee scores it.
 
