@@ -178,6 +178,14 @@ def test_arena_rank_prints_the_role_tables_of_every_metric(run_cli, tmp_path):
     assert list(metrics) == ["tests", "judge"]  # the payoff's metric first
     (table,) = metrics["judge"]["role_tables"]
     assert sorted(table["agents"]) == ["coder", "expert", "novice"] and table["roles"] == ["Programmer", "Reviewer"]
+    from arena.results.summary import metrics_json
+    from arena.store import RunStore
+
+    store = RunStore.open(tmp_path / "run", readonly=True)
+    try:  # rank takes the first metric from the payoffs it read already: the same as reading the metric itself
+        assert json.loads(json.dumps(metrics_json(store))) == data["metrics"]
+    finally:
+        store.close()
 
 
 async def test_the_judge_does_not_learn_who_wrote_the_code():

@@ -35,7 +35,7 @@ def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | 
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
         "payoffs": [r.model_dump() for r in summarize(scores, turns)],
         "role_tables": [t.model_dump() for t in role_tables(scores)],
-        "metrics": metrics_json(store, turns),
+        "metrics": metrics_json(store, turns, scores),
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
         "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates
@@ -55,13 +55,21 @@ def judging_json(records) -> dict:
     }
 
 
-def metrics_json(store: RunStore, turns: list[TurnRow] | None = None) -> dict:
-    """Every metric the referees reported, by entry: its summary and role tables (the first is the payoff)."""
+def metrics_json(store: RunStore, turns: list[TurnRow] | None = None, payoffs: list[ScoreRow] | None = None) -> dict:
+    """Every metric the referees reported, by entry: its summary and role tables (the first is the payoff).
+
+    ``payoffs``: the store's ``scores()``, when the caller has read them. A match's payoffs are its
+    first metric's figures, so that metric is taken from them rather than read a second time."""
     turns = list(store.turns()) if turns is None else turns
+    by_group: dict[str, list[ScoreRow]] = {}
+    for row in payoffs or ():
+        by_group.setdefault(row.group, []).append(row)
     out: dict = {}
     for group, names in store.metric_names().items():
         mine = [t for t in turns if t.group == group]
-        out[group] = {name: {"summary": [r.model_dump() for r in summarize(store.scores(name, group), mine, metric=name)],
-                             "role_tables": [t.model_dump() for t in role_tables(store.scores(name, group), metric=name)]}
-                      for name in names}
+        out[group] = {}
+        for place, name in enumerate(names):
+            scores = by_group.get(group, []) if place == 0 and payoffs is not None else list(store.scores(name, group))
+            out[group][name] = {"summary": [r.model_dump() for r in summarize(scores, mine, metric=name)],
+                                "role_tables": [t.model_dump() for t in role_tables(scores, metric=name)]}
     return out
