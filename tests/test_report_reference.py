@@ -17,8 +17,8 @@ from arena.rank import elo_loop, leaderboard
 from arena.rank.bradley_terry import separation
 from arena.rank.elo import batch_sizes, checkpoints, elo, random_orders
 from arena.rank.reviews import Reviews
-from arena.report.data import KINDS, collect
-from arena.report.page import script_json
+from arena.report.data import collect
+from arena.report.packing import KINDS, script_json
 from arena.report.trajectory import elo_trajectory
 from arena.results.payoffs import bootstrap_interval
 from arena.contract import seeding
@@ -213,3 +213,41 @@ def test_weighted_elo_is_the_same_whether_or_not_unweighted_elo_was_played_first
     after = elo(reviews, weighted=True, orderings=20, seed=3)
     assert alone == after and alone.scheme == "ordering" and alone.passes == 5
     assert alone.scores != elo(reviews, orderings=20, seed=3).scores
+
+
+def test_a_script_without_a_main_guard_can_make_a_report(tmp_path):
+    """The transcripts are packed by a child process started as a module of its own: it never runs
+    the caller's script again, so a plain script (no `if __name__ == "__main__"`) works, from any folder."""
+    import subprocess
+    import sys
+
+    run_dir = _bench().synthetic_run(tmp_path / "run", matches=40)
+    script = tmp_path / "make_report.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from pathlib import Path\n"
+        "from arena.report.data import collect\n"
+        "from arena.store import RunStore\n"
+        f"store = RunStore.open(Path({str(run_dir)!r}), readonly=True)\n"
+        "report = collect(store)\n"
+        "print(report.matches, len(report.transcripts['matches']))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["40", "40"]
+
+
+def test_a_packing_that_fails_says_why_and_leaves_no_process(tmp_path):
+    from arena.report.packing import Packing
+
+    with pytest.raises(RuntimeError, match=r"packing the transcripts failed \(exit 1\): .*StoreError: .*no-such-run is not a run directory"):
+        with Packing(tmp_path / "no-such-run", 9) as packing:
+            packing.result()
+    assert packing._child.poll() is not None
+    run_dir = _bench().synthetic_run(tmp_path / "run", matches=5)
+    with pytest.raises(KeyboardInterrupt):
+        with Packing(run_dir, 9) as packing:  # the caller is interrupted while the child works
+            raise KeyboardInterrupt
+    assert packing._child.poll() is not None  # killed, not left running

@@ -39,13 +39,13 @@ def _collect(run_dir: Path, transcripts: bool = True):
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from arena.report.page import write
     from arena.store import StoreError
 
     if (args.run_dir is None) == (args.reviews is None):
         raise StoreError("give a run directory, or --reviews FILE [FILE ...], not both")
     if args.reviews is not None:
         from arena.report.data import collect_reviews
+        from arena.report.page import write
 
         output = args.output or args.reviews[0].with_suffix(".html")
         report = collect_reviews(args.reviews)
@@ -54,9 +54,11 @@ def run_report(args: argparse.Namespace) -> int:
               f"file{'s' if len(args.reviews) != 1 else ''}, {size / 1e6:.1f} MB")
         return 0
     output = args.output or args.run_dir / "report.html"
-    report = _collect(args.run_dir)
+    report = _collect(args.run_dir)  # its packing process starts before the page's modules are imported
+    from arena.report.page import write
+
     size = write(report, output)
-    print(f"{output}: {len(report.transcripts['matches'])} matches, {size / 1e6:.1f} MB")
+    print(f"{output}: {report.matches} matches, {size / 1e6:.1f} MB")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""Peer rank: turning review tuples and payoffs into leaderboards people can trust (PRD, DeepEval)."""
+"""The leaderboard: every method of peer rank over one set of reviews, with intervals and agreement (PRD, DeepEval)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,6 @@ from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel
-from scipy.optimize import minimize
 from scipy.sparse.csgraph import connected_components
 
 from .reviews import Reviews
@@ -54,6 +53,8 @@ def fit_half_wins(wins: np.ndarray, ties: np.ndarray, iterations: int = 10_000, 
 
 def fit_davidson(wins: np.ndarray, ties: np.ndarray) -> tuple[np.ndarray, float]:
     """Davidson's tie model: P(i beats j) ∝ π_i, P(tie) ∝ ν·sqrt(π_i π_j). Returns (centred log-strengths, ν)."""
+    from scipy.optimize import minimize  # a third of a second to import, for this tie model only
+
     C = wins.shape[0]
     upper = np.triu(np.ones((C, C), dtype=bool), 1)
     t = ties / 2  # each tie was counted in both directions

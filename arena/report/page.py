@@ -3,8 +3,6 @@ run's data, all inlined, so it opens from file:// with no network."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
 import time
 from html import escape
@@ -16,6 +14,7 @@ from arena.contract.files import replacing
 from . import sections
 from .judging import judging
 from .data import ReportData
+from .packing import script_json
 
 NAV = [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("trend", "Rating over battles"),
        ("reviewers", "Reviewers"), ("judging", "Judges against labels"), ("roles", "Role tables"), ("cost", "Cost"),
@@ -28,30 +27,6 @@ NEEDS = {"pairwise": "reviews or a two-role game", "trend": "reviews or finished
 
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-
-
-def _finite(value):
-    """JSON.parse rejects NaN and Infinity: they become null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
-
-
-def _dumps(value) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def script_json(value) -> str:
-    """JSON safe inside <script>: no '<', '>' or '&' survive, so no reply can close the tag."""
-    try:
-        text = _dumps(value)
-    except ValueError:  # a NaN or an infinity somewhere: only then is the whole value walked
-        text = _dumps(_finite(value))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def _meta(summary: dict) -> str:
@@ -71,7 +46,7 @@ def render(report: ReportData) -> str:
         "leaderboard": sections.leaderboard(summary), "pairwise": sections.pairwise(summary),
         "trend": sections.trend(summary), "reviewers": sections.reviewers(summary),
         "judging": judging(summary), "roles": sections.role_tables(summary), "cost": sections.usage(summary),
-        "transcripts": sections.transcripts(len(report.transcripts.get("matches") or [])),
+        "transcripts": sections.transcripts(report.matches),
     }
     present = [(anchor, label) for anchor, label in NAV if built[anchor]]
     # a run's sections left out say what they wait for; reviews files never have matches, roles or calls
@@ -87,7 +62,7 @@ def render(report: ReportData) -> str:
         "JS": _asset("report.js"),
         "SECTIONS": "\n".join(built[anchor] for anchor, _ in present),
         "SUMMARY": script_json(summary),
-        "TRANSCRIPTS": script_json(report.transcripts),
+        "TRANSCRIPTS": report.transcripts_json,
     }
     # one pass, so nothing inserted is ever read as a placeholder
     return re.sub(r"@@([A-Z]+)@@", lambda m: parts[m.group(1)], _asset("template.html"))
