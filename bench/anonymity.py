@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import os
 import pstats
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from arena.contract import Game, Notice, plugins
 from arena.contract.records import MatchSettings, MatchSpec
 from arena.engine.match import play_match
 from arena.store import RunStore
+from machine import load, machine_speed  # bench/machine.py: the load and a reference loop's speed
 
 SIZES = (100, 2_000, 20_000)
 MESSAGES_PER_ROUND = 4  # two prompts, two replies
@@ -123,24 +123,6 @@ def measure(messages: int, repeats: int, store: bool) -> tuple[float, float, int
         cpu, wall, count = play_once(spec, store)
         best_cpu, best_wall = min(best_cpu, cpu / count * 1e6), min(best_wall, wall / count * 1e6)
     return best_cpu, best_wall, count
-
-
-def machine_speed() -> float:
-    """CPU ms of a fixed pure-Python loop (best of 3): the same VM can run two times slower on one
-    day than another, so figures from different days are compared through this one."""
-    best = float("inf")
-    for _ in range(3):
-        cpu = time.process_time()
-        total = 0
-        for i in range(2_000_000):
-            total += i
-        best = min(best, time.process_time() - cpu)
-    return best * 1e3
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
 def main() -> int:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import math
-import os
 import platform
 import pstats
 import statistics
@@ -46,6 +45,7 @@ import yaml
 from arena.run.runner import run_tournament
 from arena.run.scenario import Scenario, parse_scenario
 from arena.store import RunStore
+from machine import load  # bench/machine.py: the load and a reference loop's speed
 
 GOALS = {(200, 16): 1.10, (1000, 128): 1.30}
 
@@ -118,11 +118,6 @@ def parts(profile: cProfile.Profile) -> dict[str, float]:
         part = next((label for key, label in PARTS if key in where), "other (stdlib, builtins)")
         out[part] += tottime
     return dict(out)
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from machine import load  # bench/machine.py: the load and a reference loop's speed
 
 HERE = Path(__file__).resolve().parent
 RSS_GOAL_MB = 300
@@ -79,11 +80,6 @@ def measure(mode: str, matches: int, run_dir: Path, code: Path | None) -> dict:
     return json.loads(out.stdout.splitlines()[-1])
 
 
-def machine_load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"load average {one:.2f} / {five:.2f} / {fifteen:.2f} (1 / 5 / 15 min) on {os.cpu_count()} CPUs"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="30, 100 and 300 matches")
@@ -101,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     resumed_size = sizes[1]  # the finished run that is resumed
     print(f"public goods, mode 1, 8 scripted agents (delay 0) at one table, 20 rounds, 8 at once, store on"
           + (f"; arena from {args.code}" if args.code else ""))
-    print(f"at the start: {machine_load()}")
+    print(f"at the start: {load()}")
     played: dict[int, dict] = {}
     with tempfile.TemporaryDirectory(prefix="arena-bench-memory-") as tmp:
         for matches in sizes:
@@ -111,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         resumed = measure("resume", resumed_size, Path(tmp) / f"run-{resumed_size}", args.code)
     print(f"  resumed the finished {resumed_size}-match run in {resumed['seconds']:.2f} s, "
           f"peak RSS {resumed['rss_mb']:.0f} MB")
-    print(f"at the end: {machine_load()}; arena package used: {resumed['arena']}")
+    print(f"at the end: {load()}; arena package used: {resumed['arena']}")
 
     ok = True
     print()

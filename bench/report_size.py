@@ -57,18 +57,6 @@ def _cpu() -> float:
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
-def machine_speed() -> float:
-    """CPU ms of a fixed pure-Python loop (best of 3), as bench/anonymity.py prints it."""
-    best = float("inf")
-    for _ in range(3):
-        cpu = time.process_time()
-        total = 0
-        for i in range(2_000_000):
-            total += i
-        best = min(best, time.process_time() - cpu)
-    return best * 1e3
-
-
 def _reply(rng: random.Random, n: int = 40) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
@@ -177,6 +165,7 @@ def main() -> int:
     parser.add_argument("--no-browser", action="store_true", help="skip opening the report in Chromium")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
+    from machine import machine_speed  # bench/machine.py (imported here: tests load this file by path)
     from arena.report.data import collect
     from arena.report.page import write
     from arena.store import RunStore

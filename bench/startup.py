@@ -15,11 +15,11 @@ Goal (issue 15): `arena --help` at most 5 times `python -c "import trio, pydanti
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import subprocess
 import sys
 import tempfile
+from machine import load  # bench/machine.py: the load and a reference loop's speed
 
 GOAL = 5.0
 PYTHON = sys.executable
@@ -54,11 +54,6 @@ def heaviest_imports(cwd: str, top: int = 15) -> list[tuple[int, str]]:
         if depth <= 1:  # top-level imports and their direct children: where a lazy import would help
             rows.append((int(cumulative), "  " * depth + name.strip()))
     return sorted(rows, reverse=True)[:top]
-
-
-def load() -> str:
-    one, five, _ = os.getloadavg()
-    return f"load average {one:.2f} (1 min), {five:.2f} (5 min) on {os.cpu_count()} CPUs"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -447,8 +447,7 @@ def test_ctrl_c_keeps_finished_matches_and_the_same_command_resumes_to_the_same_
                                 stdout=out, stderr=subprocess.STDOUT, preexec_fn=interruptible)
         try:
             wait_for(lambda: finished_in_store(run_dir) >= 1, 60, "a first finished match")
-            time.sleep(0.3)
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT)  # the run is under way: 7 matches of 0.5 s each are still to come
             assert proc.wait(timeout=30) == 130
         finally:
             stop(proc)
