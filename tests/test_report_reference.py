@@ -87,8 +87,9 @@ def test_the_trajectory_is_the_same_without_numba(monkeypatch):
             assert x == pytest.approx(y, abs=1e-9)
 
 
-def test_payoff_intervals_are_those_of_64_bit_draws():
-    values = np.random.default_rng(0).random(257)
+@pytest.mark.parametrize("n", [257, 5000])  # 5,000 values: the resamples are averaged in 20 slices of rows
+def test_payoff_intervals_are_those_of_64_bit_draws(n):
+    values = np.random.default_rng(0).random(n)
     rng = np.random.default_rng(seeding.derive("g/a/r", "bootstrap"))
     means = values[rng.integers(0, values.size, size=(2000, values.size))].mean(axis=1)
     low, high = np.percentile(means, [2.5, 97.5])
