@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from arena.agents.openai_backend import OpenAIAgent
@@ -13,6 +16,16 @@ from arena.agents.scripted import ScriptedAgent, ScriptedConfig
 from arena.contract.messages import Turn
 
 ROOT = Path(__file__).resolve().parent.parent
+LOCAL = "127.0.0.1,localhost"
+
+
+def arena_offline(*args, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """The `arena` command as a user runs it against a local mock: wide tables, no proxy before
+    127.0.0.1, and no real OpenAI key in its environment."""
+    env = {**os.environ, "COLUMNS": "200", "NO_PROXY": LOCAL, "no_proxy": LOCAL}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
 
 
 def scripted(name: str, strategy: str, **kwargs) -> ScriptedAgent:

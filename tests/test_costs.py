@@ -9,11 +9,8 @@ Nothing here leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,26 +20,13 @@ from arena.contract.calls import CachedReply, CallRecord
 from arena.results.usage import usage_by_agent
 from arena.services.cache import ResponseCache
 
+from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from helpers import arena_offline
 from mock_llm import OpenAIMock
 
-LOCAL = "127.0.0.1,localhost"
 SPENT = "model calls per agent: spent"
 SAVED = "saved by the response cache"
 
-
-@pytest.fixture(autouse=True)
-def local_only(monkeypatch):
-    for variable in ("OPENAI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("NO_PROXY", LOCAL)
-    monkeypatch.setenv("no_proxy", LOCAL)
-
-
-def arena(*args, cwd: Path, timeout=180) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "NO_PROXY": LOCAL, "no_proxy": LOCAL}
-    env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def table_rows(output: str, title: str) -> dict[str, list[str]]:
@@ -72,7 +56,7 @@ def write(path: Path, raw: dict) -> Path:
 
 
 def usage(run_dir: Path, cwd: Path) -> dict[str, dict]:
-    shown = arena("rank", run_dir, "--json", cwd=cwd)
+    shown = arena_offline("rank", run_dir, "--json", cwd=cwd)
     assert shown.returncode == 0, shown.stderr
     return {u["agent"]: u for u in json.loads(shown.stdout)["usage"]}
 
@@ -120,7 +104,7 @@ def test_a_cached_rerun_spends_nothing_and_saves_what_the_first_run_spent(tmp_pa
     with OpenAIMock() as mock:
         path = write(tmp_path / "s.yaml", scenario(mock))
         run_dir = tmp_path / "run"
-        first = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
+        first = arena_offline("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
         assert first.returncode == 0, first.stdout + first.stderr
         asked = mock.count
         assert asked == 2 * 2 * 2  # 2 matches x 2 rounds x 2 model seats
@@ -132,7 +116,7 @@ def test_a_cached_rerun_spends_nothing_and_saves_what_the_first_run_spent(tmp_pa
         spent_first = table_rows(first.stdout, SPENT)
         assert SAVED not in first.stdout  # nothing came from the cache
 
-        again = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
+        again = arena_offline("run", path, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
         assert again.returncode == 0, again.stdout + again.stderr
         assert mock.count == asked  # every reply from the cache
 
@@ -145,7 +129,7 @@ def test_a_cached_rerun_spends_nothing_and_saves_what_the_first_run_spent(tmp_pa
         assert (u["saved_prompt_tokens"], u["saved_completion_tokens"]) == (before["prompt_tokens"], before["completion_tokens"])
         assert u["saved_cost"] == pytest.approx(before["cost"]) and u["saved_seconds"] == pytest.approx(before["seconds"])
 
-    ranked = arena("rank", run_dir, cwd=tmp_path)
+    ranked = arena_offline("rank", run_dir, cwd=tmp_path)
     assert ranked.returncode == 0, ranked.stderr
     for output in (again.stdout, ranked.stdout):  # the table at the end of the run, and arena rank's
         spent, saved = table_rows(output, SPENT), table_rows(output, SAVED)
@@ -157,7 +141,7 @@ def test_a_cached_rerun_spends_nothing_and_saves_what_the_first_run_spent(tmp_pa
             assert (replies, prompt, reply, cost) == ("4", *first_row[5:8])
             assert float(seconds.removesuffix(" s")) == pytest.approx(paid[agent]["seconds"], abs=0.01)
 
-    report = arena("report", run_dir, "-o", tmp_path / "report.html", cwd=tmp_path)
+    report = arena_offline("report", run_dir, "-o", tmp_path / "report.html", cwd=tmp_path)
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     section = html[html.index('<section id="cost">'):]
@@ -175,17 +159,17 @@ def test_the_budget_counts_only_what_was_spent(tmp_path):
     with OpenAIMock() as mock:
         run_dir = tmp_path / "run"
         paid = write(tmp_path / "paid.yaml", scenario(mock, concurrency=1))
-        first = arena("run", paid, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
+        first = arena_offline("run", paid, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
         assert first.returncode == 0, first.stdout + first.stderr
         asked = mock.count
 
         tight = write(tmp_path / "tight.yaml", scenario(mock, concurrency=1, budget={"tokens": 1}))
-        cached = arena("run", tight, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
+        cached = arena_offline("run", tight, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
         assert cached.returncode == 0, cached.stdout + cached.stderr
         assert "Stopped" not in cached.stdout and "2 of 2 matches finished" in " ".join(cached.stdout.split())
         assert mock.count == asked
 
-        fresh = arena("run", tight, "--quiet", "--run-dir", tmp_path / "fresh", "--no-cache", cwd=tmp_path)
+        fresh = arena_offline("run", tight, "--quiet", "--run-dir", tmp_path / "fresh", "--no-cache", cwd=tmp_path)
         assert fresh.returncode == 3, fresh.stdout + fresh.stderr
         assert re.search(r"Stopped: the budget of 1 tokens is used \(\d+\); 1 matches were not started",
                          " ".join(fresh.stdout.split()))
@@ -197,7 +181,7 @@ def test_replies_cached_before_costs_were_kept_are_priced_from_their_tokens(tmp_
     with OpenAIMock() as mock:
         path = write(tmp_path / "s.yaml", scenario(mock))
         run_dir = tmp_path / "run"
-        first = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
+        first = arena_offline("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
         assert first.returncode == 0, first.stdout + first.stderr
         paid = usage(run_dir, tmp_path)
 
@@ -210,7 +194,7 @@ def test_replies_cached_before_costs_were_kept_are_priced_from_their_tokens(tmp_
         """)
         db.close()
 
-        again = arena("run", path, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
+        again = arena_offline("run", path, "--quiet", "--run-dir", run_dir, "--force-new", cwd=tmp_path)
         assert again.returncode == 0, again.stdout + again.stderr
         assert mock.count == 8
 

@@ -7,10 +7,7 @@ Nothing here leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,26 +18,12 @@ from arena.games.idiom_solitaire import successors
 from arena.run.dryrun import estimate, prompt_tokens, reply_tokens
 from arena.run.scenario import parse_scenario
 
-from helpers import ROOT
+from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from helpers import ROOT, arena_offline
 from mock_llm import OpenAIMock
 
-LOCAL = "127.0.0.1,localhost"
 DATA = ROOT / "scenarios" / "data"
 
-
-@pytest.fixture(autouse=True)
-def local_only(monkeypatch):
-    for variable in ("OPENAI_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("NO_PROXY", LOCAL)
-    monkeypatch.setenv("no_proxy", LOCAL)
-
-
-def arena(*args, cwd: Path, timeout=300) -> subprocess.CompletedProcess:
-    env = {**os.environ, "COLUMNS": "200", "NO_PROXY": LOCAL, "no_proxy": LOCAL}
-    env.pop("OPENAI_API_KEY", None)
-    return subprocess.run([sys.executable, "-m", "arena.cli", *map(str, args)], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
 
 
 def flat(text: str) -> str:
@@ -233,13 +216,13 @@ def test_the_dry_run_is_within_15_percent_of_a_run(game, tmp_path):
         path = tmp_path / "s.yaml"
         path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
 
-        dry = arena("run", path, "--dry-run", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        dry = arena_offline("run", path, "--dry-run", "--run-dir", tmp_path / "run", cwd=tmp_path)
         assert dry.returncode == 0, dry.stdout + dry.stderr
         assert mock.count == 0 and not (tmp_path / "run").exists()
         assert "no valid example reply" not in dry.stdout  # the game's examples were all accepted
         estimated = dry_figures(dry.stdout)
 
-        ran = arena("run", path, "--quiet", "--no-cache", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        ran = arena_offline("run", path, "--quiet", "--no-cache", "--run-dir", tmp_path / "run", cwd=tmp_path)
         assert ran.returncode == 0, ran.stdout + ran.stderr
         assert mock.count == len(mock.answered()) > 0
         sent = mock_figures(mock)

@@ -35,20 +35,16 @@ from arena.run.runner import KeepRecords, Observer, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
-from helpers import coins
+from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from helpers import LOCAL, coins
 from mock_llm import OpenAIMock
 
-LOCAL = "127.0.0.1,localhost"
 OUTAGE = 4
 PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "OPENAI_API_KEY")
 
 
 @pytest.fixture(autouse=True)
-def local_only(monkeypatch):
-    for variable in PROXIES:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("NO_PROXY", LOCAL)
-    monkeypatch.setenv("no_proxy", LOCAL)
+def wide_tables(monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")  # tables read in this process: no cell wrapped
 
 

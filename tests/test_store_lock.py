@@ -17,20 +17,11 @@ from contextlib import contextmanager
 import pytest
 
 from arena.store.lock import LOCK_FILE, RunLock
+from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
 from helpers import interruptible
 from mock_llm import OpenAIMock
 from store_kit import TINY, cli, one_line, write_scenario
 
-LOCAL = "127.0.0.1,localhost"
-PROXIES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy", "OPENAI_API_KEY")
-
-
-@pytest.fixture(autouse=True)
-def local_only(monkeypatch):
-    for variable in PROXIES:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("NO_PROXY", LOCAL)
-    monkeypatch.setenv("no_proxy", LOCAL)
 
 
 def arena(*args, cwd, wait: bool = True):
