@@ -369,3 +369,52 @@ async def test_a_run_without_judging_games_has_no_judging_notices_to_read(tmp_pa
         assert list(store.final_notices()) == []
     finally:
         store.close()
+
+
+def test_a_ctrl_c_in_the_middle_of_a_write_is_raised_once_the_write_is_over(tmp_path):
+    """A SIGINT that arrives while the store writes a round's buffered rows waits for the write to end
+    (trio's KeyboardInterrupt protection). Raised half way, the rows were written but still buffered,
+    and the interrupted run's last flush wrote them again: `arena run` said the store "could not be
+    read (UNIQUE constraint failed)" and exited 2 instead of 130."""
+    import trio
+
+    s = parse_scenario({
+        "name": "t", "agents": {"a": {"backend": "scripted", "strategy": "always_all"},
+                                "b": {"backend": "scripted", "strategy": "tit_for_tat"}},
+        "games": [{"game": "public_goods", "params": {"mode": 1, "rounds": 3}}], "tournament": {"repeats": 4},
+        "concurrency": 1,
+    })
+    store = RunStore.create_or_resume(tmp_path, s.name, "text", s.fingerprint())
+    real = store.db
+
+    class CtrlCAfterWriting:
+        """SQLite's connection, with a Ctrl-C the moment the second match's first messages are written."""
+        batches = 0
+
+        def executemany(self, sql, rows):
+            done = real.executemany(sql, rows)
+            if "INTO messages" in sql:
+                CtrlCAfterWriting.batches += 1
+                if CtrlCAfterWriting.batches == 4:  # three rounds of the first match, then the second's first
+                    signal.raise_signal(signal.SIGINT)
+            return done
+
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+    store.db = CtrlCAfterWriting()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            trio.run(run_tournament, s, store)
+    finally:
+        store.db = real
+    assert CtrlCAfterWriting.batches >= 4
+    assert store.status() == "interrupted"
+    assert len(store.finished_keys()) == 1  # the first match, whole; the second is played again on resume
+    store.close()
+    resumed = RunStore.create_or_resume(tmp_path, s.name, "text", s.fingerprint())
+    try:
+        result = trio.run(run_tournament, s, resumed)
+        assert result.resumed == 1 and result.count("finished") == 4
+    finally:
+        resumed.close()

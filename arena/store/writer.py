@@ -5,6 +5,11 @@ closes), so another process can follow a run; a match's outcome is written in
 one transaction when it ends, so a crash loses at most the matches in flight.
 Unfinished matches (left by a crash, or interrupted by a backend that was down)
 are wiped and played again on resume.
+
+Every write is whole under trio: a Ctrl-C that arrives in the middle of one is raised at the run's
+next checkpoint, once the write is over (trio's KeyboardInterrupt protection). Raised half way, it
+could leave rows written but still buffered, and the interrupted run's last flush would write them
+twice.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
+from trio.lowlevel import enable_ki_protection as _whole
 
 from arena import __version__
 from arena.contract.events import Event, MatchStarted, MessagePosted, RoundClosed, SeatInfo
@@ -333,6 +339,7 @@ class RunStore:
             raise NoRunYet(path)
         return cls(run_dir, db, readonly=readonly)
 
+    @_whole
     def close(self) -> None:
         if not self.readonly:
             try:  # a store at rest is left out of WAL mode: readers then need no side files to read it
@@ -361,12 +368,15 @@ class RunStore:
             return "stopped (resumable)"
         return status
 
+    @_whole
     def set_status(self, status: str) -> None:
         self.db.execute("UPDATE run SET status = ?, updated = ? WHERE id = 1", (status, time.time()))
 
+    @_whole
     def set_planned(self, planned: int) -> None:
         self.db.execute("UPDATE run SET planned = ?, updated = ? WHERE id = 1", (planned, time.time()))
 
+    @_whole
     def record_session(self, overrides: list[str], limit: int | None) -> None:
         """One `arena run` on this run: the `--set KEY=VALUE` it was given and its `--limit`, for `arena show`."""
         self.db.execute("INSERT INTO sessions (started, overrides, match_limit) VALUES (?, ?, ?)",
@@ -393,6 +403,7 @@ class RunStore:
 
     COMMIT_EVERY = 0.25  # seconds: how fresh a watcher's view is, against the cost of a commit per round
 
+    @_whole
     def prepare(self, spec: MatchSpec, position: int) -> None:
         """Register a match about to be played, wiping whatever a crashed attempt left.
 
@@ -410,6 +421,7 @@ class RunStore:
         )
         self._seq[spec.key] = 0
 
+    @_whole
     def record_event(self, event: Event) -> None:
         """An event sink: called by the match loop for everything that happens."""
         key = event.match
@@ -448,6 +460,7 @@ class RunStore:
             self.db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._event_rows)
             self._event_rows.clear()
 
+    @_whole
     def finish(self, record: MatchRecord) -> None:
         """The outcome, in one transaction with the match's last events."""
         self._begin()
@@ -471,6 +484,7 @@ class RunStore:
         self._commit()
         self._seq.pop(record.key, None)
 
+    @_whole
     def call_started(self, call: CallStarted) -> None:
         """A call in flight, for `arena watch`; its record replaces it. Committed at once, with the match's
         events so far: a model call can take minutes, and a watcher should see the match and the call meanwhile."""
@@ -486,6 +500,7 @@ class RunStore:
         names = ("match", "seat", "round", "attempt", "agent", "backend", "model", "started")
         return [dict(zip(names, row)) for row in cursor]
 
+    @_whole
     def record_note(self, agent: str, endpoint: str, topic: str, text: str) -> None:
         self._begin()
         self.db.execute("INSERT INTO notes (agent, endpoint, topic, text, at) VALUES (?, ?, ?, ?, ?)",
@@ -496,6 +511,7 @@ class RunStore:
         cursor = self.db.execute("SELECT agent, endpoint, topic, text, at FROM notes ORDER BY id")
         return [dict(zip(("agent", "endpoint", "topic", "text", "at"), row)) for row in cursor]
 
+    @_whole
     def record_call(self, call: CallRecord) -> None:
         """Committed at once: a call is money spent, and the budget counts it even after a crash."""
         self._begin()
@@ -518,6 +534,7 @@ class RunStore:
                  "cost", "latency", "cached", "retries", "error")
         return [CallRecord(**dict(zip(names, row))) for row in rows]
 
+    @_whole
     def record_stability(self, group: str, repeats: int, tau: float | None, max_width: float, stable: bool, done: bool) -> None:
         self.db.execute(
             "INSERT OR REPLACE INTO stability VALUES (?, ?, ?, ?, ?, ?)", (group, repeats, tau, max_width, int(stable), int(done))
@@ -721,6 +738,7 @@ class RunStore:
             events=EventLog((events[s] for s in sorted(events)), match=key), error=match.error,
         )
 
+    @_whole
     def override_review(self, match_key: str, reviewer: str, a: str, b: str, question: str, score: int) -> bool:
         """Replace a reviewer's verdicts on a pair (every sample, either order) in one match by one
         verdict, from ``a``'s side (score -1: a better): a single sample, which peer rank takes as
@@ -760,6 +778,7 @@ class RunStore:
             self._in_tx = False
         self._last_commit = time.monotonic()
 
+    @_whole
     def flush(self) -> None:
         self._commit()
 
