@@ -403,11 +403,15 @@ def test_a_ctrl_c_in_the_middle_of_a_write_is_raised_once_the_write_is_over(tmp_
             return getattr(real, name)
 
     store.db = CtrlCAfterWriting()
+    # a suite started from a background shell (`.ci/run &`) inherits an ignored SIGINT: hear it here,
+    # as a terminal's Ctrl-C would be heard, so that trio installs its handler
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             trio.run(run_tournament, s, store)
     finally:
         store.db = real
+        signal.signal(signal.SIGINT, before)
     assert CtrlCAfterWriting.batches >= 4
     assert store.status() == "interrupted"
     assert len(store.finished_keys()) == 1  # the first match, whole; the second is played again on resume
