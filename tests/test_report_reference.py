@@ -186,6 +186,7 @@ def test_the_page_json_turns_nan_into_null_and_keeps_the_rest():
     value = {"a": [1.5, math.nan, {"b": math.inf}], "c": "<x>"}
     assert script_json(value) == '{"a":[1.5,null,{"b":null}],"c":"\\u003cx\\u003e"}'
     assert script_json({"a": [1.5, 2]}) == '{"a":[1.5,2]}'
+    assert script_json({1: np.float64(0.25), "n": np.int64(3), "x": np.float64("nan")}) == '{"1":0.25,"n":3,"x":null}'
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -106,7 +106,8 @@ def script_json(value) -> str:
 
 
 def script_json_bytes(value) -> bytes:
-    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    # numpy's scalars as numbers: json took its float64 (a float subclass), and orjson takes none unasked
+    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
     return text.replace(b"<", b"\\u003c").replace(b">", b"\\u003e").replace(b"&", b"\\u0026")
 
 
