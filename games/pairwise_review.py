@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, nobody_hears_anyone, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_questions
@@ -182,9 +182,7 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
 
     def hears(self, round: int) -> nx.DiGraph:
-        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
-
-        return nx.empty_graph(self.seats, create_using=nx.DiGraph)
+        return nobody_hears_anyone(self.seats)
 
     # -- replies ----------------------------------------------------------------------
     def parse(self, seat: str, reply: str, round: int) -> Any:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
+from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, everyone_hears_everyone, path_field
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_pairs
@@ -118,9 +118,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
                 "others": {s: p for s, p in self.stated.items() if s != seat}}
 
     def hears(self, round: int):
-        import networkx as nx
-
-        return nx.complete_graph(self.seats, create_using=nx.DiGraph)  # initial reviews are shown once round 1 closes
+        return everyone_hears_everyone(self.seats)  # initial reviews are shown once round 1 closes
 
     def parse(self, seat: str, reply: str, round: int) -> int:
         found = _PREFERENCE.findall(reply)

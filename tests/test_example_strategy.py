@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from arena.contract import Strategy
 from arena.engine.match import play_match
 
 from helpers import Recording, scripted
@@ -110,3 +111,40 @@ def test_the_guide_shows_the_example_file_and_code_the_tests_run():
     here = Path(__file__).read_text(encoding="utf-8")
     for block in blocks[1:]:  # each further snippet is a piece of this test file, indented as in a test
         assert textwrap.indent(block, "    ") in here, block
+
+
+class _Draws(Strategy):
+    """Draws in every way the standard generator offers, so the reply shows what its rng gave."""
+
+    def reply(self, turn, rng):
+        bag = list(range(10))
+        rng.shuffle(bag)
+        return json.dumps([rng.random(), rng.randint(1, 6), rng.choice("abcdef"), bag, rng.sample(range(50), 3),
+                           rng.gauss(0, 1), rng.gauss(0, 1), rng.getrandbits(70), rng.randbytes(4).hex(),
+                           rng.choices("xyz", k=4), rng.uniform(1, 2), rng.normalvariate(0, 1)])
+
+
+class _Nothing(Strategy):
+    def reply(self, turn, rng):
+        return "no draw"
+
+
+def test_a_strategy_draws_what_a_generator_seeded_with_the_turns_seed_draws():
+    """The generator a scripted agent hands its strategy is seeded only when first drawn from;
+    whatever is drawn, and however, equals what `random.Random(turn.seed)` gives, turn by turn."""
+    import random
+
+    from arena.contract import plugins
+    from arena.contract.messages import Turn
+
+    plugins.register("strategy", "test-draws", _Draws)
+    plugins.register("strategy", "test-nothing", _Nothing)
+    try:
+        agent, idle = scripted("a", "test-draws"), scripted("b", "test-nothing")
+    finally:
+        plugins.unregister("strategy", "test-draws")
+        plugins.unregister("strategy", "test-nothing")
+    for seed in (0, 7, 2**63 + 5):
+        turn = Turn(match="m", seat="P", role="P", round=1, history=(), prompt="go", seed=seed)
+        assert agent.reply_now(turn) == _Draws(_Draws.Params()).reply(turn, random.Random(seed))
+        assert idle.reply_now(turn) == "no draw"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from arena.contract import BackendUnavailable
 from arena.contract.agent import Agent, FatalAgentError
 from arena.contract.game import InvalidReply
+import pytest
 import trio
 
 from arena.engine.match import Match, play_match
@@ -341,3 +342,21 @@ async def test_instant_and_awaiting_strategies_play_the_same_moves():
     assert a.status == b.status == "finished"
     assert a.payoffs == b.payoffs and [m.content for m in a.messages] == [m.content for m in b.messages]
     assert ticks >= a.rounds - 1  # it yielded every round (the last round's turn may come after it ended)
+
+
+def test_the_shared_hearing_graphs_are_built_once_per_seating_and_cannot_be_changed():
+    """Games return these every round; shared between matches, a change by one game would reach
+    every other match with that seating, so they are frozen."""
+    import networkx as nx
+
+    from arena.contract import everyone_hears_everyone, nobody_hears_anyone
+
+    seats = ("Player 1", "Player 2", "Player 3")
+    everyone = everyone_hears_everyone(seats)
+    assert everyone is everyone_hears_everyone(tuple(seats))
+    assert {s: set(everyone.successors(s)) for s in seats} == {s: set(seats) - {s} for s in seats}
+    nobody = nobody_hears_anyone(seats)
+    assert set(nobody.nodes) == set(seats) and nobody.number_of_edges() == 0
+    for graph in (everyone, nobody):
+        with pytest.raises(nx.NetworkXError):
+            graph.add_edge("Player 1", "Player 2")

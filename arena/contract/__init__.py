@@ -9,7 +9,7 @@ from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services
 from arena.contract.errors import ArenaError, BackendUnavailable, ConfigError, MatchSetupError, Problem
 from arena.contract.events import Event, SeatInfo
 from arena.contract.capabilities import HasCases, Judged, JudgeRequest, Program, ReportsReviews, Review, WritesCode
-from arena.contract.game import Game, InvalidReply, NoParams, Notice
+from arena.contract.game import Game, InvalidReply, NoParams, Notice, everyone_hears_everyone, nobody_hears_anyone
 from arena.contract.paths import path_field
 from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
 from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
@@ -22,5 +22,5 @@ __all__ = [
     "FatalAgentError", "Game", "HasCases", "InvalidReply", "Judged", "JudgeRequest", "MatchRecord", "MatchSettings",
     "MatchSetupError", "MatchSpec", "Message", "NoParams", "Notice", "Problem", "Program", "REFEREE", "Referee",
     "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Stage", "Strategy",
-    "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "path_field",
+    "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "everyone_hears_everyone", "nobody_hears_anyone", "path_field",
 ]

@@ -28,6 +28,24 @@ class InvalidReply(ArenaError):
         self.reason = reason
 
 
+@functools.lru_cache(maxsize=256)
+def everyone_hears_everyone(seats: tuple[str, ...]) -> "nx.DiGraph":
+    """The hearing graph in which every seat receives what every other seat says. Frozen and
+    shared by every match with this seating: building a graph each round cost more than the round."""
+    import networkx as nx
+
+    return nx.freeze(nx.complete_graph(seats, create_using=nx.DiGraph))
+
+
+@functools.lru_cache(maxsize=256)
+def nobody_hears_anyone(seats: tuple[str, ...]) -> "nx.DiGraph":
+    """The hearing graph in which replies stay private (the referee may still report on them);
+    frozen and shared like ``everyone_hears_everyone``."""
+    import networkx as nx
+
+    return nx.freeze(nx.empty_graph(seats, create_using=nx.DiGraph))
+
+
 class Notice(BaseModel):
     """Something the referee tells some seats when a round closes."""
 
@@ -151,11 +169,7 @@ class Game(ABC):
         Default: everyone hears everyone. A game where replies are private
         returns a graph without edges.
         """
-        if getattr(self, "_everyone", None) is None:  # the same every round: built once
-            import networkx as nx
-
-            self._everyone = nx.complete_graph(self.seats, create_using=nx.DiGraph)
-        return self._everyone
+        return everyone_hears_everyone(self.seats)
 
     # -- actions -----------------------------------------------------------------
     @abstractmethod

@@ -42,7 +42,9 @@ class Message(BaseModel):
         """The message as the seats other than its sender see it."""
         if self.shown is None:
             return self
-        return self.model_copy(update={"content": self.shown, "shown": None})
+        # built anew rather than by model_copy, which costs more than validating these few fields
+        return Message(index=self.index, round=self.round, sender=self.sender, recipients=self.recipients,
+                       content=self.shown, kind=self.kind, data=self.data)
 
 
 class Transcript(Protocol):

@@ -83,7 +83,7 @@ class EventLog(Sequence[Event]):
             self.append(event)
 
     def append(self, event: Event) -> None:
-        if isinstance(event, MessagePosted):
+        if event.type == "message":  # cheaper than isinstance, and this runs for every event
             self.match = self.match or event.match
             self._items.append(event.message)
         else:

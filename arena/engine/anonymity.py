@@ -32,6 +32,8 @@ def scrub(text: str, terms: tuple[str, ...], replacement: str) -> tuple[str, lis
 
 def scrub_data(value: Any, terms: tuple[str, ...], replacement: str) -> tuple[Any, list[str]]:
     """The same for structured data (a prompt's or a notice's facts): every string inside is scrubbed."""
+    if not terms or value is None:
+        return value, []
     found: list[str] = []
 
     def walk(item: Any) -> Any:
@@ -47,8 +49,6 @@ def scrub_data(value: Any, terms: tuple[str, ...], replacement: str) -> tuple[An
             return type(item)(walk(v) for v in item)
         return item
 
-    if not terms or value is None:
-        return value, []
     return walk(value), found
 
 

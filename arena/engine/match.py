@@ -14,6 +14,7 @@ seats of the round have answered; any other error fails it at once.
 
 from __future__ import annotations
 
+import functools
 import traceback
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -114,7 +115,7 @@ class Match:
         sender gets its own words back as it wrote them)."""
         recipients = tuple(recipients)
         shown = shown_data = None
-        if self.filter and any(r != sender for r in recipients):
+        if self.filter and recipients.count(sender) < len(recipients):  # someone other than the sender reads it
             shown, found = self.filter.text(content)
             shown_data, in_data = self.filter.data(data)
             if found or in_data:
@@ -269,6 +270,7 @@ def _referee(spec: RefereeSpec, desk: MatchDesk) -> Referee:
     return cls(cls.Params.model_validate(spec.params), desk)
 
 
+@functools.lru_cache(maxsize=None)  # asked for every match; a game class's default never changes
 def default_referees(game_cls: type[Game]) -> tuple[RefereeSpec, ...]:
     names = game_cls.default_referee
     return tuple(RefereeSpec(use=name) for name in ((names,) if isinstance(names, str) else names))

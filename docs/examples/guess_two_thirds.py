@@ -10,7 +10,7 @@ from fractions import Fraction
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice
+from arena.contract import Game, InvalidReply, Notice, nobody_hears_anyone
 
 
 class GuessParams(BaseModel):
@@ -42,7 +42,7 @@ class GuessTwoThirds(Game):
         return f'Round {round} of {self.params.rounds}: reply with one JSON object only: {{"guess": <0 to 100>}}'
 
     def hears(self, round: int) -> nx.DiGraph:
-        return nx.empty_graph(self.seats, create_using=nx.DiGraph)  # no edges: guesses stay private
+        return nobody_hears_anyone(self.seats)  # no edges: guesses stay private
 
     def parse(self, seat: str, reply: str, round: int) -> int:
         try:

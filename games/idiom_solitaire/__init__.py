@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice, Task
+from arena.contract import Game, InvalidReply, Notice, Task, everyone_hears_everyone
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -129,9 +129,7 @@ class IdiomSolitaire(Game):
         return {"task": Task.IDIOM, "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
 
     def hears(self, round: int) -> nx.DiGraph:
-        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
-
-        return nx.complete_graph(self.seats, create_using=nx.DiGraph)
+        return everyone_hears_everyone(self.seats)
 
     def parse(self, seat: str, reply: str, round: int) -> str:
         word = _NOT_HAN.sub("", reply)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice
+from arena.contract import Game, InvalidReply, Notice, nobody_hears_anyone
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -110,11 +110,7 @@ class PublicGoods(Game):
         )
 
     def hears(self, round: int) -> nx.DiGraph:
-        import networkx as nx  # loaded when a match plays: listing the games needs no graph library
-
-        graph = nx.DiGraph()
-        graph.add_nodes_from(self.seats)  # contributions are private; the referee reports on them
-        return graph
+        return nobody_hears_anyone(self.seats)  # contributions are private; the referee reports on them
 
     # -- actions -------------------------------------------------------------------
     def parse(self, seat: str, reply: str, round: int) -> int:
