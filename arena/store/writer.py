@@ -14,6 +14,7 @@ twice.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -31,7 +32,7 @@ from pydantic import TypeAdapter
 from trio.lowlevel import enable_ki_protection as _whole
 
 from arena import __version__
-from arena.contract.events import Event, MatchStarted, MessagePosted, RoundClosed, SeatInfo
+from arena.contract.events import Event, MessagePosted, SeatInfo
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.capabilities import Review
 from arena.contract.files import examine, leftovers, replacing, set_aside, sqlite_damaged
@@ -411,8 +412,9 @@ class RunStore:
         which records are read back whatever the order they finished in."""
         self._begin()  # committed with whatever is written next; a crash before that leaves nothing to undo
         self._write_rows()  # a crashed attempt's last rows go before they are wiped
-        for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
-            self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
+        if self.db.execute("SELECT 1 FROM matches WHERE key = ?", (spec.key,)).fetchone() is not None:
+            for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
+                self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self.db.execute(
             "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
             "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
@@ -424,16 +426,11 @@ class RunStore:
     @_whole
     def record_event(self, event: Event) -> None:
         """An event sink: called by the match loop for everything that happens."""
-        key = event.match
+        key, kind = event.match, event.type  # the type's name, not isinstance: this runs for every event
         seq = self._seq.get(key, 0)
         self._seq[key] = seq + 1
         self._begin()
-        if isinstance(event, MatchStarted):
-            self.db.execute(
-                "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
-                (time.time(), json.dumps([s.model_dump() for s in event.seats]), key),
-            )
-        if isinstance(event, MessagePosted):
+        if kind == "message":
             m = event.message
             recipients = self._recipients.get(m.recipients)
             if recipients is None:  # a match has a handful of audiences: each is encoded once
@@ -442,14 +439,21 @@ class RunStore:
                 recipients = self._recipients[m.recipients] = json.dumps(m.recipients)
             self._message_rows.append((key, seq, m.index, m.round, m.sender, recipients, m.kind, m.content,
                                        None if m.data is None else json.dumps(m.data), m.shown))
-        else:
-            self._event_rows.append((key, seq, event.type, event.model_dump_json(), time.time()))
-        if isinstance(event, RoundClosed):
-            if time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
-                self._commit()
-            else:
+            if len(self._message_rows) >= 512:  # a long round (many matches at once) goes in parts
                 self._write_rows()
-        elif len(self._event_rows) + len(self._message_rows) >= 512:  # a long round (many matches at once) goes in parts
+            return
+        if kind == "match_started":
+            self.db.execute(
+                "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
+                (time.time(), _seats_json(event.seats), key),
+            )
+        # the serializer itself: model_dump_json's own argument handling cost as much as the encoding
+        self._event_rows.append((key, seq, kind, event.__pydantic_serializer__.to_json(event).decode(), time.time()))
+        # Rows wait for the commit, which makes them visible to readers anyway, or for a batch of 512;
+        # writing them at every round close cost a statement per table per round.
+        if kind == "round_closed" and time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
+            self._commit()
+        elif len(self._event_rows) >= 512:
             self._write_rows()
 
     def _write_rows(self) -> None:
@@ -479,7 +483,7 @@ class RunStore:
         self.db.execute(
             "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ? WHERE key = ?",
             (record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
-             json.dumps([s.model_dump() for s in record.seats]), record.key),
+             _seats_json(record.seats), record.key),
         )
         self._commit()
         self._seq.pop(record.key, None)
@@ -804,6 +808,11 @@ def _status(stored: str) -> str:
 
 
 @lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)  # a tournament has a few seatings, each written twice per match
+def _seats_json(seats: tuple[SeatInfo, ...]) -> str:
+    return json.dumps([s.model_dump() for s in seats])
+
+
 def _seats(text: str | None) -> tuple[SeatInfo, ...]:
     """Seatings repeat from match to match; each is parsed once (SeatInfo is frozen, so sharing is safe)."""
     return tuple(SeatInfo(**seat) for seat in json.loads(text or "[]"))
