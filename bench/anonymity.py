@@ -9,7 +9,9 @@ seat's inbox, so the cost per message should not grow with the history.
 
 Each size is measured twice: the match alone, and the match as a run plays it, with a
 ``RunStore`` in a temporary folder (``prepare``, every event written as it happens, ``finish``:
-what ``arena run`` does for each match), timed together. Two figures per message, each the best
+what ``arena run`` does for each match), timed together. Both are timed inside ``trio.run`` and
+with the garbage collector set as ``arena run`` sets it (``arena.run.collector``), since a run
+starts trio once and plays every match under those settings. Two figures per message, each the best
 of N: the process's CPU time (what the goal is about: other people's work on a shared machine
 does not count in it) and wall time (the same on an idle machine).
 
@@ -35,8 +37,9 @@ import trio
 
 from arena.agents.scripted import ScriptedAgent, ScriptedConfig
 from arena.contract import Game, Notice, plugins
-from arena.contract.records import MatchSettings, MatchSpec
+from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
 from arena.engine.match import play_match
+from arena.run.collector import tuned_for_a_run
 from arena.store import RunStore
 from machine import load, machine_speed  # bench/machine.py: the load and a reference loop's speed
 
@@ -91,18 +94,25 @@ def play_once(spec: MatchSpec, store: bool, profile: cProfile.Profile | None = N
     players = agents()
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
         run = RunStore.create_or_resume(Path(tmp) / "run", "bench", "name: bench\n", "bench") if store else None
-        try:
+
+        async def play() -> tuple[float, float, MatchRecord]:
+            # timed inside trio.run, as a run plays its matches inside one: starting trio is not a match's cost
             if profile is not None:
                 profile.enable()
             started, cpu = time.perf_counter(), time.process_time()
             if run is not None:
                 run.prepare(spec, 0)
-            record = trio.run(play_match, spec, players, (run.record_event,) if run is not None else ())
+            record = await play_match(spec, players, (run.record_event,) if run is not None else ())
             if run is not None:
                 run.finish(record)
             elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             if profile is not None:
                 profile.disable()
+            return cpu, elapsed, record
+
+        try:
+            with tuned_for_a_run():  # the garbage collector's settings of `arena run`
+                cpu, elapsed, record = trio.run(play)
             if run is not None:
                 stored = run.db.execute("SELECT count(*) FROM messages WHERE match_key = 'bench'").fetchone()[0]
                 assert stored == len(record.messages), "the store kept fewer messages than the match posted"

@@ -221,3 +221,43 @@ async def test_a_failing_match_does_not_stop_the_others(buggy_game):
     assert [r.status for r in records] == list(result.statuses.values())
     assert all("RuntimeError: scoring exploded" in r.error for r in records[:2])
     assert len(finished) == 4
+
+
+async def test_a_run_plays_its_matches_with_the_collector_tuned_and_gives_it_back_as_it_was():
+    """While a run plays, what existed before it is left out of garbage collection and the young
+    generation is collected less often (arena.run.collector); once it ends, the collector is as it
+    was, and a cycle that became garbage during the run is collected again."""
+    import gc
+    import weakref
+
+    from arena.contract import Strategy
+    from arena.run.collector import YOUNG
+
+    seen: list[tuple[int, int]] = []
+
+    class Watching(Strategy):
+        def reply(self, turn, rng):
+            seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+            return '{"reason": "r", "coins": 5}'
+
+    class Cycle:
+        pass
+
+    before = gc.get_threshold()
+    old = Cycle()
+    old.me = old  # a cycle alive before the run, dropped while it plays
+    gone = weakref.ref(old)
+    plugins.register("strategy", "test-watching", Watching)
+    try:
+        s = parse_scenario({"name": "gc", "agents": {"a": {"backend": "scripted", "strategy": "test-watching"},
+                                                     "b": {"backend": "scripted", "strategy": "always_all"}},
+                            "games": [{"game": "public_goods", "params": {"mode": 1, "rounds": 2}}]})
+        del old
+        result = await run_tournament(s)
+    finally:
+        plugins.unregister("strategy", "test-watching")
+    assert result.count("finished") == 1
+    assert seen and all(threshold == max(before[0], YOUNG) and frozen > 0 for threshold, frozen in seen)
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    gc.collect()
+    assert gone() is None

@@ -26,6 +26,7 @@ from arena.contract.events import Event
 from arena.engine.match import default_referees
 from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
+from arena.run.collector import tuned_for_a_run
 from arena.run.executor import Executor, InProcess
 from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
@@ -266,60 +267,61 @@ async def run_tournament(
     order: list[str] = []
     wave = plan(scenario)
     beyond_limit = 0
-    try:
-        for agent in agents.values():  # a missing key or model stops the run before any match starts
-            await agent.prepare()
-        while wave:
-            if limit is not None:  # matches past the limit wait for a later run, unless one has played them
-                room = max(0, limit - len(order))
-                beyond = [s for s in wave[room:] if s.key not in earlier]
-                beyond_limit += len(beyond)
-                wave = wave[:room] + [s for s in wave[room:] if s.key in earlier]
-            first = len(order)
-            order += [s.key for s in wave]
-            observer.planned(len(order))
-            if store is not None:
-                store.set_planned(len(order) + beyond_limit)
-            async with trio.open_nursery() as nursery:
-                for position, spec in enumerate(wave, start=first):
-                    if spec.key in earlier:
-                        over(store.match(spec.key), resumed=True)
-                    else:
-                        nursery.start_soon(play, spec, position)
-            wave = []
-            if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
-                break
-            for name, (entry, rule, repeats) in list(repeats_so_far.items()):
-                members = judged[name]
-                current = summarize(members)
-                previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
-                check = stability.check(name, previous, current, repeats, rule)
-                checks.append(check)
+    with tuned_for_a_run():  # the collector walks only what the run makes
+        try:
+            for agent in agents.values():  # a missing key or model stops the run before any match starts
+                await agent.prepare()
+            while wave:
+                if limit is not None:  # matches past the limit wait for a later run, unless one has played them
+                    room = max(0, limit - len(order))
+                    beyond = [s for s in wave[room:] if s.key not in earlier]
+                    beyond_limit += len(beyond)
+                    wave = wave[:room] + [s for s in wave[room:] if s.key in earlier]
+                first = len(order)
+                order += [s.key for s in wave]
+                observer.planned(len(order))
                 if store is not None:
-                    store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done)
-                if check.done:
-                    del repeats_so_far[name]
-                else:
-                    more = min(rule.max, repeats + rule.block)
-                    wave += plan_entry(scenario, entry, repeats + 1, more)
-                    repeats_so_far[name] = (entry, rule, more)
-        if store is not None:
-            failed = sum(s == "failed" for s in statuses.values())
-            store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
-                             else f"stopped by --limit {limit}" if beyond_limit
-                             else "finished" if not failed else "finished with failures")
-    except BaseException as exc:
-        if store is not None:
-            store.flush()
-            store.set_status("interrupted")
-        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None:
-            raise KeyboardInterrupt from None  # Ctrl-C arrives wrapped by the nursery; callers expect it bare
-        raise
-    finally:
-        with trio.CancelScope(shield=True):
-            for agent in agents.values():
-                await agent.aclose()
-        services.close()
+                    store.set_planned(len(order) + beyond_limit)
+                async with trio.open_nursery() as nursery:
+                    for position, spec in enumerate(wave, start=first):
+                        if spec.key in earlier:
+                            over(store.match(spec.key), resumed=True)
+                        else:
+                            nursery.start_soon(play, spec, position)
+                wave = []
+                if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
+                    break
+                for name, (entry, rule, repeats) in list(repeats_so_far.items()):
+                    members = judged[name]
+                    current = summarize(members)
+                    previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
+                    check = stability.check(name, previous, current, repeats, rule)
+                    checks.append(check)
+                    if store is not None:
+                        store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done)
+                    if check.done:
+                        del repeats_so_far[name]
+                    else:
+                        more = min(rule.max, repeats + rule.block)
+                        wave += plan_entry(scenario, entry, repeats + 1, more)
+                        repeats_so_far[name] = (entry, rule, more)
+            if store is not None:
+                failed = sum(s == "failed" for s in statuses.values())
+                store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
+                                 else f"stopped by --limit {limit}" if beyond_limit
+                                 else "finished" if not failed else "finished with failures")
+        except BaseException as exc:
+            if store is not None:
+                store.flush()
+                store.set_status("interrupted")
+            if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None:
+                raise KeyboardInterrupt from None  # Ctrl-C arrives wrapped by the nursery; callers expect it bare
+            raise
+        finally:
+            with trio.CancelScope(shield=True):
+                for agent in agents.values():
+                    await agent.aclose()
+            services.close()
     resumed = sum(1 for key in order if key in earlier)
     return TournamentResult(statuses={k: statuses[k] for k in order if k in statuses}, stability=checks, resumed=resumed,
                             not_started=not_started, budget_note=budget_note, outages=outages.given_up(),
