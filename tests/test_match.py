@@ -360,3 +360,15 @@ def test_the_shared_hearing_graphs_are_built_once_per_seating_and_cannot_be_chan
     for graph in (everyone, nobody):
         with pytest.raises(nx.NetworkXError):
             graph.add_edge("Player 1", "Player 2")
+
+
+def test_a_turns_seed_is_derived_from_the_match_seed_seat_round_and_attempt():
+    """The asker joins a seat's part of the text once; the seeds are those `seeding.derive` gives."""
+    from arena.contract import seeding
+    from arena.engine.turns import Asker
+
+    asker = Asker("m", 2**40 + 3, MatchSettings(), lambda event: None)
+    for seat in ("Player 1", "Player 2", "Player 1"):
+        for round, attempt in ((1, 0), (12, 2), (7, 1)):
+            assert asker._seed(seat, round, attempt) == seeding.derive(2**40 + 3, "turn", seat, round, attempt)
+    assert seeding.derive(5, "turn", "A", 1, 0) == 2431377463824728014  # the seeds of runs already made stay the same

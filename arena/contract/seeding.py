@@ -8,7 +8,15 @@ import random
 
 
 def derive(seed: int | str, *parts: object) -> int:
-    text = "\x1f".join(str(p) for p in (seed, *parts))
+    return hashed(joined(seed, *parts))
+
+
+def joined(*parts: object) -> str:
+    """The text a seed is hashed from; a caller deriving many seeds may join their common start once."""
+    return "\x1f".join(map(str, parts))
+
+
+def hashed(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
 
 

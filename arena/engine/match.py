@@ -117,7 +117,7 @@ class Match:
         shown = shown_data = None
         if self.filter and recipients.count(sender) < len(recipients):  # someone other than the sender reads it
             shown, found = self.filter.text(content)
-            shown_data, in_data = self.filter.data(data)
+            shown_data, in_data = self.filter.data(data) if data is not None else (None, [])
             if found or in_data:
                 self._emit(Scrubbed(match=self.spec.key, round=self.pool.round, seat=sender, found=found + in_data))
         message = self.pool.post(sender, content, recipients, kind, data, shown, shown_data)

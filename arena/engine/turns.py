@@ -65,6 +65,7 @@ class Asker:
     def __init__(self, key: str, seed: int, settings: MatchSettings, emit: EventSink):
         self.key, self.seed, self.settings, self._emit = key, seed, settings, emit
         self._asked: dict[str, int] = {}  # turns each seat was asked for so far (a re-ask is the same turn)
+        self._prefixes: dict[str, str] = {}
 
     def turn(self, seat: str, role: str, round: int, history: Sequence[Message], prompt: str,
              action_schema: dict[str, Any] | None = None, prompt_data: dict[str, Any] | None = None) -> Turn:
@@ -75,7 +76,11 @@ class Asker:
                     seed=self._seed(seat, round, 0), action_schema=action_schema, prompt_data=prompt_data)
 
     def _seed(self, seat: str, round: int, attempt: int) -> int:
-        return seeding.derive(self.seed, "turn", seat, round, attempt)
+        """``seeding.derive(seed, "turn", seat, round, attempt)``, with the seat's part of the text made once."""
+        prefix = self._prefixes.get(seat)
+        if prefix is None:
+            prefix = self._prefixes[seat] = seeding.joined(self.seed, "turn", seat, "")
+        return seeding.hashed(f"{prefix}{round}\x1f{attempt}")
 
     async def ask(self, agent: Agent, turn: Turn, parse: Callable[[str], Any], default: Callable[[], Any],
                   first: str | None = None) -> Outcome:
