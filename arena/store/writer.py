@@ -1,8 +1,9 @@
 """The run store: one SQLite file per run directory, written as the run goes.
 
-Messages and events are written as they happen (committed when a round
-closes), so another process can follow a run; a match's outcome is written in
-one transaction when it ends, so a crash loses at most the matches in flight.
+Messages and events are buffered as they happen and written when the store
+commits: at a round's close once COMMIT_EVERY has passed, and when a match ends,
+so another process can follow a run; a match's outcome is written in one
+transaction with its last rows, so a crash loses at most the matches in flight.
 Unfinished matches (left by a crash, or interrupted by a backend that was down)
 are wiped and played again on resume.
 
