@@ -259,3 +259,38 @@ async def test_a_run_plays_its_matches_with_what_existed_before_frozen_and_unfre
     assert gc.get_freeze_count() == 0
     gc.collect()
     assert gone() is None
+
+
+async def test_matches_that_end_together_share_a_commit_and_each_is_stored_before_it_counts_as_played(
+        autojump_clock, tmp_path):
+    """16 matches whose agents answer at the same moment end together: one commit saves them all
+    (arena.store.commits), and none is reported played before a reader of the store can see it."""
+    import sqlite3
+
+    from arena.store import RunStore
+
+    agents = {f"p{i}": slow("free_rider", 1.0) for i in range(2)}
+    s = parse_scenario({"name": "commits", "agents": agents, "concurrency": {"matches": 16},
+                        "games": [{"game": "public_goods", "seats": 2, "params": {"rounds": 1}}],
+                        "tournament": {"repeats": 16}})
+    store = RunStore.create_or_resume(tmp_path / "run", s.name, "name: commits\n", s.fingerprint())
+    statements: list[str] = []
+    store.db.set_trace_callback(statements.append)
+    reader = sqlite3.connect(f"file:{store.run_dir / 'run.sqlite'}?mode=ro", uri=True)
+    seen_by_reader = {}
+
+    class Reader(Observer):
+        def finished(self, record, resumed):
+            row = reader.execute("SELECT status FROM matches WHERE key = ?", (record.key,)).fetchone()
+            outcomes = reader.execute("SELECT COUNT(*) FROM outcomes WHERE match_key = ?", (record.key,)).fetchone()
+            seen_by_reader[record.key] = (row[0] if row else None, outcomes[0])
+
+    try:
+        result = await run_tournament(s, store, Reader())
+    finally:
+        reader.close()
+        store.close()
+    assert result.count("finished") == 16
+    assert seen_by_reader == {key: ("finished", 2) for key in result.statuses}
+    commits = sum(1 for sql in statements if sql.strip().upper() == "COMMIT")
+    assert commits <= 3, f"{commits} commits for 16 matches that ended together"

@@ -423,3 +423,38 @@ def test_a_ctrl_c_in_the_middle_of_a_write_is_raised_once_the_write_is_over(tmp_
         assert result.resumed == 1 and result.count("finished") == 4
     finally:
         resumed.close()
+
+
+async def test_a_failed_shared_commit_fails_every_match_that_waited_for_it():
+    """When the commit that matches ending together share fails, none of them is counted as
+    saved: the one that committed gets SQLite's error, the others a StoreError that names it."""
+    import trio
+
+    from arena.store.commits import GroupCommit
+
+    class FullDisk:
+        flushes = 0
+
+        def flush(self):
+            self.flushes += 1
+            raise sqlite3.OperationalError("database or disk is full")
+
+    disk = FullDisk()
+    commits = GroupCommit(disk)
+    errors: list[BaseException] = []
+
+    async def end_a_match():
+        try:
+            await commits.commit()
+        except Exception as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(end_a_match)
+    assert disk.flushes == 1  # one commit was tried for all three
+    assert sorted(type(e).__name__ for e in errors) == ["OperationalError", "StoreError", "StoreError"]
+    assert all("database or disk is full" in str(e) for e in errors)
+    with pytest.raises(sqlite3.OperationalError):  # the next match to end tries a commit of its own
+        await commits.commit()
+    assert disk.flushes == 2

@@ -31,6 +31,7 @@ from arena.run.executor import Executor, InProcess
 from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
 from arena.store import RunStore
+from arena.store.commits import GroupCommit
 from arena.store.rows import MatchRow, ScoreRow
 from arena.run.tournament import first_repeats, plan, plan_entry
 
@@ -235,6 +236,7 @@ async def run_tournament(
 
     # the match hands each event straight to the store and the live view: the runner is not on its way
     sinks = (observer.event,) if store is None else (store.record_event, observer.event)
+    commits = GroupCommit(store)  # matches that end together share a commit
 
     async def play(spec: MatchSpec, position: int) -> None:
         nonlocal budget_note
@@ -256,8 +258,9 @@ async def run_tournament(
                     store.prepare(spec, position)
                 played = await executor.play(spec, sinks)
                 record = played.record
-            if store is not None:
-                store.finish(record)
+            if store is not None:  # counted as played once a commit has made it durable
+                store.finish(record, commit=False)
+                await commits.commit()
             if played.outage is None:
                 break
             outages.failed(played.outage)  # then wait for the backend, and play the match again

@@ -1,7 +1,8 @@
 """The run store: one SQLite file per run directory, written as the run goes.
 
 Messages and events are buffered as they happen and written when the store
-commits: at a round's close once COMMIT_EVERY has passed, and when a match ends,
+commits: at a round's close once COMMIT_EVERY has passed, and when a match ends
+(in a run, once for all the matches that end together: ``arena.store.commits``),
 so another process can follow a run; a match's outcome is written in one
 transaction with its last rows, so a crash loses at most the matches in flight.
 Unfinished matches (left by a crash, or interrupted by a backend that was down)
@@ -466,27 +467,29 @@ class RunStore:
             self._event_rows.clear()
 
     @_whole
-    def finish(self, record: MatchRecord) -> None:
-        """The outcome, in one transaction with the match's last events."""
+    def finish(self, record: MatchRecord, commit: bool = True) -> None:
+        """The outcome, in one transaction with the match's last events; committed now unless
+        ``commit`` is false, when the caller commits it (a run shares one commit among the
+        matches that end together: ``arena.store.commits``)."""
         self._begin()
-        for seat in record.seats:
-            if record.status in KEPT and seat.label in record.payoffs:
-                self.db.execute(
-                    "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
-                    (record.key, seat.label, seat.agent, seat.role, record.payoffs[seat.label]),
-                )
+        if record.status in KEPT:
+            self.db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
+                                [(record.key, seat.label, seat.agent, seat.role, record.payoffs[seat.label])
+                                 for seat in record.seats if seat.label in record.payoffs])
         for metric, values in record.metrics.items():
             self.db.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
                                 [(record.key, metric, seat, value) for seat, value in values.items()])
-        self.db.executemany(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            [(record.key, seq, r.question, r.a, r.b, r.reviewer, r.score, r.sample, r.order, r.difference)
-                             for seq, r in enumerate(record.reviews)])
+        if record.reviews:
+            self.db.executemany(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                                [(record.key, seq, r.question, r.a, r.b, r.reviewer, r.score, r.sample, r.order,
+                                  r.difference) for seq, r in enumerate(record.reviews)])
         self.db.execute(
             "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ? WHERE key = ?",
             (record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
              _seats_json(record.seats), record.key),
         )
-        self._commit()
+        if commit:
+            self._commit()
         self._seq.pop(record.key, None)
 
     @_whole
