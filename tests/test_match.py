@@ -372,3 +372,31 @@ def test_a_turns_seed_is_derived_from_the_match_seed_seat_round_and_attempt():
         for round, attempt in ((1, 0), (12, 2), (7, 1)):
             assert asker._seed(seat, round, attempt) == seeding.derive(2**40 + 3, "turn", seat, round, attempt)
     assert seeding.derive(5, "turn", "A", 1, 0) == 2431377463824728014  # the seeds of runs already made stay the same
+
+
+def test_a_games_generator_draws_what_one_seeded_from_the_match_seed_draws_however_it_is_used():
+    """The generator a game gets (``seeding.rng``) is seeded only when first used; every way of
+    using it, a copy or a pickle included, gives what ``random.Random(derive(...))`` gives."""
+    import copy
+    import pickle
+    import random
+
+    from arena.contract import seeding
+
+    uses = {
+        "random": lambda r: [r.random() for _ in range(3)],
+        "shuffle": lambda r: (lambda xs: (r.shuffle(xs), xs)[1])(list(range(10))),
+        "choice and sample": lambda r: (r.choice("abcdef"), r.sample(range(100), 5)),
+        "gauss": lambda r: (r.gauss(0, 1), r.gauss(0, 1)),
+        "bits and bytes": lambda r: (r.getrandbits(70), r.randbytes(5)),
+        "a copy": lambda r: copy.deepcopy(r).random(),
+        "a pickle": lambda r: pickle.loads(pickle.dumps(r)).random(),
+        "its state": lambda r: r.getstate(),
+        "a state set": lambda r: (r.setstate(random.Random(1).getstate()), r.random())[1],
+        "a new seed": lambda r: (r.seed(9), r.random())[1],
+    }
+    for match_seed in (0, 12345, 2**63 + 1):
+        for name, use in uses.items():
+            lazy = seeding.rng(match_seed, "game")
+            assert isinstance(lazy, random.Random)
+            assert use(lazy) == use(random.Random(seeding.derive(match_seed, "game"))), name

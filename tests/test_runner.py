@@ -281,9 +281,9 @@ async def test_matches_that_end_together_share_a_commit_and_each_is_stored_befor
 
     class Reader(Observer):
         def finished(self, record, resumed):
-            row = reader.execute("SELECT status FROM matches WHERE key = ?", (record.key,)).fetchone()
+            row = reader.execute("SELECT status, ended >= started FROM matches WHERE key = ?", (record.key,)).fetchone()
             outcomes = reader.execute("SELECT COUNT(*) FROM outcomes WHERE match_key = ?", (record.key,)).fetchone()
-            seen_by_reader[record.key] = (row[0] if row else None, outcomes[0])
+            seen_by_reader[record.key] = (*(row or (None, None)), outcomes[0])
 
     try:
         result = await run_tournament(s, store, Reader())
@@ -291,6 +291,6 @@ async def test_matches_that_end_together_share_a_commit_and_each_is_stored_befor
         reader.close()
         store.close()
     assert result.count("finished") == 16
-    assert seen_by_reader == {key: ("finished", 2) for key in result.statuses}
+    assert seen_by_reader == {key: ("finished", 1, 2) for key in result.statuses}  # started, then ended
     commits = sum(1 for sql in statements if sql.strip().upper() == "COMMIT")
     assert commits <= 3, f"{commits} commits for 16 matches that ended together"

@@ -234,11 +234,13 @@ class RunStore:
         self.took_over: dict[str, Any] | None = None  # the writer before this one, which died holding the run
         self.set_aside: Path | None = None  # where --force-new (or an unfinished store) moved the old store to
         self._seq: dict[str, int] = {}
-        # rows of the current round, written together when it closes (one statement per table, not per
-        # event), and always before a commit or anything else touches the match's rows
+        # rows waiting for the next commit, written together (one statement per table, not per event),
+        # and always before a commit or a wipe of the match's rows
         self._message_rows: list[tuple] = []
         self._event_rows: list[tuple] = []
         self._recipients: dict[tuple[str, ...], str] = {}
+        self._starts: dict[str, tuple] = {}  # key -> (started, seats, key) of a match that began since the last write
+        self._keys: set[str] | None = None  # every match the store has a row for, once prepare has read them
         self._in_tx = False
         self._last_commit = time.monotonic()
 
@@ -413,10 +415,13 @@ class RunStore:
         ``position`` is the match's place in the tournament's plan, the order in
         which records are read back whatever the order they finished in."""
         self._begin()  # committed with whatever is written next; a crash before that leaves nothing to undo
-        self._write_rows()  # a crashed attempt's last rows go before they are wiped
-        if self.db.execute("SELECT 1 FROM matches WHERE key = ?", (spec.key,)).fetchone() is not None:
+        if self._keys is None:  # the store's matches, read once: a key seen before is wiped before it is played
+            self._keys = {key for (key,) in self.db.execute("SELECT key FROM matches")}
+        if spec.key in self._keys:
+            self._write_rows()  # an earlier attempt's last rows go before they are wiped
             for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
                 self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
+        self._keys.add(spec.key)
         self.db.execute(
             "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
             "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
@@ -444,11 +449,8 @@ class RunStore:
             if len(self._message_rows) >= 512:  # a long round (many matches at once) goes in parts
                 self._write_rows()
             return
-        if kind == "match_started":
-            self.db.execute(
-                "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
-                (time.time(), _seats_json(event.seats), key),
-            )
+        if kind == "match_started":  # written with the rows; a match that ends first says it in its last row
+            self._starts[key] = (time.time(), _seats_json(event.seats), key)
         # the serializer itself: model_dump_json's own argument handling cost as much as the encoding
         self._event_rows.append((key, seq, kind, event.__pydantic_serializer__.to_json(event).decode(), time.time()))
         # Rows wait for the commit, which makes them visible to readers anyway, or for a batch of 512;
@@ -459,6 +461,10 @@ class RunStore:
             self._write_rows()
 
     def _write_rows(self) -> None:
+        if self._starts:
+            self.db.executemany("UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
+                                self._starts.values())
+            self._starts.clear()
         if self._message_rows:
             self.db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self._message_rows)
             self._message_rows.clear()
@@ -483,10 +489,12 @@ class RunStore:
             self.db.executemany(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                                 [(record.key, seq, r.question, r.a, r.b, r.reviewer, r.score, r.sample, r.order,
                                   r.difference) for seq, r in enumerate(record.reviews)])
+        start = self._starts.pop(record.key, None)
         self.db.execute(
-            "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ? WHERE key = ?",
+            "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
+            "started = coalesce(?, started) WHERE key = ?",
             (record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
-             _seats_json(record.seats), record.key),
+             _seats_json(record.seats), start[0] if start else None, record.key),
         )
         if commit:
             self._commit()
