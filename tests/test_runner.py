@@ -294,3 +294,30 @@ async def test_matches_that_end_together_share_a_commit_and_each_is_stored_befor
     assert seen_by_reader == {key: ("finished", 1, 2) for key in result.statuses}  # started, then ended
     commits = sum(1 for sql in statements if sql.strip().upper() == "COMMIT")
     assert commits <= 3, f"{commits} commits for 16 matches that ended together"
+
+
+async def test_a_match_cancelled_while_it_waits_for_a_slot_gives_back_the_agent_slots_it_took(autojump_clock):
+    from arena.contract.records import MatchSpec
+    from arena.run.runner import Limits
+    from arena.run.scenario import Concurrency
+
+    limits = Limits(Concurrency(matches=1, agents={"a": 1}), ["a", "b"])
+    first = MatchSpec(key="1", game="public_goods", agents=("b", "b"), seed=1)
+    second = MatchSpec(key="2", game="public_goods", agents=("a", "b"), seed=1)
+    done = trio.Event()
+
+    async def hold(task_status=trio.TASK_STATUS_IGNORED):
+        async with limits.slot(first):  # the one match slot
+            task_status.started()
+            await done.wait()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(hold)
+        with trio.move_on_after(1) as waiting:  # the second gets agent a's slot, then waits for a match slot
+            async with limits.slot(second):
+                raise AssertionError("two matches at once under a limit of one")
+        assert waiting.cancelled_caught
+        assert limits.per_agent["a"].borrowed_tokens == 0  # given back when the wait was cut short
+        assert limits.matches.borrowed_tokens == 1
+        done.set()
+    assert limits.matches.borrowed_tokens == 0

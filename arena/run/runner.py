@@ -9,8 +9,6 @@ matches already finished, and each one's row as its turn in the plan comes."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 
 import trio
@@ -126,14 +124,34 @@ class Limits:
         self.matches = trio.CapacityLimiter(matches or concurrency.matches)
         self.per_agent = {a: trio.CapacityLimiter(n) for a in agents if (n := concurrency.limit_for(a))}
 
-    @asynccontextmanager
-    async def slot(self, spec: MatchSpec) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            for agent in sorted(set(spec.agents)):
-                if agent in self.per_agent:
-                    await stack.enter_async_context(self.per_agent[agent])
-            await stack.enter_async_context(self.matches)
-            yield
+    def slot(self, spec: MatchSpec) -> "_Slot":
+        """``async with limits.slot(spec):`` holds every limiter the match needs."""
+        return _Slot((*(self.per_agent[a] for a in sorted(set(spec.agents)) if a in self.per_agent), self.matches))
+
+
+class _Slot:
+    """The limiters of one match, taken in order and given back in reverse (a plain class: the
+    generator and exit stack of a context-manager function cost 4% of a scripted match)."""
+
+    __slots__ = ("limiters",)
+
+    def __init__(self, limiters: tuple[trio.CapacityLimiter, ...]):
+        self.limiters = limiters
+
+    async def __aenter__(self) -> None:
+        taken = 0
+        try:
+            for limiter in self.limiters:
+                await limiter.acquire()
+                taken += 1
+        except BaseException:  # cancelled while waiting: let go of what was taken
+            for limiter in reversed(self.limiters[:taken]):
+                limiter.release()
+            raise
+
+    async def __aexit__(self, *exc_info) -> None:
+        for limiter in reversed(self.limiters):
+            limiter.release()
 
 
 def build_agents(scenario: Scenario, services: Services | None = None) -> dict[str, Agent]:
