@@ -113,6 +113,21 @@ CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 
 
 _REVIEW_COLUMNS = "match_key, seq, question, a, b, reviewer, score, sample, shown_order, difference"
+_REGISTER = ("INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
+             "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
+             "started = NULL, ended = NULL")
+# What the rows waiting for a commit are written with, in this order. "starts" maps a key to its
+# row, so that a match ending before the write drops it and says when it started in its last row.
+_WRITES = {
+    "starts": "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
+    "messages": "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "events": "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+    "outcomes": "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
+    "metrics": "INSERT INTO metrics VALUES (?, ?, ?, ?)",
+    "reviews": f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    "ends": "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
+            "started = coalesce(?, started) WHERE key = ?",
+}
 
 
 def _sqlite_reason(exc: sqlite3.Error) -> str:
@@ -236,10 +251,8 @@ class RunStore:
         self._seq: dict[str, int] = {}
         # rows waiting for the next commit, written together (one statement per table, not per event),
         # and always before a commit or a wipe of the match's rows
-        self._message_rows: list[tuple] = []
-        self._event_rows: list[tuple] = []
+        self._rows: dict[str, Any] = {table: ({} if table == "starts" else []) for table in _WRITES}
         self._recipients: dict[tuple[str, ...], str] = {}
-        self._starts: dict[str, tuple] = {}  # key -> (started, seats, key) of a match that began since the last write
         self._keys: set[str] | None = None  # every match the store has a row for, once prepare has read them
         self._in_tx = False
         self._last_commit = time.monotonic()
@@ -422,12 +435,8 @@ class RunStore:
             for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
                 self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self._keys.add(spec.key)
-        self.db.execute(
-            "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
-            "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
-            "started = NULL, ended = NULL",
-            (spec.key, position, spec.group, spec.repeat, spec.game, spec.model_dump_json()),
-        )
+        # at once, not with the rows: the live view reads a running match's spec from the store
+        self.db.execute(_REGISTER, (spec.key, position, spec.group, spec.repeat, spec.game, spec.model_dump_json()))
         self._seq[spec.key] = 0
 
     @_whole
@@ -444,33 +453,32 @@ class RunStore:
                 if len(self._recipients) > 4096:
                     self._recipients.clear()
                 recipients = self._recipients[m.recipients] = json.dumps(m.recipients)
-            self._message_rows.append((key, seq, m.index, m.round, m.sender, recipients, m.kind, m.content,
-                                       None if m.data is None else json.dumps(m.data), m.shown))
-            if len(self._message_rows) >= 512:  # a long round (many matches at once) goes in parts
+            messages = self._rows["messages"]
+            messages.append((key, seq, m.index, m.round, m.sender, recipients, m.kind, m.content,
+                             None if m.data is None else json.dumps(m.data), m.shown))
+            if len(messages) >= 512:  # a long round (many matches at once) goes in parts
                 self._write_rows()
             return
         if kind == "match_started":  # written with the rows; a match that ends first says it in its last row
-            self._starts[key] = (time.time(), _seats_json(event.seats), key)
+            self._rows["starts"][key] = (time.time(), _seats_json(event.seats), key)
         # the serializer itself: model_dump_json's own argument handling cost as much as the encoding
-        self._event_rows.append((key, seq, kind, event.__pydantic_serializer__.to_json(event).decode(), time.time()))
+        events = self._rows["events"]
+        events.append((key, seq, kind, event.__pydantic_serializer__.to_json(event).decode(), time.time()))
         # Rows wait for the commit, which makes them visible to readers anyway, or for a batch of 512;
         # writing them at every round close cost a statement per table per round.
         if kind == "round_closed" and time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
             self._commit()
-        elif len(self._event_rows) >= 512:
+        elif len(events) >= 512:
             self._write_rows()
 
     def _write_rows(self) -> None:
-        if self._starts:
-            self.db.executemany("UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
-                                self._starts.values())
-            self._starts.clear()
-        if self._message_rows:
-            self.db.executemany("INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self._message_rows)
-            self._message_rows.clear()
-        if self._event_rows:
-            self.db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?)", self._event_rows)
-            self._event_rows.clear()
+        """Every row waiting, one statement per table, in the order the tables' rows depend on."""
+        for table, rows in self._rows.items():
+            if rows:
+                if table == "starts":
+                    rows = rows.values()
+                self.db.executemany(_WRITES[table], rows)
+                self._rows[table] = {} if table == "starts" else []
 
     @_whole
     def finish(self, record: MatchRecord, commit: bool = True) -> None:
@@ -478,24 +486,17 @@ class RunStore:
         ``commit`` is false, when the caller commits it (a run shares one commit among the
         matches that end together: ``arena.store.commits``)."""
         self._begin()
+        rows, key = self._rows, record.key
         if record.status in KEPT:
-            self.db.executemany("INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
-                                [(record.key, seat.label, seat.agent, seat.role, record.payoffs[seat.label])
-                                 for seat in record.seats if seat.label in record.payoffs])
+            rows["outcomes"] += [(key, seat.label, seat.agent, seat.role, record.payoffs[seat.label])
+                                 for seat in record.seats if seat.label in record.payoffs]
         for metric, values in record.metrics.items():
-            self.db.executemany("INSERT INTO metrics VALUES (?, ?, ?, ?)",
-                                [(record.key, metric, seat, value) for seat, value in values.items()])
-        if record.reviews:
-            self.db.executemany(f"INSERT INTO reviews ({_REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                                [(record.key, seq, r.question, r.a, r.b, r.reviewer, r.score, r.sample, r.order,
-                                  r.difference) for seq, r in enumerate(record.reviews)])
-        start = self._starts.pop(record.key, None)
-        self.db.execute(
-            "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
-            "started = coalesce(?, started) WHERE key = ?",
-            (record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
-             _seats_json(record.seats), start[0] if start else None, record.key),
-        )
+            rows["metrics"] += [(key, metric, seat, value) for seat, value in values.items()]
+        rows["reviews"] += [(key, seq, r.question, r.a, r.b, r.reviewer, r.score, r.sample, r.order, r.difference)
+                            for seq, r in enumerate(record.reviews)]
+        start = rows["starts"].pop(key, None)
+        rows["ends"].append((record.status, record.rounds, record.error, json.dumps(record.params), time.time(),
+                             _seats_json(record.seats), start[0] if start else None, key))
         if commit:
             self._commit()
         self._seq.pop(record.key, None)
