@@ -257,8 +257,9 @@ class Match:
                 done[turn.seat] = exc
 
         async with trio.open_nursery() as nursery:
-            for turn in turns:
+            for turn in turns[1:]:
                 nursery.start_soon(take, turn)
+            await take(turns[0])  # in the match's own task: one task fewer to start and schedule
         for result in done.values():
             if isinstance(result, BackendUnavailable):
                 raise result
