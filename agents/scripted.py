@@ -17,6 +17,9 @@ class ScriptedConfig(AgentConfig):
     strategy: str = Field(description="A registered strategy (entry point group arena.strategies).")
     params: dict[str, Any] = Field(default_factory=dict, description="The strategy's own parameters.")
     delay: float = Field(0.0, ge=0, description="Seconds to wait before replying, to imitate latency.")
+    jitter: float = Field(0.0, ge=0, le=1, description=(
+        "How much the wait varies, as a fraction of delay: each reply waits between delay × (1 − jitter) and "
+        "delay × (1 + jitter), drawn from the turn's seed (the same run waits the same)."))
 
 
 class ScriptedAgent(Agent):
@@ -59,8 +62,11 @@ class ScriptedAgent(Agent):
         return out
 
     async def reply(self, turn: Turn) -> str:
-        if self.config.delay:
-            await trio.sleep(self.config.delay)
+        delay, jitter = self.config.delay, self.config.jitter
+        if delay:
+            if jitter:
+                delay *= seeding.rng(turn.seed, "latency").uniform(1 - jitter, 1 + jitter)
+            await trio.sleep(delay)
         out = self.strategy.reply(turn, seeding.lazy_random(turn.seed))
         if inspect.isawaitable(out):
             out = await out

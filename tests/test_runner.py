@@ -321,3 +321,28 @@ async def test_a_match_cancelled_while_it_waits_for_a_slot_gives_back_the_agent_
         assert limits.matches.borrowed_tokens == 1
         done.set()
     assert limits.matches.borrowed_tokens == 0
+
+
+async def test_a_scripted_agents_latency_varies_by_its_jitter_and_is_the_same_in_every_run(autojump_clock):
+    from arena.contract.messages import Turn
+
+    from helpers import scripted
+
+    agent = scripted("a", "free_rider", delay=1.0, jitter=0.25)
+
+    async def waits() -> list[float]:
+        out = []
+        for seed in range(40):
+            start = trio.current_time()
+            await agent.reply(Turn(match="m", seat="P", role="P", round=1, history=(), prompt="go", seed=seed))
+            out.append(trio.current_time() - start)
+        return out
+
+    first, again = await waits(), await waits()
+    assert first == pytest.approx(again, abs=1e-9)  # drawn from the turn's seed
+    assert all(0.75 <= w <= 1.25 for w in first)
+    assert max(first) - min(first) > 0.25  # it does vary, across most of its range
+    steady = scripted("b", "free_rider", delay=1.0)
+    start = trio.current_time()
+    await steady.reply(Turn(match="m", seat="P", role="P", round=1, history=(), prompt="go", seed=3))
+    assert trio.current_time() - start == pytest.approx(1.0)
