@@ -442,7 +442,7 @@ async def test_a_failed_shared_commit_fails_every_match_that_waited_for_it():
             raise sqlite3.OperationalError("database or disk is full")
 
     disk = FullDisk()
-    commits = GroupCommit(disk)
+    commits = GroupCommit(disk, gather=3)
     errors: list[BaseException] = []
 
     async def end_a_match():

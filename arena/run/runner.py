@@ -9,6 +9,7 @@ matches already finished, and each one's row as its turn in the plan comes."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import trio
@@ -236,6 +237,7 @@ async def run_tournament(
     unplayed: list[str] = []
     budget_note: str | None = None
     limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
+    commits = GroupCommit(store, gather=limits.matches.total_tokens)  # matches that end together share a commit
     statuses: dict[str, str] = {}  # key -> status: all the runner keeps of a match once it is over
     earlier = store.finished_keys() if store else set()
     checks: list[stability.StabilityCheck] = []
@@ -254,7 +256,6 @@ async def run_tournament(
 
     # the match hands each event straight to the store and the live view: the runner is not on its way
     sinks = (observer.event,) if store is None else (store.record_event, observer.event)
-    commits = GroupCommit(store)  # matches that end together share a commit
 
     async def play(spec: MatchSpec, position: int) -> None:
         nonlocal budget_note
@@ -277,8 +278,7 @@ async def run_tournament(
                 played = await executor.play(spec, sinks)
                 record = played.record
             if store is not None:  # counted as played once a commit has made it durable
-                store.finish(record, commit=False)
-                await commits.commit()
+                await commits.commit(functools.partial(store.finish, record, commit=False))
             if played.outage is None:
                 break
             outages.failed(played.outage)  # then wait for the backend, and play the match again
