@@ -113,12 +113,14 @@ CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 
 
 _REVIEW_COLUMNS = "match_key, seq, question, a, b, reviewer, score, sample, shown_order, difference"
-_REGISTER = ("INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
-             "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
-             "started = NULL, ended = NULL")
-# What the rows waiting for a commit are written with, in this order. "starts" maps a key to its
-# row, so that a match ending before the write drops it and says when it started in its last row.
+# What the rows waiting for a commit are written with, in this order: a match's row before what
+# updates it. "matches" maps a key to (spec, position), which `RunStore.spec` reads before it is
+# written; "starts" maps a key to its row, so that a match ending before the write drops it and
+# says when it started in its last row.
 _WRITES = {
+    "matches": "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
+               "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
+               "started = NULL, ended = NULL",
     "starts": "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
     "messages": "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
     "events": "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
@@ -128,6 +130,7 @@ _WRITES = {
     "ends": "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
             "started = coalesce(?, started) WHERE key = ?",
 }
+_KEYED = ("matches", "starts")
 
 
 def _sqlite_reason(exc: sqlite3.Error) -> str:
@@ -251,7 +254,7 @@ class RunStore:
         self._seq: dict[str, int] = {}
         # rows waiting for the next commit, written together (one statement per table, not per event),
         # and always before a commit or a wipe of the match's rows
-        self._rows: dict[str, Any] = {table: ({} if table == "starts" else []) for table in _WRITES}
+        self._rows: dict[str, Any] = {table: ({} if table in _KEYED else []) for table in _WRITES}
         self._recipients: dict[tuple[str, ...], str] = {}
         self._keys: set[str] | None = None  # every match the store has a row for, once prepare has read them
         self._in_tx = False
@@ -435,8 +438,7 @@ class RunStore:
             for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
                 self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self._keys.add(spec.key)
-        # at once, not with the rows: the live view reads a running match's spec from the store
-        self.db.execute(_REGISTER, (spec.key, position, spec.group, spec.repeat, spec.game, spec.model_dump_json()))
+        self._rows["matches"][spec.key] = (spec, position)  # its row is written with the others; `spec` reads it meanwhile
         self._seq[spec.key] = 0
 
     @_whole
@@ -475,10 +477,13 @@ class RunStore:
         """Every row waiting, one statement per table, in the order the tables' rows depend on."""
         for table, rows in self._rows.items():
             if rows:
-                if table == "starts":
+                if table == "matches":
+                    rows = [(spec.key, position, spec.group, spec.repeat, spec.game, spec.model_dump_json())
+                            for spec, position in rows.values()]
+                elif table == "starts":
                     rows = rows.values()
                 self.db.executemany(_WRITES[table], rows)
-                self._rows[table] = {} if table == "starts" else []
+                self._rows[table] = {} if table in _KEYED else []
 
     @_whole
     def finish(self, record: MatchRecord, commit: bool = True) -> None:
@@ -776,6 +781,9 @@ class RunStore:
 
     def spec(self, key: str) -> MatchSpec | None:
         """The specification of a match the store has registered, or None."""
+        waiting = self._rows["matches"].get(key)
+        if waiting is not None:
+            return waiting[0]
         row = self.db.execute("SELECT spec FROM matches WHERE key = ?", (key,)).fetchone()
         return MatchSpec.model_validate_json(row[0]) if row else None
 
