@@ -346,3 +346,36 @@ async def test_a_scripted_agents_latency_varies_by_its_jitter_and_is_the_same_in
     start = trio.current_time()
     await steady.reply(Turn(match="m", seat="P", role="P", round=1, history=(), prompt="go", seed=3))
     assert trio.current_time() - start == pytest.approx(1.0)
+
+
+async def test_whatever_a_run_commits_has_each_ended_matchs_outcome_with_its_end(autojump_clock, tmp_path, monkeypatch):
+    """Matches end at different moments while others still play and commit (here at every round's
+    close); a reader never sees a match's end without its outcome, though the commit it waits
+    for comes later."""
+    import sqlite3
+
+    from arena.store import RunStore
+
+    monkeypatch.setattr(RunStore, "COMMIT_EVERY", 0)
+    agents = {f"p{i}": {"backend": "scripted", "strategy": "free_rider", "delay": 1.0, "jitter": 0.9} for i in range(3)}
+    s = parse_scenario({"name": "ends", "agents": agents, "concurrency": {"matches": 6},
+                        "games": [{"game": "public_goods", "seats": 2, "params": {"rounds": 3}}],
+                        "tournament": {"format": "round_robin", "repeats": 4}})
+    store = RunStore.create_or_resume(tmp_path / "run", s.name, "name: ends\n", s.fingerprint())
+    reader = sqlite3.connect(f"file:{store.run_dir / 'run.sqlite'}?mode=ro", uri=True)
+    looks = []
+
+    class Reader(Observer):
+        def event(self, event):
+            ended = {k for (k,) in reader.execute("SELECT match_key FROM events WHERE type = 'match_ended'")}
+            scored = {k for (k,) in reader.execute("SELECT DISTINCT match_key FROM outcomes")}
+            looks.append((ended, scored))
+
+    try:
+        result = await run_tournament(s, store, Reader())
+    finally:
+        reader.close()
+        store.close()
+    assert result.count("finished") == 12
+    assert all(ended <= scored for ended, scored in looks), [ended - scored for ended, scored in looks if ended - scored][0]
+    assert sum(1 for ended, _ in looks if ended) > len(looks) // 4  # the reader looked while matches were ending

@@ -9,7 +9,6 @@ matches already finished, and each one's row as its turn in the plan comes."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import trio
@@ -278,7 +277,8 @@ async def run_tournament(
                 played = await executor.play(spec, sinks)
                 record = played.record
             if store is not None:  # counted as played once a commit has made it durable
-                await commits.commit(functools.partial(store.finish, record, commit=False))
+                store.finish(record, commit=False)  # at once: whatever commits next has the match's last rows and its outcome together
+                await commits.commit()
             if played.outage is None:
                 break
             outages.failed(played.outage)  # then wait for the backend, and play the match again

@@ -2,18 +2,17 @@
 
 Committing each match on its own cost 157 µs, a fifth of a scripted match's CPU (750 µs), and
 a commit's cost grows much less than what it carries: one for seven matches took 430 µs.
-Matches played at once tend to end together (their agents answer together), so the first to end
-waits until the run has nothing else to do, or until as many matches as the run plays at once
-are waiting, and then writes every waiting match's outcome and commits them together. Writing
-then, not as each match ends, keeps that work out of the way of the matches that start in the
-freed slots: it is done while their agents think. Each match waits for the commit: a match the
-run counts as played is in the store for any reader, and a crash before the commit leaves it to
-be replayed, as a crash before a commit of its own did.
+Matches played at once tend to end together (their agents answer together). Each writes its
+outcome into the store's open transaction as it ends, with its last rows, so that whatever
+commits next has both; then the first to end waits until the run has nothing else to do, or
+until as many matches as the run plays at once are waiting, and commits for all of them. The
+commit is then made while the agents of the matches that took the freed slots think, not between
+those matches' set-ups. Each match waits for the commit: a match the run counts as played is in
+the store for any reader, and a crash before the commit leaves it to be replayed, as a crash
+before a commit of its own did.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import trio
 import trio.testing
@@ -22,10 +21,10 @@ from arena.store.errors import StoreError
 
 
 class _Gathering:
-    __slots__ = ("writes", "waiting", "done", "error")
+    __slots__ = ("matches", "waiting", "done", "error")
 
-    def __init__(self, write: Callable[[], None] | None) -> None:
-        self.writes = [write]
+    def __init__(self) -> None:
+        self.matches = 1
         # shielded: whoever gathers the others commits for them, even when its own match is cancelled
         self.waiting = trio.CancelScope(shield=True)
         self.done = trio.Event()
@@ -33,20 +32,19 @@ class _Gathering:
 
 
 class GroupCommit:
-    """``await commit(write)`` returns once ``write`` (a match's rows, written into the store's
-    open transaction) has run and been committed. ``gather``: how many matches one commit waits
-    for at most, the run's matches at once; 1 commits at once."""
+    """``await commit()`` returns once what was written before it is committed. ``gather``: how
+    many matches one commit waits for at most, the run's matches at once; 1 commits at once."""
 
     def __init__(self, store, gather: int = 1) -> None:  # a RunStore, or anything with its ``flush``
         self._store = store
         self._gather = max(1, gather)
         self._gathering: _Gathering | None = None
 
-    async def commit(self, write: Callable[[], None] | None = None) -> None:
+    async def commit(self) -> None:
         gathering = self._gathering
         if gathering is not None:  # another match is about to commit: ride along
-            gathering.writes.append(write)
-            if len(gathering.writes) >= self._gather:
+            gathering.matches += 1
+            if gathering.matches >= self._gather:
                 gathering.waiting.cancel()
             await gathering.done.wait()
             error = gathering.error
@@ -55,16 +53,13 @@ class GroupCommit:
             if error is not None:  # Ctrl-C or a cancellation reached the one committing: it stops this match too
                 raise error
             return
-        gathering = _Gathering(write)
+        gathering = _Gathering()
         try:
             if self._gather > 1:
                 self._gathering = gathering
                 with gathering.waiting:  # until every task is waiting (for agents, mostly), or enough matches are
                     await trio.testing.wait_all_tasks_blocked()
                 self._gathering = None  # from here on, a match that ends waits for the next commit
-            for each in gathering.writes:
-                if each is not None:
-                    each()
             self._store.flush()
         except BaseException as exc:
             gathering.error = exc
