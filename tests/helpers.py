@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from arena.agents.openai_backend import OpenAIAgent
@@ -168,3 +169,20 @@ def interruptible() -> None:
     background by a shell (``.ci/run &``, nohup) ignores SIGINT, and so does everything it starts,
     Python included: without this, such a test would fail only when its runner was started so."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@contextmanager
+def store_and_reader(scenario, run_dir: Path):
+    """A run store for the scenario and a second, read-only connection to its file: what another
+    process (`arena watch`) can see while the run plays."""
+    import sqlite3
+
+    from arena.store import RunStore
+
+    store = RunStore.create_or_resume(run_dir, scenario.name, f"name: {scenario.name}\n", scenario.fingerprint())
+    reader = sqlite3.connect(f"file:{store.run_dir / 'run.sqlite'}?mode=ro", uri=True)
+    try:
+        yield store, reader
+    finally:
+        reader.close()
+        store.close()

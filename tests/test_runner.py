@@ -265,31 +265,24 @@ async def test_matches_that_end_together_share_a_commit_and_each_is_stored_befor
         autojump_clock, tmp_path):
     """16 matches whose agents answer at the same moment end together: one commit saves them all
     (arena.store.commits), and none is reported played before a reader of the store can see it."""
-    import sqlite3
-
-    from arena.store import RunStore
+    from helpers import store_and_reader
 
     agents = {f"p{i}": slow("free_rider", 1.0) for i in range(2)}
     s = parse_scenario({"name": "commits", "agents": agents, "concurrency": {"matches": 16},
                         "games": [{"game": "public_goods", "seats": 2, "params": {"rounds": 1}}],
                         "tournament": {"repeats": 16}})
-    store = RunStore.create_or_resume(tmp_path / "run", s.name, "name: commits\n", s.fingerprint())
     statements: list[str] = []
-    store.db.set_trace_callback(statements.append)
-    reader = sqlite3.connect(f"file:{store.run_dir / 'run.sqlite'}?mode=ro", uri=True)
     seen_by_reader = {}
+    with store_and_reader(s, tmp_path / "run") as (store, reader):
+        store.db.set_trace_callback(statements.append)
 
-    class Reader(Observer):
-        def finished(self, record, resumed):
-            row = reader.execute("SELECT status, ended >= started FROM matches WHERE key = ?", (record.key,)).fetchone()
-            outcomes = reader.execute("SELECT COUNT(*) FROM outcomes WHERE match_key = ?", (record.key,)).fetchone()
-            seen_by_reader[record.key] = (*(row or (None, None)), outcomes[0])
+        class Reader(Observer):
+            def finished(self, record, resumed):
+                row = reader.execute("SELECT status, ended >= started FROM matches WHERE key = ?", (record.key,)).fetchone()
+                outcomes = reader.execute("SELECT COUNT(*) FROM outcomes WHERE match_key = ?", (record.key,)).fetchone()
+                seen_by_reader[record.key] = (*(row or (None, None)), outcomes[0])
 
-    try:
         result = await run_tournament(s, store, Reader())
-    finally:
-        reader.close()
-        store.close()
     assert result.count("finished") == 16
     assert seen_by_reader == {key: ("finished", 1, 2) for key in result.statuses}  # started, then ended
     commits = sum(1 for sql in statements if sql.strip().upper() == "COMMIT")
@@ -352,30 +345,25 @@ async def test_whatever_a_run_commits_has_each_ended_matchs_outcome_with_its_end
     """Matches end at different moments while others still play and commit (here at every round's
     close); a reader never sees a match's end without its outcome, though the commit it waits
     for comes later."""
-    import sqlite3
-
     from arena.store import RunStore
+
+    from helpers import store_and_reader
 
     monkeypatch.setattr(RunStore, "COMMIT_EVERY", 0)
     agents = {f"p{i}": {"backend": "scripted", "strategy": "free_rider", "delay": 1.0, "jitter": 0.9} for i in range(3)}
     s = parse_scenario({"name": "ends", "agents": agents, "concurrency": {"matches": 6},
                         "games": [{"game": "public_goods", "seats": 2, "params": {"rounds": 3}}],
                         "tournament": {"format": "round_robin", "repeats": 4}})
-    store = RunStore.create_or_resume(tmp_path / "run", s.name, "name: ends\n", s.fingerprint())
-    reader = sqlite3.connect(f"file:{store.run_dir / 'run.sqlite'}?mode=ro", uri=True)
     looks = []
+    with store_and_reader(s, tmp_path / "run") as (store, reader):
 
-    class Reader(Observer):
-        def event(self, event):
-            ended = {k for (k,) in reader.execute("SELECT match_key FROM events WHERE type = 'match_ended'")}
-            scored = {k for (k,) in reader.execute("SELECT DISTINCT match_key FROM outcomes")}
-            looks.append((ended, scored))
+        class Reader(Observer):
+            def event(self, event):
+                ended = {k for (k,) in reader.execute("SELECT match_key FROM events WHERE type = 'match_ended'")}
+                scored = {k for (k,) in reader.execute("SELECT DISTINCT match_key FROM outcomes")}
+                looks.append((ended, scored))
 
-    try:
         result = await run_tournament(s, store, Reader())
-    finally:
-        reader.close()
-        store.close()
     assert result.count("finished") == 12
     assert all(ended <= scored for ended, scored in looks), [ended - scored for ended, scored in looks if ended - scored][0]
     assert sum(1 for ended, _ in looks if ended) > len(looks) // 4  # the reader looked while matches were ending

@@ -20,7 +20,7 @@ from arena.run.scenario import parse_scenario
 from arena.store import RunStore, StoreError
 from arena.store.writer import SCHEMA_VERSION
 
-from helpers import ROOT, play
+from helpers import ROOT, play, store_and_reader
 
 SCENARIO = """
 name: crashy
@@ -470,16 +470,14 @@ async def test_a_match_row_says_when_it_started_while_it_runs_and_once_it_is_ove
     monkeypatch.setattr(RunStore, "COMMIT_EVERY", 0)  # a commit at every round's close
     scenario = parse_scenario({**MEMORY_SCENARIO, "tournament": {"repeats": 1}, "games": [
         {"game": "public_goods", "agents": ["a", "b"], "params": {"rounds": 3}}]})
-    store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
-    reader = sqlite3.connect(f"file:{store.run_dir / 'run.sqlite'}?mode=ro", uri=True)
     seen = []
+    with store_and_reader(scenario, tmp_path / "run") as (store, reader):
 
-    class Watch(Observer):
-        def event(self, event):
-            if event.type == "round_closed" and event.round == 2:  # committed by then: rounds 0 and 1 closed
-                seen.append(reader.execute("SELECT status, started, seats FROM matches").fetchall())
+        class Watch(Observer):
+            def event(self, event):
+                if event.type == "round_closed" and event.round == 2:  # committed by then: rounds 0 and 1 closed
+                    seen.append(reader.execute("SELECT status, started, seats FROM matches").fetchall())
 
-    try:
         before = time.time()
         await run_tournament(scenario, store, Watch())
         [(status, started, seats)] = seen[0]
@@ -487,6 +485,3 @@ async def test_a_match_row_says_when_it_started_while_it_runs_and_once_it_is_ove
         assert [s["agent"] for s in json.loads(seats)] == ["a", "b"]
         [(status, started_after, ended)] = reader.execute("SELECT status, started, ended FROM matches").fetchall()
         assert (status, started_after) == ("finished", started) and ended >= started
-    finally:
-        reader.close()
-        store.close()
