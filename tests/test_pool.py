@@ -137,3 +137,30 @@ def test_no_seat_ever_sees_the_current_round_or_a_message_it_may_not_hear(seed, 
             if m.round < turn.round and (m.sender == turn.seat or turn.seat in m.recipients)
         ]
         assert list(turn.history) == expected
+
+
+def test_a_message_the_pool_makes_without_validation_is_one_pydantic_would_have_made():
+    from arena.contract.messages import Message
+
+    pool = MessagePool(["A", "B"])
+    made = pool.post("A", "I give 3.", ["B"], "reply", {"coins": 3}, shown="I give 3!")
+    validated = Message(index=0, round=0, sender="A", recipients=("B",), content="I give 3.", kind="reply",
+                        data={"coins": 3}, shown="I give 3!")
+    assert made == validated and made.model_dump_json() == validated.model_dump_json()
+    assert made.model_fields_set == validated.model_fields_set
+    assert made.model_copy(update={"data": None}).data is None and made.data == {"coins": 3}  # copies stay separate
+    assert made.as_shown().content == "I give 3!" and made.as_shown().shown is None
+
+
+def test_what_a_game_posts_that_is_not_of_a_messages_types_is_checked_as_before():
+    import pytest
+    from collections import OrderedDict
+    from pydantic import ValidationError
+
+    pool = MessagePool(["A", "B"])
+    with pytest.raises(ValidationError, match="content"):
+        pool.post("A", 42, ["B"], "reply")  # a game's bug: said where it is, not stored
+    with pytest.raises(ValidationError, match="kind"):
+        pool.post("A", "hello", ["B"], "shout")
+    converted = pool.post("A", "fine", ["B"], "notice", OrderedDict(x=1))  # pydantic's conversion, as before
+    assert type(converted.data) is dict and converted.data == {"x": 1} and converted.index == 0

@@ -7,6 +7,8 @@ from typing import Any
 
 from arena.contract.messages import Message, MessageKind
 
+_KINDS = frozenset(MessageKind.__args__)
+
 
 class InboxView(Sequence[Message]):
     """What a seat could see when it was asked: a read-only window on its inbox.
@@ -79,8 +81,12 @@ class MessagePool:
         recipients = tuple(recipients)
         if not self._known.issuperset(recipients):
             raise ValueError(f"message addressed to unknown seats {sorted(set(recipients) - self._known)}")
-        message = Message(index=len(self._log), round=self.round, sender=sender, recipients=recipients,
-                          content=content, kind=kind, data=data, shown=None if shown == content else shown)
+        shown = None if shown == content else shown
+        if type(content) is str and (data is None or type(data) is dict) and kind in _KINDS:
+            message = Message.made(len(self._log), self.round, sender, recipients, content, kind, data, shown)
+        else:  # not what the fields hold (a game's bug): pydantic converts it or says what is wrong
+            message = Message(index=len(self._log), round=self.round, sender=sender, recipients=recipients,
+                              content=content, kind=kind, data=data, shown=shown)
         self._log.append(message)
         if shown_data is not None and shown_data != data:
             self._for_others[message.index] = message.as_shown().model_copy(update={"data": shown_data})
