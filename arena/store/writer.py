@@ -23,7 +23,7 @@ import re
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from itertools import groupby
 from operator import itemgetter
@@ -240,6 +240,44 @@ def _build(path: Path, name: str, scenario_text: str, fingerprint: str) -> None:
         db.close()
 
 
+class EventRows:
+    """The rows the store writes for each event, made where the match is played: in the run's own
+    process, or in a worker process, which sends them to the run for its store to write as they are."""
+
+    __slots__ = ("_seq", "_recipients")
+
+    def __init__(self) -> None:
+        self._seq: dict[str, int] = {}  # a match's next row number
+        self._recipients: dict[tuple[str, ...], str] = {}
+
+    def start(self, key: str) -> None:
+        """A match (or a replay of it) begins: its rows are numbered from 0."""
+        self._seq[key] = 0
+
+    def end(self, key: str) -> None:
+        self._seq.pop(key, None)
+
+    def rows(self, event: Event) -> tuple[tuple[str, tuple], ...]:
+        """(table, row) pairs; a message's row holds its fields, any other event's its JSON."""
+        key, kind = event.match, event.type  # the type's name, not isinstance: this runs for every event
+        seq = self._seq.get(key, 0)
+        self._seq[key] = seq + 1
+        if kind == "message":
+            m = event.message
+            recipients = self._recipients.get(m.recipients)
+            if recipients is None:  # a match has a handful of audiences: each is encoded once
+                if len(self._recipients) > 4096:
+                    self._recipients.clear()
+                recipients = self._recipients[m.recipients] = json.dumps(m.recipients)
+            return (("messages", (key, seq, m.index, m.round, m.sender, recipients, m.kind, m.content,
+                                  None if m.data is None else json.dumps(m.data), m.shown)),)
+        # the serializer itself: model_dump_json's own argument handling cost as much as the encoding
+        row = ("events", (key, seq, kind, event.__pydantic_serializer__.to_json(event).decode(), time.time()))
+        if kind == "match_started":
+            return (("starts", (time.time(), _seats_json(event.seats), key)), row)
+        return (row,)
+
+
 class RunStore:
     """One run's store. Made by `arena run` (``create_or_resume``: the one writer, holding the run's lock)
     or opened by a command that reads it (``open(..., readonly=True)``)."""
@@ -251,11 +289,10 @@ class RunStore:
         self._lock = lock
         self.took_over: dict[str, Any] | None = None  # the writer before this one, which died holding the run
         self.set_aside: Path | None = None  # where --force-new (or an unfinished store) moved the old store to
-        self._seq: dict[str, int] = {}
+        self._encoder = EventRows()
         # rows waiting for the next commit, written together (one statement per table, not per event),
         # and always before a commit or a wipe of the match's rows
         self._rows: dict[str, Any] = {table: ({} if table in _KEYED else []) for table in _WRITES}
-        self._recipients: dict[tuple[str, ...], str] = {}
         self._keys: set[str] | None = None  # every match the store has a row for, once prepare has read them
         self._in_tx = False
         self._last_commit = time.monotonic()
@@ -439,39 +476,30 @@ class RunStore:
                 self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self._keys.add(spec.key)
         self._rows["matches"][spec.key] = (spec, position)  # its row is written with the others; `spec` reads it meanwhile
-        self._seq[spec.key] = 0
+        self._encoder.start(spec.key)
 
     @_whole
     def record_event(self, event: Event) -> None:
         """An event sink: called by the match loop for everything that happens."""
-        key, kind = event.match, event.type  # the type's name, not isinstance: this runs for every event
-        seq = self._seq.get(key, 0)
-        self._seq[key] = seq + 1
+        self.add_rows(self._encoder.rows(event))
+
+    @_whole
+    def add_rows(self, rows: Sequence[tuple[str, tuple]]) -> None:
+        """An event's rows, as ``EventRows`` made them (here, or in a worker process that played the match)."""
         self._begin()
-        if kind == "message":
-            m = event.message
-            recipients = self._recipients.get(m.recipients)
-            if recipients is None:  # a match has a handful of audiences: each is encoded once
-                if len(self._recipients) > 4096:
-                    self._recipients.clear()
-                recipients = self._recipients[m.recipients] = json.dumps(m.recipients)
-            messages = self._rows["messages"]
-            messages.append((key, seq, m.index, m.round, m.sender, recipients, m.kind, m.content,
-                             None if m.data is None else json.dumps(m.data), m.shown))
-            if len(messages) >= 512:  # a long round (many matches at once) goes in parts
+        pending = self._rows
+        for table, row in rows:
+            if table == "starts":  # written with the rows; a match that ends first says it in its last row
+                pending["starts"][row[2]] = row
+                continue
+            waiting = pending[table]
+            waiting.append(row)
+            # Rows wait for the commit, which makes them visible to readers anyway, or for a batch of 512;
+            # writing them at every round close cost a statement per table per round.
+            if table == "events" and row[2] == "round_closed" and time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
+                self._commit()
+            elif len(waiting) >= 512:  # a long round (many matches at once) goes in parts
                 self._write_rows()
-            return
-        if kind == "match_started":  # written with the rows; a match that ends first says it in its last row
-            self._rows["starts"][key] = (time.time(), _seats_json(event.seats), key)
-        # the serializer itself: model_dump_json's own argument handling cost as much as the encoding
-        events = self._rows["events"]
-        events.append((key, seq, kind, event.__pydantic_serializer__.to_json(event).decode(), time.time()))
-        # Rows wait for the commit, which makes them visible to readers anyway, or for a batch of 512;
-        # writing them at every round close cost a statement per table per round.
-        if kind == "round_closed" and time.monotonic() - self._last_commit >= self.COMMIT_EVERY:
-            self._commit()
-        elif len(events) >= 512:
-            self._write_rows()
 
     def _write_rows(self) -> None:
         """Every row waiting, one statement per table, in the order the tables' rows depend on."""
@@ -504,7 +532,7 @@ class RunStore:
                              _seats_json(record.seats), start[0] if start else None, key))
         if commit:
             self._commit()
-        self._seq.pop(record.key, None)
+        self._encoder.end(record.key)
 
     @_whole
     def call_started(self, call: CallStarted) -> None:
