@@ -8,6 +8,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from helpers import ROOT
@@ -110,3 +111,54 @@ def test_a_run_killed_at_ten_points_resumes_to_the_files_of_an_unbroken_run(tmp_
     assert again.returncode == 0 and target.read_text() == expected[0]
     rank = lambda d: json.loads(cli("rank", d, "--json").stdout)
     assert rank(crashed)["payoffs"] == rank(reference)["payoffs"]
+
+
+def _processes_running(marker: str) -> list[int]:
+    """The processes whose command line names ``marker`` (the run and any worker it forked)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass  # gone meanwhile
+    return found
+
+
+def _gone(marker: str) -> bool:
+    """Whether every process naming ``marker`` has exited: a worker does once it sees its run's socket close."""
+    deadline = time.monotonic() + 30
+    while _processes_running(marker):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+WORKER_POINTS = [
+    (W + "prepare", 3, "after"),  # matches under way in the workers, none finished
+    (W + "add_rows", 30, "after"),  # between two events a worker sent
+    (W + "_commit", 3, "before"),  # rows from the workers pending inside a transaction
+    (W + "finish", 4, "after"),
+    (W + "set_status", 1, "before"),
+]
+
+
+def test_a_run_with_worker_processes_killed_leaves_no_worker_behind_and_resumes_to_the_same_files(tmp_path):
+    scenario = tmp_path / "chaos-workers.yaml"
+    scenario.write_text(SCENARIO.replace("concurrency: 2", "concurrency: {matches: 4, processes: 2}"))
+    reference, crashed = tmp_path / "reference", tmp_path / "crashed"
+    done = cli("run", scenario, "--quiet", "--processes", 1, "--run-dir", reference)
+    assert done.returncode == 0, done.stderr
+    expected = exports(reference)
+    progress = []
+    for point in WORKER_POINTS:
+        killed = cli("run", scenario, "--quiet", "--run-dir", crashed, launch=point)
+        assert killed.returncode == -9, (point, killed.returncode, killed.stderr)
+        assert _gone(str(scenario)), f"a worker outlived its run killed at {point}"
+        progress.append(finished(crashed))
+    assert progress == sorted(progress) and progress[0] == 0 and progress[-1] == len(expected[0].splitlines()), progress
+    resumed = cli("run", scenario, "--quiet", "--run-dir", crashed)
+    assert resumed.returncode == 0, resumed.stderr
+    assert exports(crashed) == expected  # byte for byte, whoever played which match

@@ -112,7 +112,9 @@ def free_port() -> int:
 
 
 # -- the server is killed mid-run, then comes back --------------------------------------------
-def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupted_results(tmp_path, capsys):
+@pytest.mark.parametrize("processes", [1, 2], ids=["in-process", "two-workers"])
+def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupted_results(tmp_path, capsys, processes):
+    """With worker processes too: the outage, the calls cut short and the replies kept travel back to the run."""
     total = 4 * 3 * 2  # matches x rounds x model seats: one request per turn when nothing fails
     kill_after = 15  # two matches at a time, six requests each: at least one has finished by then
     with OpenAIMock() as mock:
@@ -135,7 +137,7 @@ def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupt
 
         mock.reset(until_killed)
         port, url = mock.port, mock.base_url
-        run = start_arena("run", path, "--plain", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        run = start_arena("run", path, "--plain", "--run-dir", tmp_path / "run", "--processes", processes, cwd=tmp_path)
         try:
             assert answered_enough.wait(timeout=120), "the run never got that far"
             mock.stop()
@@ -166,7 +168,7 @@ def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupt
         # the server is back, on the same address: the same command plays what is missing, and only that
         mock.reset(None)
         mock.start(port)
-        again = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        again = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", "--processes", processes, cwd=tmp_path)
         said = flat(again.stdout + again.stderr)
         assert again.returncode == 0, said
         assert f"4 of 4 matches finished, {statuses['finished']} from the earlier run" in said

@@ -102,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
     run.add_argument("--force-new", action="store_true", help="set the run directory's run aside (renamed, not deleted) and start afresh; cached replies are reused")
     run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
+    run.add_argument("--processes", type=_positive, metavar="N",
+                     help="worker processes that play the matches (overrides the scenario's concurrency.processes; "
+                          "for matches whose own work, not the models' answers, takes the time)")
     run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
     run.add_argument("--dry-run", action="store_true", help="print the planned matches, calls, tokens and cost; play nothing")
     _scenario_options(run)
@@ -303,7 +306,7 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
     try:
         with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
             result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache,
-                              args.limit)
+                              args.limit, args.processes)
     except KeyboardInterrupt:
         console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
         return 130

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from arena.run import stability
 from arena.contract import plugins
 from arena.contract.agent import Agent
-from arena.contract.calls import CallRecord, CallStarted, Services
+from arena.contract.calls import CallRecord, CallStarted
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
@@ -25,7 +25,8 @@ from arena.engine.match import default_referees
 from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
 from arena.run.collector import tuned_for_a_run
-from arena.run.executor import Executor, InProcess
+from arena.run.executor import Executor, InProcess, build_agents
+from arena.run.workers import Job, Workers
 from arena.run.outages import Outage, Outages
 from arena.run.scenario import Concurrency, Scenario, UntilStable
 from arena.store import RunStore
@@ -154,20 +155,19 @@ class _Slot:
             limiter.release()
 
 
-def build_agents(scenario: Scenario, services: Services | None = None) -> dict[str, Agent]:
-    agents = {}
-    for name in scenario.agents:
-        backend, config = scenario.agent_config(name)
-        agents[name] = backend(name, config, services)
-    return agents
+def cache_path(scenario: Scenario, store: RunStore | None) -> Path | None:
+    """The run's response cache: the scenario's, or the run directory's; none for a run without either."""
+    if scenario.cache:
+        return Path(scenario.cache)
+    return None if store is None else store.run_dir / "responses.sqlite"
 
 
 def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending,
                    observer: Observer | None = None, on_call=None) -> RunServices:
     observer = observer or Observer()
     cache, problem = None, None
-    if store is not None or scenario.cache:
-        path = Path(scenario.cache) if scenario.cache else store.run_dir / "responses.sqlite"
+    path = cache_path(scenario, store)
+    if path is not None:
         cache, problem = ResponseCache.open_or_none(path)
 
     def record(call: CallRecord) -> None:
@@ -206,10 +206,13 @@ async def run_tournament(
     matches_at_once: int | None = None,
     use_cache: bool = True,
     limit: int | None = None,
+    processes: int | None = None,
 ) -> TournamentResult:
     """``limit``: play only the first ``limit`` matches of the plan, until_stable's added blocks
     included (a smoke test). A match is the same whatever the limit, so a later run without it keeps
-    them and plays the rest; a run the limit cut short judges no stability, as that needs whole blocks."""
+    them and plays the rest; a run the limit cut short judges no stability, as that needs whole blocks.
+    ``processes``: worker processes that play the matches (default: the scenario's
+    ``concurrency.processes``; 1 plays them in this process)."""
     observer = observer or Observer()
     spending = Spending()
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
@@ -231,7 +234,10 @@ async def run_tournament(
     outages = Outages(scenario.match.outage_wait, probe, say)
     services = build_services(scenario, store, use_cache, spending, observer, on_call=answered)
     agents = build_agents(scenario, services)
-    executor: Executor = InProcess(agents)
+    wave = plan(scenario)
+    processes = processes or scenario.concurrency.processes
+    executor: Executor = InProcess(agents) if processes == 1 else Workers.fork(
+        Job(scenario, processes, cache_path(scenario, store), use_cache), preload=wave)
     not_started: list[str] = []
     unplayed: list[str] = []
     budget_note: str | None = None
@@ -254,7 +260,7 @@ async def run_tournament(
         observer.finished(match, resumed)
 
     # the match hands each event straight to the store and the live view: the runner is not on its way
-    sinks = (observer.event,) if store is None else (store.record_event, observer.event)
+    sinks = (observer.event,)
 
     async def play(spec: MatchSpec, position: int) -> None:
         nonlocal budget_note
@@ -274,7 +280,7 @@ async def run_tournament(
                     break
                 if store is not None:
                     store.prepare(spec, position)
-                played = await executor.play(spec, sinks)
+                played = await executor.play(spec, sinks, store)
                 record = played.record
             if store is not None:  # counted as played once a commit has made it durable
                 store.finish(record, commit=False)  # at once: whatever commits next has the match's last rows and its outcome together
@@ -286,51 +292,50 @@ async def run_tournament(
             over(record, resumed=False)
 
     order: list[str] = []
-    wave = plan(scenario)
     beyond_limit = 0
     with tuned_for_a_run():  # the collector walks only what the run makes
         try:
-            for agent in agents.values():  # a missing key or model stops the run before any match starts
-                await agent.prepare()
-            while wave:
-                if limit is not None:  # matches past the limit wait for a later run, unless one has played them
-                    room = max(0, limit - len(order))
-                    beyond = [s for s in wave[room:] if s.key not in earlier]
-                    beyond_limit += len(beyond)
-                    wave = wave[:room] + [s for s in wave[room:] if s.key in earlier]
-                first = len(order)
-                order += [s.key for s in wave]
-                observer.planned(len(order))
-                if store is not None:
-                    store.set_planned(len(order) + beyond_limit)
-                async with trio.open_nursery() as nursery:
-                    for position, spec in enumerate(wave, start=first):
-                        if spec.key in earlier:
-                            over(store.match(spec.key), resumed=True)
-                        else:
-                            nursery.start_soon(play, spec, position)
-                wave = []
-                if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
-                    break
-                for name, (entry, rule, repeats) in list(repeats_so_far.items()):
-                    members = judged[name]
-                    current = summarize(members)
-                    previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
-                    check = stability.check(name, previous, current, repeats, rule)
-                    checks.append(check)
+            async with executor.serving(services):
+                await executor.ready()  # a missing key or model stops the run before any match starts
+                while wave:
+                    if limit is not None:  # matches past the limit wait for a later run, unless one has played them
+                        room = max(0, limit - len(order))
+                        beyond = [s for s in wave[room:] if s.key not in earlier]
+                        beyond_limit += len(beyond)
+                        wave = wave[:room] + [s for s in wave[room:] if s.key in earlier]
+                    first = len(order)
+                    order += [s.key for s in wave]
+                    observer.planned(len(order))
                     if store is not None:
-                        store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done)
-                    if check.done:
-                        del repeats_so_far[name]
-                    else:
-                        more = min(rule.max, repeats + rule.block)
-                        wave += plan_entry(scenario, entry, repeats + 1, more)
-                        repeats_so_far[name] = (entry, rule, more)
-            if store is not None:
-                failed = sum(s == "failed" for s in statuses.values())
-                store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
-                                 else f"stopped by --limit {limit}" if beyond_limit
-                                 else "finished" if not failed else "finished with failures")
+                        store.set_planned(len(order) + beyond_limit)
+                    async with trio.open_nursery() as nursery:
+                        for position, spec in enumerate(wave, start=first):
+                            if spec.key in earlier:
+                                over(store.match(spec.key), resumed=True)
+                            else:
+                                nursery.start_soon(play, spec, position)
+                    wave = []
+                    if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
+                        break
+                    for name, (entry, rule, repeats) in list(repeats_so_far.items()):
+                        members = judged[name]
+                        current = summarize(members)
+                        previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
+                        check = stability.check(name, previous, current, repeats, rule)
+                        checks.append(check)
+                        if store is not None:
+                            store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done)
+                        if check.done:
+                            del repeats_so_far[name]
+                        else:
+                            more = min(rule.max, repeats + rule.block)
+                            wave += plan_entry(scenario, entry, repeats + 1, more)
+                            repeats_so_far[name] = (entry, rule, more)
+                if store is not None:
+                    failed = sum(s == "failed" for s in statuses.values())
+                    store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
+                                     else f"stopped by --limit {limit}" if beyond_limit
+                                     else "finished" if not failed else "finished with failures")
         except BaseException as exc:
             if store is not None:
                 store.flush()

@@ -134,6 +134,8 @@ class Concurrency(BaseModel):
     matches: int = Field(4, ge=1, description="Matches played at once.")
     per_agent: int | None = Field(None, ge=1, description="Matches one agent may be in at once (default: no limit).")
     agents: dict[str, int] = Field(default_factory=dict, description="Per-agent limits overriding per_agent.")
+    processes: int = Field(1, ge=1, le=256, description="Worker processes that play the matches (1: the run's own "
+                           "process); more than 1 uses more cores when matches, not models, are what takes the time.")
 
     def limit_for(self, agent: str) -> int | None:
         return self.agents.get(agent, self.per_agent)

@@ -4,7 +4,7 @@ rate limits per endpoint, and the spending the budget is checked against."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,8 +69,10 @@ class RunServices(Services):
                  limit_settings: dict[str, LimitSettings] | None = None,
                  prices: dict[str, tuple[float, float]] | None = None,
                  on_call_started: Callable[[CallStarted], None] = lambda call: None,
-                 on_note: Callable[[str, str, str, str], None] = lambda agent, endpoint, topic, text: None):
+                 on_note: Callable[[str, str, str, str], None] = lambda agent, endpoint, topic, text: None,
+                 claim: Callable[[str], AbstractAsyncContextManager[None]] | None = None):
         self._on_call_started = on_call_started
+        self._claim = claim  # a run played by several processes: one of them at a time asks a request
         self._on_note = on_note
         self._noted: set[tuple[str, str, str, str]] = set()
         self._asking: dict[str, trio.Event] = {}  # requests being asked right now, by cache key
@@ -98,7 +100,11 @@ class RunServices(Services):
             return
         self._asking[digest] = asked = trio.Event()
         try:
-            yield None
+            if self._claim is None:
+                yield None
+            else:  # another process of the run may have asked it while this one waited its turn
+                async with self._claim(digest):
+                    yield self.cache.get(digest)
         finally:  # paid for or not (a failure lets the next one in line ask for itself)
             del self._asking[digest]
             asked.set()

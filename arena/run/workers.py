@@ -1,0 +1,429 @@
+"""Worker processes that play a run's matches (``concurrency.processes`` above 1).
+
+One process runs every match's work on one trio thread, so matches whose agents answer fast are
+bound by one core: 128 scripted matches at once need more CPU per 100 ms than a core has. With
+workers, the run's own process keeps what must be one (the plan, the limits, the store, the live
+view, outages, the budget) and the workers play the matches it hands them.
+
+The run forks its workers as it starts, before any agent holds a client or a thread: they begin
+with the scenario, the plugins and the imports already in memory, in milliseconds. A worker then
+runs its own trio loop on a fresh thread (the forked copy of the run's loop is never touched
+again), builds the scenario's agents with services of its own, prepares them, and plays the specs
+it is sent. Everything a match says comes back over a socket pair as lines, in order: each event
+as it happens, each call and note, then what playing came to. The run hands events to the store
+and the live view as if the match had been played in its own process, so the store, the export
+and the figures are the same whatever the number of workers.
+
+What the workers share goes through the run: a request another worker is asking right now waits
+for that reply (the cache is one SQLite file), notes are said once, and the budget counts every
+worker's calls. Rate limits are split: each worker keeps an equal share of each backend's calls at
+once, requests and tokens per minute (at least 1). A worker that dies stops the run as a crash of
+the run would: finished matches are kept and a rerun replays the others. When the run ends, or
+its process dies, the workers see their socket close and exit.
+
+What crosses a socket is a frame: its length in 4 bytes, then a pickled list of items, each a
+tuple whose first element says what it is. Pickle, because both ends are the same program forked
+from one process, and it keeps what was sent as it was (tuples, numbers) at a fraction of JSON's
+cost. To a worker: ``play`` a spec, ``turn`` at a claimed request. From it: ``ready``, ``fatal``
+(an agent cannot play), ``crash``, ``message`` and ``event`` (an event's store rows, and what the
+run needs to make the event again), ``played``, ``call``, ``started``, ``note``, and ``claim`` and
+``release`` of a request.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+import warnings
+from collections import deque
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+import trio
+from pydantic import TypeAdapter
+
+from arena.contract import plugins
+from arena.contract.agent import FatalAgentError
+from arena.contract.calls import Services
+from arena.contract.errors import ArenaError, BackendUnavailable
+from arena.contract.events import Event, MessagePosted
+from arena.contract.messages import Message
+from arena.contract.records import EventLog, MatchRecord, MatchSpec
+from arena.engine.match import EventSink, Played, default_referees, play_spec
+from arena.run.collector import tuned_for_a_run
+from arena.run.executor import build_agents
+from arena.run.scenario import Scenario
+from arena.services.cache import ResponseCache
+from arena.services.calls import LimitSettings, RunServices
+from arena.store import RunStore
+from arena.store.writer import EventRows
+
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+_TRANSCRIPT = {"messages", "events"}  # what the run makes again from the events it was sent
+_LENGTH = struct.Struct(">I")
+
+
+class WorkerFailed(ArenaError):
+    """A worker process crashed or ended while the run needed it."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """What a worker needs besides the code: all of it is in memory when the run forks."""
+
+    scenario: Scenario
+    workers: int
+    cache: Path | None  # the run's response cache, a file every worker opens
+    use_cache: bool
+
+
+def share_of(limits: Mapping[str, LimitSettings], workers: int) -> dict[str, LimitSettings]:
+    """Each worker's equal part of the run's rate limits: together they never exceed them."""
+    def part(value: int | None) -> int | None:
+        return None if value is None else max(1, value // workers)
+    return {backend: LimitSettings(calls=part(s.calls), rpm=part(s.rpm), tpm=part(s.tpm)) for backend, s in limits.items()}
+
+
+class _Outbox:
+    """Items for one socket: all that were queued while it was busy go in one frame."""
+
+    def __init__(self, stream: trio.SocketStream):
+        self.stream = stream
+        self.items: list[tuple] = []
+        self.wake = trio.Event()
+
+    def put(self, *item: Any) -> None:
+        self.items.append(item)
+        self.wake.set()
+
+    async def pump(self) -> None:
+        while True:
+            await self.wake.wait()
+            self.wake = trio.Event()
+            data, self.items = pickle.dumps(self.items, pickle.HIGHEST_PROTOCOL), []
+            await self.stream.send_all(_LENGTH.pack(len(data)) + data)
+
+
+async def _frames(stream: trio.SocketStream) -> AsyncIterator[list[tuple]]:
+    """The stream's frames until it closes."""
+    buffer = bytearray()
+    while data := await stream.receive_some(1 << 18):
+        buffer += data
+        start = 0
+        while len(buffer) - start >= 4:
+            (size,) = _LENGTH.unpack_from(buffer, start)
+            if len(buffer) - start - 4 < size:
+                break
+            yield pickle.loads(memoryview(buffer)[start + 4:start + 4 + size])
+            start += 4 + size
+        del buffer[:start]
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+# --- the run's side -------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Worker:
+    pid: int
+    sock: socket.socket
+    ready: trio.Event = field(default_factory=trio.Event)
+    playing: int = 0
+    outbox: _Outbox | None = None
+
+
+@dataclass(eq=False)
+class _Pending:
+    sinks: Sequence[EventSink]
+    store: RunStore | None
+    events: list[Event] = field(default_factory=list)
+    played: Played | None = None
+    done: trio.Event = field(default_factory=trio.Event)
+
+
+class Workers:
+    """The executor of a run played by worker processes (``arena.run.executor``)."""
+
+    def __init__(self, workers: list[_Worker]):
+        self._workers = workers
+        self._pending: dict[str, _Pending] = {}
+        self._claims: dict[str, deque[_Worker]] = {}  # a request being asked -> the workers in line, the asker first
+        self._closing = False
+
+    @classmethod
+    def fork(cls, job: Job, preload: Sequence[MatchSpec] = ()) -> Workers:
+        """Start the workers; the run calls it as it starts, before its agents hold clients or threads.
+        The plugins ``preload``'s matches use are loaded first, so that no worker imports them again."""
+        import networkx  # noqa: F401  every match's hearing graph: loaded once here, not in each worker
+
+        for game in sorted({spec.game for spec in preload}):
+            for referee in default_referees(plugins.load("game", game)):
+                plugins.load("referee", referee.use)
+        for referee in sorted({r.use for spec in preload for r in spec.referees or ()}):
+            plugins.load("referee", referee)
+        if not hasattr(os, "fork"):
+            raise ArenaError("worker processes are forked, and this system cannot fork (Windows); "
+                             "set concurrency.processes to 1")
+        workers: list[_Worker] = []
+        sys.stdout.flush(), sys.stderr.flush()  # nothing buffered is written twice
+        for _ in range(job.workers):
+            ours, theirs = socket.socketpair()
+            with warnings.catch_warnings():  # Python 3.12 warns of other threads (a live view's): a worker uses none of their locks
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:  # the worker: it keeps only its own end
+                ours.close()
+                for worker in workers:
+                    worker.sock.close()
+                _worker_main(theirs, job)
+            theirs.close()
+            workers.append(_Worker(pid, ours))
+        return cls(workers)
+
+    @asynccontextmanager
+    async def serving(self, services: Services) -> AsyncIterator[Workers]:
+        """Read what the workers send while the block runs; then let them go and wait for them."""
+        try:
+            async with trio.open_nursery() as nursery:
+                for worker in self._workers:
+                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(worker.sock))
+                    worker.outbox = _Outbox(stream)
+                    nursery.start_soon(worker.outbox.pump)
+                    nursery.start_soon(self._read, worker, stream, services)
+                yield self
+                self._closing = True
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the run's callers expect what went wrong bare, as with no workers
+            leaves = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
+            if len({(type(e), str(e)) for e in leaves}) == 1:  # one failure, whether one worker said it or all
+                raise leaves[0] from None
+            raise
+        finally:
+            self._closing = True
+            with trio.CancelScope(shield=True):
+                await self._reap()
+
+    async def ready(self) -> None:
+        """Return once every worker has prepared its agents (an agent that cannot play stops the run here)."""
+        for worker in self._workers:
+            await worker.ready.wait()
+
+    async def play(self, spec: MatchSpec, sinks: Sequence[EventSink], store: RunStore | None = None) -> Played:
+        worker = min(self._workers, key=lambda w: w.playing)
+        pending = self._pending[spec.key] = _Pending(sinks, store)
+        worker.playing += 1
+        try:
+            worker.outbox.put("play", spec)
+            await pending.done.wait()
+        finally:  # cancelled: the worker plays on, and what it sends of this match is dropped
+            worker.playing -= 1
+            self._pending.pop(spec.key, None)
+        return pending.played
+
+    async def _read(self, worker: _Worker, stream: trio.SocketStream, services: Services) -> None:
+        pending_of = self._pending.get
+        async for items in _frames(stream):
+            for item in items:
+                kind = item[0]
+                if kind == "message":  # ("message", store rows, recipients, data)
+                    _, rows, recipients, data = item
+                    key, _, index, round, sender, _, kind_, content, _, shown = rows[0][1]
+                    pending = pending_of(key)
+                    if pending is not None:
+                        message = Message.made(index, round, sender, recipients, content, kind_, data, shown)
+                        self._emit(pending, rows, MessagePosted(match=key, message=message))
+                elif kind == "event":  # ("event", store rows): the last row holds the event's JSON
+                    rows = item[1]
+                    pending = pending_of(rows[-1][1][0])
+                    if pending is not None:
+                        self._emit(pending, rows, _EVENT.validate_json(rows[-1][1][3]))
+                elif kind == "played":
+                    self._played(item[1], item[2])
+                elif kind == "call":
+                    services.record_call(item[1])
+                elif kind == "started":
+                    services.call_started(item[1])
+                elif kind == "note":
+                    services.note(*item[1:])
+                elif kind == "claim":
+                    self._claim(worker, item[1])
+                elif kind == "release":
+                    self._release(item[1])
+                elif kind == "ready":
+                    worker.ready.set()
+                elif kind == "fatal":
+                    raise FatalAgentError(item[1])
+                elif kind == "crash":
+                    raise WorkerFailed(f"worker process {worker.pid} crashed:\n{item[1]}")
+        if not self._closing:
+            raise WorkerFailed(f"worker process {worker.pid} ended while the run needed it")
+
+    @staticmethod
+    def _emit(pending: _Pending, rows, event: Event) -> None:
+        if pending.store is not None:
+            pending.store.add_rows(rows)
+        pending.events.append(event)
+        for sink in pending.sinks:
+            sink(event)
+
+    def _played(self, record: dict, outage: tuple[str, str, str, str] | None) -> None:
+        pending = self._pending.get(record["key"])
+        if pending is None:
+            return
+        events = pending.events
+        record["messages"] = tuple(e.message for e in events if e.type == "message")
+        record["events"] = EventLog(events, match=record["key"])
+        pending.played = Played(MatchRecord.model_validate(record), None if outage is None else BackendUnavailable(*outage))
+        pending.done.set()
+
+    def _claim(self, worker: _Worker, digest: str) -> None:
+        line = self._claims.setdefault(digest, deque())
+        line.append(worker)
+        if len(line) == 1:
+            worker.outbox.put("turn", digest)
+
+    def _release(self, digest: str) -> None:
+        line = self._claims[digest]
+        line.popleft()
+        if line:
+            line[0].outbox.put("turn", digest)
+        else:
+            del self._claims[digest]
+
+    async def _reap(self) -> None:
+        for worker in self._workers:
+            worker.sock.close()  # the worker sees the end of its input and exits
+        for worker in self._workers:
+            with trio.move_on_after(10) as waited:
+                await trio.to_thread.run_sync(os.waitpid, worker.pid, 0, abandon_on_cancel=True)
+            if waited.cancelled_caught:  # stuck (an agent that does not close): it has nothing left to give
+                os.kill(worker.pid, signal.SIGKILL)
+                os.waitpid(worker.pid, 0)
+
+
+# --- the worker's side ----------------------------------------------------------------------
+
+
+def _worker_main(sock: socket.socket, job: Job) -> NoReturn:
+    """The forked process: never returns to the run's code, and exits without its clean-up (the
+    run's store and files are the run's to close)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the run's to handle: it closes the sockets
+        signal.set_wakeup_fd(-1)  # the run's loop listens on that one
+        sys.stdout = sys.stderr = open(os.devnull, "w")  # a lock another thread held at the fork stays held
+        crashed: list[str] = []
+
+        def loop() -> None:  # a thread of its own: the forked copy of the run's loop is still 'running' here
+            try:
+                trio.run(_serve, sock, job)
+            except BaseException:
+                crashed.append(traceback.format_exc())
+
+        thread = threading.Thread(target=loop, name="arena-worker")
+        thread.start()
+        thread.join()
+        code = 1 if crashed else 0
+        if crashed:
+            try:
+                data = pickle.dumps([("crash", crashed[0])])
+                sock.setblocking(True)
+                sock.sendall(_LENGTH.pack(len(data)) + data)
+            except OSError:
+                pass
+    finally:
+        os._exit(code)
+
+
+class _Claims:
+    """This worker's side of taking turns with the others at asking one request."""
+
+    def __init__(self, outbox: _Outbox):
+        self.outbox = outbox
+        self.turns: dict[str, trio.Event] = {}
+
+    @asynccontextmanager
+    async def claim(self, digest: str) -> AsyncIterator[None]:
+        turn = self.turns[digest] = trio.Event()  # the worker's own matches already take turns: one at a time here
+        self.outbox.put("claim", digest)
+        try:
+            await turn.wait()
+            yield
+        finally:
+            del self.turns[digest]
+            self.outbox.put("release", digest)  # given up while waiting too: the run then passes the turn on
+
+    def granted(self, digest: str) -> None:
+        self.turns[digest].set()
+
+
+async def _serve(sock: socket.socket, job: Job) -> None:
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+    outbox = _Outbox(stream)
+    claims = _Claims(outbox)
+    scenario = job.scenario
+    cache = None if job.cache is None else ResponseCache.open_or_none(job.cache)[0]
+    services = RunServices(
+        cache=cache, use_cache=job.use_cache, limit_settings=share_of(scenario.limits, job.workers),
+        prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
+        record_call=lambda call: outbox.put("call", call),
+        on_call_started=lambda call: outbox.put("started", call),
+        on_note=lambda *note: outbox.put("note", *note), claim=claims.claim,
+    )
+    agents = build_agents(scenario, services)
+    encoder = EventRows()  # the store's rows are made here, where the match is played
+
+    def send(event: Event) -> None:
+        rows = encoder.rows(event)
+        if event.type == "message":
+            outbox.put("message", rows, event.message.recipients, event.message.data)
+        else:
+            outbox.put("event", rows)
+
+    async def play(spec: MatchSpec) -> None:
+        encoder.start(spec.key)
+        played = await play_spec(spec, agents, (send,))
+        encoder.end(spec.key)
+        outage = played.outage
+        outbox.put("played", played.record.model_dump(exclude=_TRANSCRIPT),
+                   None if outage is None else (outage.agent, outage.backend, outage.endpoint, outage.error))
+
+    with tuned_for_a_run():
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(outbox.pump)
+                try:
+                    for agent in agents.values():
+                        await agent.prepare()
+                except FatalAgentError as exc:
+                    outbox.put("fatal", str(exc))  # the run stops on it and closes the socket
+                else:
+                    outbox.put("ready")
+                async for items in _frames(stream):
+                    for kind, value in items:
+                        if kind == "play":
+                            nursery.start_soon(play, value)
+                        elif kind == "turn":
+                            claims.granted(value)
+                nursery.cancel_scope.cancel()  # the run has ended, or is gone: nobody reads what is left
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the run is gone: nobody is left to tell
+        finally:
+            with trio.CancelScope(shield=True):
+                for agent in agents.values():
+                    await agent.aclose()
+            services.close()

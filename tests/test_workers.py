@@ -1,0 +1,268 @@
+"""A run played by worker processes (``concurrency.processes``, ``arena run --processes N``) is the
+run one process plays: the same store byte for byte, the same requests to a model, one request
+for what two workers ask at once, and a worker that dies stops the run as a crash would, keeping
+every finished match. Nothing here leaves 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import trio
+import yaml
+from pydantic import Field
+
+from arena.contract import AgentConfig, plugins
+from arena.contract.agent import Agent, FatalAgentError
+from arena.contract.game import Game, Notice
+from arena.run.runner import KeepRecords, run_tournament
+from arena.run.scenario import parse_scenario
+from arena.run.tournament import count
+from arena.run.workers import WorkerFailed, Workers, share_of
+from arena.services.calls import LimitSettings
+from arena.store import RunStore
+
+from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from helpers import arena_offline, coins
+from mock_llm import OpenAIMock
+
+
+def write(path: Path, raw: dict) -> Path:
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def exported(run_dir: Path, cwd: Path) -> tuple[str, str]:
+    out = []
+    for form in ("jsonl", "csv"):
+        done = arena_offline("export", run_dir, "--format", form, cwd=cwd)
+        assert done.returncode == 0, done.stderr
+        out.append(done.stdout)
+    return out[0], out[1]
+
+
+def open_store(path: Path, raw: dict) -> RunStore:
+    scenario = parse_scenario(raw)
+    return RunStore.create_or_resume(path, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+
+
+# -- the same run, whoever plays it ----------------------------------------------------------
+
+
+def scripted_tournament() -> dict:
+    return {
+        "name": "workers", "seed": 3,
+        "agents": {"mirror": {"backend": "scripted", "strategy": "tit_for_tat"},
+                   "dice": {"backend": "scripted", "strategy": "random_contributor"},
+                   "miser": {"backend": "scripted", "strategy": "free_rider"},
+                   "sage": {"backend": "scripted", "strategy": "idiom_player"},
+                   "scholar": {"backend": "scripted", "strategy": "idiom_player"}},
+        "games": [{"game": "public_goods", "agents": ["mirror", "dice", "miser"], "params": {"rounds": 3}},
+                  {"game": "idiom_solitaire", "agents": ["sage", "scholar"]}],
+        "tournament": {"format": "all_pairs", "repeats": 3},
+        "concurrency": {"matches": 4},
+    }
+
+
+def test_a_run_played_by_worker_processes_stores_what_one_process_stores(tmp_path):
+    path = write(tmp_path / "s.yaml", scripted_tournament())
+    for processes in (1, 3):
+        done = arena_offline("run", path, "--quiet", "--processes", processes, "--run-dir", tmp_path / f"p{processes}",
+                             cwd=tmp_path)
+        assert done.returncode == 0, done.stdout + done.stderr
+    one, three = exported(tmp_path / "p1", tmp_path), exported(tmp_path / "p3", tmp_path)
+    assert one == three  # JSON lines and CSV, byte for byte: every message, event and payoff
+    lines = one[0].splitlines()
+    assert len(lines) == count(parse_scenario(scripted_tournament())) >= 12  # every match of the plan
+    assert {json.loads(line)["status"] for line in lines} == {"finished"}
+    ranked = [arena_offline("rank", tmp_path / run, "--json", cwd=tmp_path) for run in ("p1", "p3")]
+    assert ranked[0].returncode == 0 and ranked[0].stdout == ranked[1].stdout
+
+
+class Talk(Game):
+    """Each seat says who it is, once: the reply says which process played the match."""
+
+    description = "test: one round of talk"
+    min_seats = max_seats = 2
+
+    def rules(self, seat):
+        return f"You are {seat}."
+
+    def prompt(self, seat, round):
+        return "Who plays you?"
+
+    def parse(self, seat, reply, round=0):
+        return reply
+
+    def default_action(self, seat, round):
+        return ""
+
+    def apply(self, round, actions) -> list[Notice]:
+        return []
+
+    def is_over(self, round):
+        return round >= 1
+
+    def payoffs(self):
+        return {seat: 0.0 for seat in self.seats}
+
+
+class ProcessConfig(AgentConfig):
+    backend: str = "process_id"
+    crash_on: str | None = Field(None, description="A file: the first match to find it removes it and its process dies.")
+    cannot_play: bool = False
+
+
+class SaysItsProcess(Agent):
+    """Replies with the id of the process it runs in; can be made to kill that process, or to refuse to play."""
+
+    Config = ProcessConfig
+
+    async def prepare(self):
+        if self.config.cannot_play:
+            raise FatalAgentError(f"agent {self.name!r} cannot play here")
+
+    async def reply(self, turn):
+        flag = self.config.crash_on
+        if flag is not None and os.path.exists(flag) and turn.match.startswith("talk#3:"):
+            os.remove(flag)
+            os._exit(9)  # as a process killed by the system would: no clean-up, nothing said
+        await trio.sleep(0)
+        return f"{self.name} in process {os.getpid()}"
+
+
+@pytest.fixture
+def talk():
+    plugins.register("game", "talk", Talk)
+    plugins.register("agent backend", "process_id", SaysItsProcess)
+    yield
+    plugins.unregister("game", "talk")
+    plugins.unregister("agent backend", "process_id")
+
+
+def talk_scenario(**agent) -> dict:
+    return {"name": "talk", "seed": 1,
+            "agents": {"ann": {"backend": "process_id", **agent}, "ben": {"backend": "process_id"}},
+            "games": [{"game": "talk"}], "tournament": {"repeats": 8},
+            "concurrency": {"matches": 4, "processes": 2}}
+
+
+async def test_the_matches_are_played_in_the_workers_and_the_run_gets_every_record_whole(tmp_path, talk):
+    raw = talk_scenario()
+    store = open_store(tmp_path / "run", raw)
+    keep = KeepRecords()
+    try:
+        result = await run_tournament(parse_scenario(raw), store, keep)
+        stored = {r.key: r for r in store.records(status=None)}
+    finally:
+        store.close()
+    assert result.count("finished") == 8
+    replies = [m.content for r in stored.values() for m in r.messages if m.kind == "reply"]
+    processes = Counter(int(text.rsplit(" ", 1)[1]) for text in replies)
+    assert os.getpid() not in processes and len(processes) == 2  # both workers played, the run's process did not
+    records = keep.in_order(result)
+    assert [r.key for r in records] == list(result.statuses)
+    for record in records:  # what the observer got is what the store has: messages and events included
+        assert record == stored[record.key] and len(record.messages) == 6 and len(record.events) > 6  # rules, prompts, replies
+
+
+async def test_an_agent_that_cannot_play_in_a_worker_stops_the_run_before_any_match(tmp_path, talk):
+    raw = talk_scenario(cannot_play=True)
+    store = open_store(tmp_path / "run", raw)
+    try:
+        with pytest.raises(FatalAgentError, match="'ann' cannot play here"):
+            await run_tournament(parse_scenario(raw), store)
+        assert store.counts() == {} and store.status() == "interrupted"
+    finally:
+        store.close()
+
+
+async def test_a_worker_that_dies_stops_the_run_and_a_rerun_plays_only_what_it_lost(tmp_path, talk):
+    flag = tmp_path / "crash"
+    flag.write_text("once")
+    raw = talk_scenario(crash_on=str(flag))
+    store = open_store(tmp_path / "run", raw)
+    try:
+        with pytest.raises(WorkerFailed, match=r"worker process \d+ ended while the run needed it"):
+            await run_tournament(parse_scenario(raw), store)
+        kept = store.finished_keys()
+        assert store.status() == "interrupted" and not [k for k in kept if k.startswith("talk#3:")]
+    finally:
+        store.close()
+    assert not flag.exists()
+    store = open_store(tmp_path / "run", raw)
+    try:
+        again = await run_tournament(parse_scenario(raw), store)
+        assert again.resumed == len(kept) and again.count("finished") == 8
+        assert len(store.finished_keys()) == 8
+    finally:
+        store.close()
+
+
+# -- what a model is sent --------------------------------------------------------------------
+
+
+def model_scenario(url: str, processes: int) -> dict:
+    model = {"backend": "openai", "base_url": url, "model": "mock-model", "seed": 1, "temperature": 0,
+             "backoff": 0.01, "timeout": 20}
+    return {
+        "name": "models", "seed": 5,
+        "agents": {"alice": model, "bob": dict(model)},
+        "games": [{"game": "public_goods", "params": {"rounds": 1}}],
+        "tournament": {"format": "fixed", "repeats": 2},  # the same table twice: the same two requests
+        "concurrency": {"matches": 2, "processes": processes},
+    }
+
+
+async def test_workers_ask_a_model_what_one_process_asks_and_share_a_request_asked_twice_at_once(tmp_path, monkeypatch):
+    """Two repeats of one table ask the very same two requests. One process asks each once and the
+    other match waits for the reply; with two workers, each playing one of the matches, the second
+    worker waits for the first one's request too, however they arrive: the server holds the first
+    request of each kind until the other worker has queued for it."""
+    both_queued = threading.Event()
+    doubled = []
+    original = Workers._claim
+
+    def claim(self, worker, digest):
+        original(self, worker, digest)
+        if len(self._claims[digest]) == 2:
+            doubled.append(digest)
+            if len(doubled) == 2:
+                both_queued.set()
+
+    monkeypatch.setattr(Workers, "_claim", claim)
+    seen: dict[int, list] = {}
+    for processes in (1, 2):
+        held = processes == 2
+
+        def answer(body, held=held):
+            if held:
+                assert both_queued.wait(60), "the other worker never asked"
+            return coins(4)
+
+        with OpenAIMock(responder=answer) as mock:
+            raw = model_scenario(mock.base_url, processes)
+            store = open_store(tmp_path / f"p{processes}", raw)
+            try:
+                result = await run_tournament(parse_scenario(raw), store)
+                calls = store.calls()
+            finally:
+                store.close()
+            seen[processes] = sorted(json.dumps(body, sort_keys=True) for body in mock.bodies())
+        assert result.count("finished") == 2
+        assert Counter(c.cached for c in calls) == {False: 2, True: 2}  # one paid request of each kind, one reused
+    assert len(seen[1]) == 2 and seen[2] == seen[1]  # the same requests, byte for byte
+    assert len(doubled) == 2
+    for processes in (1, 2):
+        assert exported(tmp_path / f"p{processes}", tmp_path) == exported(tmp_path / "p1", tmp_path)
+
+
+def test_each_worker_keeps_an_equal_share_of_the_rate_limits():
+    limits = {"openai": LimitSettings(calls=8, rpm=600, tpm=100_000), "anthropic": LimitSettings(calls=1)}
+    shares = share_of(limits, 3)
+    assert shares["openai"] == LimitSettings(calls=2, rpm=200, tpm=33_333)
+    assert shares["anthropic"] == LimitSettings(calls=1)  # never below one: a worker must be able to ask
