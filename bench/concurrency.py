@@ -26,6 +26,13 @@ a third of the jitter at most).
     python bench/concurrency.py --profile    # and where the CPU goes at 128 at once
     python bench/concurrency.py --config 200x16 --serial   # and the same 200 matches one at a time
     python bench/concurrency.py --jitter 0.02  # latencies varying by ±2%: how much is the lock step
+    python bench/concurrency.py --processes 2  # matches played by two worker processes
+
+With ``--processes N`` the run forks N workers that play the matches (``concurrency.processes``)
+while the run's own process keeps the store; the CPU columns then count the workers too (their
+time is read when the run has reaped them). Work in several processes is bounded by the cores:
+wall/ideal ~ 1 + N * total_cpu_per_match / (cores * latency) in lock step, and by the run's own
+process, which still builds every event and writes every row (its "run CPU" column).
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import math
+import os
 import platform
+import resource
 import pstats
 import statistics
 import sys
@@ -54,7 +63,7 @@ from machine import load  # bench/machine.py: the load and a reference loop's sp
 GOALS = {(200, 16): 1.10, (1000, 128): 1.30}
 
 
-def scenario_dict(matches: int, at_once: int, delay: float, rounds: int, jitter: float = 0.0) -> dict:
+def scenario_dict(matches: int, at_once: int, delay: float, rounds: int, jitter: float = 0.0, processes: int = 1) -> dict:
     return {
         "name": "bench-concurrency",
         "seed": 11,
@@ -64,7 +73,7 @@ def scenario_dict(matches: int, at_once: int, delay: float, rounds: int, jitter:
         },
         "games": [{"game": "public_goods", "params": {"rounds": rounds, "mode": 2}}],
         "tournament": {"format": "fixed", "seating": "rotate", "repeats": matches},
-        "concurrency": {"matches": at_once},  # no per_agent: nothing serialises the matches
+        "concurrency": {"matches": at_once, "processes": processes},  # no per_agent: nothing serialises the matches
     }
 
 
@@ -73,8 +82,9 @@ class Run:
     at_once: int
     matches: int
     seconds: float
-    cpu: float
+    cpu: float  # the run's process and its workers
     ideal: float
+    run_cpu: float = 0.0  # the run's process alone
 
     @property
     def ratio(self) -> float:
@@ -91,9 +101,10 @@ def play(raw: dict, scenario: Scenario, at_once: int, per_match: float, profile:
         try:
             if profile is not None:
                 profile.enable()
-            start, cpu = time.perf_counter(), time.process_time()
+            start, cpu, workers = time.perf_counter(), time.process_time(), _children_cpu()
             result = trio.run(run_tournament, scenario, store, None, at_once)
             seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+            workers = _children_cpu() - workers  # reaped when the run ended
             if profile is not None:
                 profile.disable()
             failed = [(m.key, m.error) for m in store.matches() if m.status != "finished"]  # read after the clock stops
@@ -102,7 +113,12 @@ def play(raw: dict, scenario: Scenario, at_once: int, per_match: float, profile:
     if failed:
         raise SystemExit(f"{len(failed)} matches failed, e.g. {failed[0][0]}: {failed[0][1]}")
     n = len(result.statuses)
-    return Run(at_once, n, seconds, cpu, math.ceil(n / at_once) * per_match)
+    return Run(at_once, n, seconds, cpu + workers, math.ceil(n / at_once) * per_match, cpu)
+
+
+def _children_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 PARTS = (  # where a function lives -> the part of the system it belongs to, first match wins
@@ -134,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="let each reply's latency vary by this fraction, as a model's does (e.g. 0.02: ±2%%); "
                              "shows how much of wall/ideal is the lock step of equal latencies; the goals are "
                              "judged without it")
+    parser.add_argument("--processes", type=int, default=1, help="worker processes that play the matches (default 1: the run's own)")
     parser.add_argument("--trials", type=int, default=3, help="runs of each configuration, judged on the median (default 3)")
     parser.add_argument("--serial", action="store_true", help="also play the first configuration one match at a time")
     parser.add_argument("--profile", action="store_true", help="profile one more trial of the last configuration")
@@ -146,42 +163,56 @@ def main(argv: list[str] | None = None) -> int:
     varying = f" ± {args.jitter:.0%}" if args.jitter else ""
     print(f"public goods (2 seats, {args.rounds} round(s)), agents replying after {args.delay * 1000:g} ms{varying}, "
           f"SQLite store on; per-match latency {per_match * 1000:g} ms")
+    cores = os.cpu_count() or 1
+    if args.processes > 1:
+        print(f"played by {args.processes} worker processes on {cores} cores")
     if args.jitter:
         print("latencies vary: the goals are judged with equal latencies only, so none is judged here")
 
-    warm = scenario_dict(4, 2, 0.0, args.rounds)
+    warm = scenario_dict(4, 2, 0.0, args.rounds, processes=args.processes)
     play(warm, parse_scenario(warm), 2, 1.0)  # imports, plugin loading, pydantic caches
 
     header = (f"{'matches':>7} {'at once':>7} {'trial':>5} {'wall s':>7} {'ideal s':>7} {'wall/ideal':>10} "
-              f"{'CPU ms/match':>12} {'CPU/wall':>8}")
+              f"{'CPU ms/match':>12} {'run CPU':>8} {'CPU/wall':>8}")
     print("\n" + header + "\n" + "-" * len(header))
     verdicts = []
     summary = []
     for matches, at_once in configs:
-        raw = scenario_dict(matches, at_once, args.delay, args.rounds, args.jitter)
+        raw = scenario_dict(matches, at_once, args.delay, args.rounds, args.jitter, args.processes)
         scenario = parse_scenario(raw)
         runs = []
         for trial in range(trials):
             run = play(raw, scenario, at_once, per_match)
             runs.append(run)
             print(f"{matches:>7} {at_once:>7} {trial + 1:>5} {run.seconds:>7.2f} {run.ideal:>7.2f} {run.ratio:>10.3f} "
-                  f"{run.cpu_per_match_ms:>12.3f} {run.cpu / run.seconds:>8.2f}")
+                  f"{run.cpu_per_match_ms:>12.3f} {run.run_cpu / run.matches * 1000:>8.3f} {run.cpu / run.seconds:>8.2f}")
         ratio = statistics.median(r.ratio for r in runs)
         cpu_ms = statistics.median(r.cpu_per_match_ms for r in runs)
         busy = statistics.median(r.cpu / r.seconds for r in runs)
+        run_ms = statistics.median(r.run_cpu / r.matches * 1000 for r in runs)
         goal = GOALS.get((matches, at_once)) if not args.jitter else None
         verdict = "" if goal is None else ("PASS" if ratio <= goal else "FAIL")
         if goal is not None:
             verdicts.append(verdict)
-        summary.append((matches, at_once, ratio, goal, verdict, cpu_ms, busy))
+        summary.append((matches, at_once, ratio, goal, verdict, cpu_ms, busy, run_ms))
         if args.serial and (matches, at_once) == configs[0]:
             serial = play(raw, scenario, 1, per_match)
             print(f"{matches:>7} {1:>7} {'':>5} {serial.seconds:>7.2f} {serial.ideal:>7.2f} {serial.ratio:>10.3f} "
                   f"{'':>12} {'':>8}  (one at a time: speed-up ×{serial.seconds / statistics.median(r.seconds for r in runs):.2f})")
 
     print()
-    for matches, at_once, ratio, goal, verdict, cpu_ms, busy in summary:
+    for matches, at_once, ratio, goal, verdict, cpu_ms, busy, run_ms in summary:
         against = f" (goal ≤ {goal:.2f}): {verdict}" if goal is not None else ""
+        if args.processes > 1:
+            shared = min(cores, args.processes + 1)
+            print(f"{matches} matches, {at_once} at once, {args.processes} workers: wall/ideal {ratio:.3f}, median of "
+                  f"{trials}{against}")
+            print(f"    CPU {cpu_ms:.3f} ms per match in all, {run_ms:.3f} of it in the run's process; lock-step bound "
+                  f"1 + {at_once} × {cpu_ms:.3f} / ({shared} × {per_match * 1000:g}) = "
+                  f"{1 + at_once * cpu_ms / (shared * per_match * 1000):.3f}, and the run's process alone "
+                  f"1 + {at_once} × {run_ms:.3f} / {per_match * 1000:g} = {1 + at_once * run_ms / (per_match * 1000):.3f}; "
+                  f"{busy / cores:.0%} of the machine's {cores} cores busy")
+            continue
         estimate = 1 + at_once * cpu_ms / (per_match * 1000)
         print(f"{matches} matches, {at_once} at once: wall/ideal {ratio:.3f}, median of {trials}{against}")
         print(f"    CPU {cpu_ms:.3f} ms per match; lock-step bound 1 + {at_once} × {cpu_ms:.3f} / {per_match * 1000:g} = "
@@ -195,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.profile:
         matches, at_once = configs[-1]
-        raw = scenario_dict(matches, at_once, args.delay, args.rounds, args.jitter)
+        raw = scenario_dict(matches, at_once, args.delay, args.rounds, args.jitter, args.processes)
         profile = cProfile.Profile()
         run = play(raw, parse_scenario(raw), at_once, per_match, profile)
         found = parts(profile)
