@@ -106,11 +106,14 @@ class _Outbox:
         self.wake.set()
 
     async def pump(self) -> None:
-        while True:
-            await self.wake.wait()
-            self.wake = trio.Event()
-            data, self.items = pickle.dumps(self.items, pickle.HIGHEST_PROTOCOL), []
-            await self.stream.send_all(_LENGTH.pack(len(data)) + data)
+        try:
+            while True:
+                await self.wake.wait()
+                self.wake = trio.Event()
+                data, self.items = pickle.dumps(self.items, pickle.HIGHEST_PROTOCOL), []
+                await self.stream.send_all(_LENGTH.pack(len(data)) + data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the other end is gone: its reader says so, once
 
 
 async def _frames(stream: trio.SocketStream) -> AsyncIterator[list[tuple]]:
@@ -420,8 +423,6 @@ async def _serve(sock: socket.socket, job: Job) -> None:
                         elif kind == "turn":
                             claims.granted(value)
                 nursery.cancel_scope.cancel()  # the run has ended, or is gone: nobody reads what is left
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass  # the run is gone: nobody is left to tell
         finally:
             with trio.CancelScope(shield=True):
                 for agent in agents.values():
