@@ -89,6 +89,10 @@ class EventLog(Sequence[Event]):
         else:
             self._items.append(event)
 
+    def append_message(self, message: Message) -> None:
+        """The `MessagePosted` event of ``message``, without making the event (the log keeps the message)."""
+        self._items.append(message)
+
     def _event(self, item: Any) -> Event:
         return MessagePosted.model_construct(match=self.match, message=item) if isinstance(item, Message) else item
 

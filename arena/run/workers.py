@@ -151,9 +151,11 @@ class _Worker:
 
 @dataclass(eq=False)
 class _Pending:
+    key: str
     sinks: Sequence[EventSink]
     store: RunStore | None
-    events: list[Event] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    events: EventLog = field(default_factory=EventLog)
     played: Played | None = None
     done: trio.Event = field(default_factory=trio.Event)
 
@@ -227,7 +229,7 @@ class Workers:
 
     async def play(self, spec: MatchSpec, sinks: Sequence[EventSink], store: RunStore | None = None) -> Played:
         worker = min(self._workers, key=lambda w: w.playing)
-        pending = self._pending[spec.key] = _Pending(sinks, store)
+        pending = self._pending[spec.key] = _Pending(spec.key, sinks, store, events=EventLog(match=spec.key))
         worker.playing += 1
         try:
             worker.outbox.put("play", spec)
@@ -247,13 +249,25 @@ class Workers:
                     key, _, index, round, sender, _, kind_, content, _, shown = rows[0][1]
                     pending = pending_of(key)
                     if pending is not None:
+                        if pending.store is not None:
+                            pending.store.add_rows(rows)
                         message = Message.made(index, round, sender, recipients, content, kind_, data, shown)
-                        self._emit(pending, rows, MessagePosted(match=key, message=message))
+                        pending.messages.append(message)
+                        pending.events.append_message(message)
+                        if pending.sinks:  # the event itself only for whoever reads events
+                            event = MessagePosted(match=key, message=message)
+                            for sink in pending.sinks:
+                                sink(event)
                 elif kind == "event":  # ("event", store rows): the last row holds the event's JSON
                     rows = item[1]
                     pending = pending_of(rows[-1][1][0])
                     if pending is not None:
-                        self._emit(pending, rows, _EVENT.validate_json(rows[-1][1][3]))
+                        if pending.store is not None:
+                            pending.store.add_rows(rows)
+                        event = _EVENT.validate_json(rows[-1][1][3])
+                        pending.events.append(event)
+                        for sink in pending.sinks:
+                            sink(event)
                 elif kind == "played":
                     self._played(item[1], item[2])
                 elif kind == "call":
@@ -275,21 +289,11 @@ class Workers:
         if not self._closing:
             raise WorkerFailed(f"worker process {worker.pid} ended while the run needed it")
 
-    @staticmethod
-    def _emit(pending: _Pending, rows, event: Event) -> None:
-        if pending.store is not None:
-            pending.store.add_rows(rows)
-        pending.events.append(event)
-        for sink in pending.sinks:
-            sink(event)
-
     def _played(self, record: dict, outage: tuple[str, str, str, str] | None) -> None:
         pending = self._pending.get(record["key"])
         if pending is None:
             return
-        events = pending.events
-        record["messages"] = tuple(e.message for e in events if e.type == "message")
-        record["events"] = EventLog(events, match=record["key"])
+        record["messages"], record["events"] = tuple(pending.messages), pending.events
         pending.played = Played(MatchRecord.model_validate(record), None if outage is None else BackendUnavailable(*outage))
         pending.done.set()
 
