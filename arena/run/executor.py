@@ -5,7 +5,7 @@ comes back (the store, the live view, waiting out an outage); an executor only p
 reports its events as they happen. ``InProcess`` plays every match on the run's own trio thread,
 with the run's agents. ``arena.run.workers.Workers`` plays them in worker processes that build
 their agents from the same scenario and send every event, call and note back as it happens (all
-of it plain data: specs, events, records and an outage's four strings cross as JSON). Machines
+of it plain data: specs, store rows, records and an outage's four strings, pickled). Machines
 would be one more executor of the same shape.
 """
 

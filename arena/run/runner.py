@@ -236,8 +236,7 @@ async def run_tournament(
     agents = build_agents(scenario, services)
     wave = plan(scenario)
     processes = processes or scenario.concurrency.processes
-    executor: Executor = InProcess(agents) if processes == 1 else Workers.fork(
-        Job(scenario, processes, cache_path(scenario, store), use_cache), preload=wave)
+    executor: Executor = InProcess(agents)  # or the workers, forked once nothing can fail before they serve
     not_started: list[str] = []
     unplayed: list[str] = []
     budget_note: str | None = None
@@ -295,6 +294,8 @@ async def run_tournament(
     beyond_limit = 0
     with tuned_for_a_run():  # the collector walks only what the run makes
         try:
+            if processes > 1:
+                executor = Workers.fork(Job(scenario, processes, cache_path(scenario, store), use_cache), preload=wave)
             async with executor.serving(services):
                 await executor.ready()  # a missing key or model stops the run before any match starts
                 while wave:

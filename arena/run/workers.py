@@ -5,14 +5,14 @@ bound by one core: 128 scripted matches at once need more CPU per 100 ms than a 
 workers, the run's own process keeps what must be one (the plan, the limits, the store, the live
 view, outages, the budget) and the workers play the matches it hands them.
 
-The run forks its workers as it starts, before any agent holds a client or a thread: they begin
+The run forks its workers as it starts, before any of its agents has opened a client: they begin
 with the scenario, the plugins and the imports already in memory, in milliseconds. A worker then
 runs its own trio loop on a fresh thread (the forked copy of the run's loop is never touched
 again), builds the scenario's agents with services of its own, prepares them, and plays the specs
-it is sent. Everything a match says comes back over a socket pair as lines, in order: each event
-as it happens, each call and note, then what playing came to. The run hands events to the store
-and the live view as if the match had been played in its own process, so the store, the export
-and the figures are the same whatever the number of workers.
+it is sent. Everything a match says comes back over a socket pair, in order: each event's store
+rows as it happens, each call and note, then what playing came to. The run writes the rows and
+makes the events again for the record and the live view, as if the match had been played in its
+own process, so the store, the export and the figures are the same whatever the number of workers.
 
 What the workers share goes through the run: a request another worker is asking right now waits
 for that reply (the cache is one SQLite file), notes are said once, and the budget counts every
