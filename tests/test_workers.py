@@ -266,3 +266,14 @@ def test_each_worker_keeps_an_equal_share_of_the_rate_limits():
     shares = share_of(limits, 3)
     assert shares["openai"] == LimitSettings(calls=2, rpm=200, tpm=33_333)
     assert shares["anthropic"] == LimitSettings(calls=1)  # never below one: a worker must be able to ask
+
+
+def test_a_number_of_processes_that_cannot_be_is_refused_before_anything_runs(tmp_path):
+    raw = scripted_tournament()
+    flag = arena_offline("run", write(tmp_path / "s.yaml", raw), "--processes", 0, "--run-dir", tmp_path / "a", cwd=tmp_path)
+    assert flag.returncode == 2 and "--processes: expected at least 1, not 0" in flag.stderr
+    raw["concurrency"]["processes"] = 0
+    field = arena_offline("run", write(tmp_path / "t.yaml", raw), "--run-dir", tmp_path / "b", cwd=tmp_path)
+    assert field.returncode == 2, field.stdout + field.stderr
+    assert "t.yaml" in field.stderr and "concurrency.processes" in field.stderr
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
