@@ -33,6 +33,13 @@ def format_loc(loc: Sequence[Any]) -> str:
     return out or "(top level)"
 
 
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The exceptions inside ``exc``, however deeply trio's nurseries grouped them."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in leaves(inner)]
+    return [exc]
+
+
 class ArenaError(Exception):
     """Base of every error Arena raises on purpose; its message is meant for the person running it."""
 

@@ -26,7 +26,7 @@ from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.agent import Agent
 from arena.contract.capabilities import Review
-from arena.contract.errors import ArenaError, BackendUnavailable, MatchSetupError
+from arena.contract.errors import ArenaError, BackendUnavailable, MatchSetupError, leaves
 from arena.contract.events import (
     Event,
     MatchEnded,
@@ -149,7 +149,7 @@ class Match:
             reviews = [Review(*v).given_in(key, self.spec.repeat, agent) for v in verdicts]
         except Exception as exc:
             error = _describe(exc)
-            outage = next((e for e in _leaves(exc) if isinstance(e, BackendUnavailable)), None)
+            outage = next((e for e in leaves(exc) if isinstance(e, BackendUnavailable)), None)
             if outage is not None:
                 self._emit(MatchInterrupted(match=key, error=error))
                 return Played(self._record("interrupted", round, {}, error), outage)
@@ -277,15 +277,9 @@ def default_referees(game_cls: type[Game]) -> tuple[RefereeSpec, ...]:
     return tuple(RefereeSpec(use=name) for name in ((names,) if isinstance(names, str) else names))
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
 def _describe(exc: BaseException) -> str:
     """The first error's own words, then where it was raised; nurseries wrap errors in groups."""
-    first, *others = _leaves(exc)
+    first, *others = leaves(exc)
     text = f"{type(first).__name__}: {first}"
     if others:
         text += f" (and {len(others)} more)"

@@ -54,7 +54,7 @@ from pydantic import TypeAdapter
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
 from arena.contract.calls import Services
-from arena.contract.errors import ArenaError, BackendUnavailable
+from arena.contract.errors import ArenaError, BackendUnavailable, leaves
 from arena.contract.events import Event, MessagePosted
 from arena.contract.messages import Message
 from arena.contract.records import EventLog, MatchRecord, MatchSpec
@@ -131,12 +131,6 @@ async def _frames(stream: trio.SocketStream) -> AsyncIterator[list[tuple]]:
         del buffer[:start]
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
 # --- the run's side -------------------------------------------------------------------------
 
 
@@ -151,7 +145,6 @@ class _Worker:
 
 @dataclass(eq=False)
 class _Pending:
-    key: str
     sinks: Sequence[EventSink]
     store: RunStore | None
     messages: list[Message] = field(default_factory=list)
@@ -213,9 +206,9 @@ class Workers:
                 self._closing = True
                 nursery.cancel_scope.cancel()
         except BaseExceptionGroup as group:  # the run's callers expect what went wrong bare, as with no workers
-            leaves = [e for e in _leaves(group) if not isinstance(e, trio.Cancelled)]
-            if len({(type(e), str(e)) for e in leaves}) == 1:  # one failure, whether one worker said it or all
-                raise leaves[0] from None
+            failures = [e for e in leaves(group) if not isinstance(e, trio.Cancelled)]
+            if len({(type(e), str(e)) for e in failures}) == 1:  # one failure, whether one worker said it or all
+                raise failures[0] from None
             raise
         finally:
             self._closing = True
@@ -229,7 +222,7 @@ class Workers:
 
     async def play(self, spec: MatchSpec, sinks: Sequence[EventSink], store: RunStore | None = None) -> Played:
         worker = min(self._workers, key=lambda w: w.playing)
-        pending = self._pending[spec.key] = _Pending(spec.key, sinks, store, events=EventLog(match=spec.key))
+        pending = self._pending[spec.key] = _Pending(sinks, store, events=EventLog(match=spec.key))
         worker.playing += 1
         try:
             worker.outbox.put("play", spec)
