@@ -148,3 +148,15 @@ def test_the_checks_can_fail(tmp_path):
         with pytest.raises(AssertionError):
             check(g)
     test_every_module_belongs_to_a_layer(g)
+
+
+def test_a_run_does_not_load_the_test_tools():
+    """``trio.testing`` imports pytest with it (0.1 s of every run's start): what a run loads, a
+    user's run loads, in a fresh interpreter where nothing else has imported them."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, arena.cli.commands, arena.run.runner, arena.store.commits; "
+             "print(sorted(m for m in ('pytest', '_pytest', 'trio.testing') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stdout
