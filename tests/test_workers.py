@@ -22,8 +22,7 @@ from arena.contract.game import Game, Notice
 from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.run.tournament import count
-from arena.run.workers import WorkerFailed, Workers, share_of
-from arena.services.calls import LimitSettings
+from arena.run.workers import WorkerFailed, Workers
 from arena.store import RunStore
 
 from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
@@ -261,11 +260,47 @@ async def test_workers_ask_a_model_what_one_process_asks_and_share_a_request_ask
         assert exported(tmp_path / f"p{processes}", tmp_path) == exported(tmp_path / "p1", tmp_path)
 
 
-def test_each_worker_keeps_an_equal_share_of_the_rate_limits():
-    limits = {"openai": LimitSettings(calls=8, rpm=600, tpm=100_000), "anthropic": LimitSettings(calls=1)}
-    shares = share_of(limits, 3)
-    assert shares["openai"] == LimitSettings(calls=2, rpm=200, tpm=33_333)
-    assert shares["anthropic"] == LimitSettings(calls=1)  # never below one: a worker must be able to ask
+async def test_the_rate_limits_hold_for_all_workers_together(tmp_path, monkeypatch):
+    """``calls: 1`` is one request in flight for the whole run, not one per worker. Two workers play
+    a match each, and each match asks both seats at once: the server holds the first request until
+    the run's process has a request of the other worker waiting for its place (the limit held), or
+    a second request reaches the server (the limit broken), whichever comes first."""
+    contended, lock = threading.Event(), threading.Lock()
+    in_flight, peak = [0], [0]
+    original = Workers._hold
+
+    async def hold(self, worker, held, *rest):
+        waiting = {pid for (pid, _), h in self._held.items() if not h.released.is_set()}
+        if len(waiting) >= 2:  # requests of two workers outstanding at the run's process at once
+            contended.set()
+        await original(self, worker, held, *rest)
+
+    def answer(body):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            if in_flight[0] > 1:
+                contended.set()
+        try:
+            assert contended.wait(60), "the other worker never asked"
+            return coins(4)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(Workers, "_hold", hold)
+    with OpenAIMock(responder=answer) as mock:
+        raw = model_scenario(mock.base_url, 2)
+        raw["limits"] = {"openai": {"calls": 1}}
+        store = open_store(tmp_path / "run", raw)
+        try:
+            result = await run_tournament(parse_scenario(raw), store, use_cache=False)
+            calls = store.calls()
+        finally:
+            store.close()
+        requests = len(mock.bodies())
+    assert result.count("finished") == 2 and requests == 4 and len(calls) == 4
+    assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
 
 
 def test_a_number_of_processes_that_cannot_be_is_refused_before_anything_runs(tmp_path):

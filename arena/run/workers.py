@@ -16,8 +16,10 @@ own process, so the store, the export and the figures are the same whatever the 
 
 What the workers share goes through the run: a request another worker is asking right now waits
 for that reply (the cache is one SQLite file), notes are said once, and the budget counts every
-worker's calls. Rate limits are split: each worker keeps an equal share of each backend's calls at
-once, requests and tokens per minute (at least 1). A worker that dies stops the run as a crash of
+worker's calls. The rate limits are the run's: a worker asks the run's process for a place under
+an endpoint's limits before each request and gives it back after, with the tokens the request
+used, so the calls at once, requests and tokens per minute of all workers together are those the
+scenario allows (a round trip of a fraction of a millisecond per request). A worker that dies stops the run as a crash of
 the run would: finished matches are kept and a rerun replays the others. When the run ends, or
 its process dies, the workers see their socket close and exit.
 
@@ -26,12 +28,13 @@ tuple whose first element says what it is. Pickle, because both ends are the sam
 from one process, and it keeps what was sent as it was (tuples, numbers) at a fraction of JSON's
 cost. To a worker: ``play`` a spec, ``turn`` at a claimed request. From it: ``ready``, ``fatal``
 (an agent cannot play), ``crash``, ``message`` and ``event`` (an event's store rows, and what the
-run needs to make the event again), ``played``, ``call``, ``started``, ``note``, and ``claim`` and
-``release`` of a request.
+run needs to make the event again), ``played``, ``call``, ``started``, ``note``, ``claim`` and
+``release`` of a request, ``slot`` and ``unslot`` of a place under the limits (to it: ``granted``).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import pickle
 import signal
@@ -42,7 +45,7 @@ import threading
 import traceback
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,7 +56,7 @@ from pydantic import TypeAdapter
 
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
-from arena.contract.calls import Services
+from arena.contract.calls import Services, Slot
 from arena.contract.errors import ArenaError, BackendUnavailable, leaves
 from arena.contract.events import Event, MessagePosted
 from arena.contract.messages import Message
@@ -63,7 +66,7 @@ from arena.run.collector import tuned_for_a_run
 from arena.run.executor import build_agents
 from arena.run.scenario import Scenario
 from arena.services.cache import ResponseCache
-from arena.services.calls import LimitSettings, RunServices
+from arena.services.calls import RunServices
 from arena.store import RunStore
 from arena.store.writer import EventRows
 
@@ -84,13 +87,6 @@ class Job:
     workers: int
     cache: Path | None  # the run's response cache, a file every worker opens
     use_cache: bool
-
-
-def share_of(limits: Mapping[str, LimitSettings], workers: int) -> dict[str, LimitSettings]:
-    """Each worker's equal part of the run's rate limits: together they never exceed them."""
-    def part(value: int | None) -> int | None:
-        return None if value is None else max(1, value // workers)
-    return {backend: LimitSettings(calls=part(s.calls), rpm=part(s.rpm), tpm=part(s.tpm)) for backend, s in limits.items()}
 
 
 class _Outbox:
@@ -153,6 +149,15 @@ class _Pending:
     done: trio.Event = field(default_factory=trio.Event)
 
 
+@dataclass(eq=False)
+class _Held:
+    """A place under an endpoint's limits that the run holds for a worker's request."""
+
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    released: trio.Event = field(default_factory=trio.Event)
+    tokens: int = 0  # what the request used, once it is given back
+
+
 class Workers:
     """The executor of a run played by worker processes (``arena.run.executor``)."""
 
@@ -160,6 +165,8 @@ class Workers:
         self._workers = workers
         self._pending: dict[str, _Pending] = {}
         self._claims: dict[str, deque[_Worker]] = {}  # a request being asked -> the workers in line, the asker first
+        self._held: dict[tuple[int, int], _Held] = {}  # (worker pid, its number for the request) -> its place
+        self._nursery: trio.Nursery | None = None
         self._closing = False
 
     @classmethod
@@ -197,6 +204,7 @@ class Workers:
         """Read what the workers send while the block runs; then let them go and wait for them."""
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery  # where the places under the limits are held
                 for worker in self._workers:
                     stream = trio.SocketStream(trio.socket.from_stdlib_socket(worker.sock))
                     worker.outbox = _Outbox(stream)
@@ -273,6 +281,14 @@ class Workers:
                     self._claim(worker, item[1])
                 elif kind == "release":
                     self._release(item[1])
+                elif kind == "slot":  # ("slot", number, backend, endpoint, tokens)
+                    held = self._held[(worker.pid, item[1])] = _Held()
+                    self._nursery.start_soon(self._hold, worker, held, services, *item[1:])
+                elif kind == "unslot":  # ("unslot", number, tokens used): done, or given up while waiting
+                    held = self._held.pop((worker.pid, item[1]))
+                    held.tokens = item[2]
+                    held.released.set()
+                    held.scope.cancel()  # if it is still waiting for its place, it stops waiting
                 elif kind == "ready":
                     worker.ready.set()
                 elif kind == "fatal":
@@ -289,6 +305,18 @@ class Workers:
         record["messages"], record["events"] = tuple(pending.messages), pending.events
         pending.played = Played(MatchRecord.model_validate(record), None if outage is None else BackendUnavailable(*outage))
         pending.done.set()
+
+    async def _hold(self, worker: _Worker, held: _Held, services: Services, number: int, backend: str,
+                    endpoint: str, tokens: int) -> None:
+        """Take a place under the run's limits for a worker's request and keep it until the worker gives
+        it back, with the tokens the request used (the tokens-per-minute window counts those)."""
+        with held.scope:
+            async with services.slot(backend, endpoint, tokens) as reservation:
+                worker.outbox.put("granted", number)
+                try:
+                    await held.released.wait()
+                finally:
+                    reservation.tokens = held.tokens or reservation.tokens
 
     def _claim(self, worker: _Worker, digest: str) -> None:
         line = self._claims.setdefault(digest, deque())
@@ -349,6 +377,33 @@ def _worker_main(sock: socket.socket, job: Job) -> NoReturn:
         os._exit(code)
 
 
+class _Places:
+    """This worker's side of the run's limits: the run's process holds them for every worker."""
+
+    def __init__(self, outbox: _Outbox):
+        self.outbox = outbox
+        self.granted: dict[int, trio.Event] = {}
+        self._numbers = itertools.count()
+
+    @asynccontextmanager
+    async def slot(self, backend: str, endpoint: str, tokens: int) -> AsyncIterator[Slot]:
+        number = next(self._numbers)
+        granted = self.granted[number] = trio.Event()
+        place = Slot(tokens)
+        self.outbox.put("slot", number, backend, endpoint, tokens)
+        try:
+            await granted.wait()
+            yield place
+        finally:
+            del self.granted[number]
+            self.outbox.put("unslot", number, place.tokens)  # given up while waiting too: the run lets it go
+
+    def grant(self, number: int) -> None:
+        granted = self.granted.get(number)
+        if granted is not None:
+            granted.set()
+
+
 class _Claims:
     """This worker's side of taking turns with the others at asking one request."""
 
@@ -374,11 +429,11 @@ class _Claims:
 async def _serve(sock: socket.socket, job: Job) -> None:
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
     outbox = _Outbox(stream)
-    claims = _Claims(outbox)
+    claims, places = _Claims(outbox), _Places(outbox)
     scenario = job.scenario
     cache = None if job.cache is None else ResponseCache.open_or_none(job.cache)[0]
     services = RunServices(
-        cache=cache, use_cache=job.use_cache, limit_settings=share_of(scenario.limits, job.workers),
+        cache=cache, use_cache=job.use_cache, held_slot=places.slot,
         prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
         record_call=lambda call: outbox.put("call", call),
         on_call_started=lambda call: outbox.put("started", call),
@@ -419,6 +474,8 @@ async def _serve(sock: socket.socket, job: Job) -> None:
                             nursery.start_soon(play, value)
                         elif kind == "turn":
                             claims.granted(value)
+                        elif kind == "granted":
+                            places.grant(value)
                 nursery.cancel_scope.cancel()  # the run has ended, or is gone: nobody reads what is left
         finally:
             with trio.CancelScope(shield=True):

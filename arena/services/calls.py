@@ -70,9 +70,11 @@ class RunServices(Services):
                  prices: dict[str, tuple[float, float]] | None = None,
                  on_call_started: Callable[[CallStarted], None] = lambda call: None,
                  on_note: Callable[[str, str, str, str], None] = lambda agent, endpoint, topic, text: None,
-                 claim: Callable[[str], AbstractAsyncContextManager[None]] | None = None):
+                 claim: Callable[[str], AbstractAsyncContextManager[None]] | None = None,
+                 held_slot: Callable[[str, str, int], AbstractAsyncContextManager[Slot]] | None = None):
         self._on_call_started = on_call_started
         self._claim = claim  # a run played by several processes: one of them at a time asks a request
+        self._held_slot = held_slot  # ... and the run's process holds the limits for all of them
         self._on_note = on_note
         self._noted: set[tuple[str, str, str, str]] = set()
         self._asking: dict[str, trio.Event] = {}  # requests being asked right now, by cache key
@@ -134,7 +136,8 @@ class RunServices(Services):
 
     @asynccontextmanager
     async def slot(self, backend: str, endpoint: str, tokens: int) -> AsyncIterator[Slot]:
-        async with self.limits(backend, endpoint).slot(tokens) as reservation:
+        place = self._held_slot(backend, endpoint, tokens) if self._held_slot else self.limits(backend, endpoint).slot(tokens)
+        async with place as reservation:
             yield reservation
 
     def close(self) -> None:
