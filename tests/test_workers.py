@@ -303,6 +303,38 @@ async def test_the_rate_limits_hold_for_all_workers_together(tmp_path, monkeypat
     assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
 
 
+async def test_the_workers_are_forked_with_no_sqlite_connection_to_the_cache_they_open(tmp_path, monkeypatch):
+    """SQLite tells not to let a connection cross a fork: a forked process inherits what SQLite knows
+    of the file and its locks, and its own connection to that file would trust locks it does not
+    hold. The run closes its cache while it forks, and opens it again after."""
+    real_fork, open_then = os.fork, []
+
+    def fork():
+        fds = Path("/proc/self/fd")
+        open_then.append(sorted(os.readlink(fd) for fd in fds.iterdir() if "responses.sqlite" in _link(fd)))
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    with OpenAIMock(responder=lambda body: coins(4)) as mock:
+        raw = model_scenario(mock.base_url, 2)
+        store = open_store(tmp_path / "run", raw)
+        try:
+            result = await run_tournament(parse_scenario(raw), store)
+            calls = store.calls()
+        finally:
+            store.close()
+    assert len(open_then) == 2 and open_then == [[], []], open_then
+    assert result.count("finished") == 2
+    assert Counter(c.cached for c in calls) == {False: 2, True: 2}  # the workers' cache works after the fork
+
+
+def _link(fd: Path) -> str:
+    try:
+        return os.readlink(fd)
+    except OSError:  # closed since it was listed
+        return ""
+
+
 def test_a_number_of_processes_that_cannot_be_is_refused_before_anything_runs(tmp_path):
     raw = scripted_tournament()
     flag = arena_offline("run", write(tmp_path / "s.yaml", raw), "--processes", 0, "--run-dir", tmp_path / "a", cwd=tmp_path)

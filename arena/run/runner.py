@@ -9,6 +9,7 @@ matches already finished, and each one's row as its turn in the plan comes."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from pathlib import Path
 
 import trio
@@ -295,7 +296,8 @@ async def run_tournament(
     with tuned_for_a_run():  # the collector walks only what the run makes
         try:
             if processes > 1:
-                executor = Workers.fork(Job(scenario, processes, cache_path(scenario, store), use_cache), preload=wave)
+                with services.cache.closed() if services.cache is not None else nullcontext():
+                    executor = Workers.fork(Job(scenario, processes, cache_path(scenario, store), use_cache), preload=wave)
             async with executor.serving(services):
                 await executor.ready()  # a missing key or model stops the run before any match starts
                 while wave:

@@ -13,6 +13,8 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ class ResponseCache:
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
         try:
             self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
+            self._tune()
             self.db.execute(
                 "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, text TEXT NOT NULL, "
                 "prompt_tokens INTEGER, completion_tokens INTEGER, at REAL, cost REAL, latency REAL)"
@@ -82,3 +84,19 @@ class ResponseCache:
 
     def close(self) -> None:
         self.db.close()
+
+    @contextmanager
+    def closed(self) -> Iterator[None]:
+        """Closed while the block runs, then opened again. SQLite keeps, per process, what it knows of
+        each file it has open and the locks it holds; a process forked while this connection is open
+        inherits that, and a connection it opens to the same file would trust locks it does not hold.
+        Forked in the block, a worker starts knowing nothing of this file."""
+        self.db.close()
+        try:
+            yield
+        finally:
+            self.db = sqlite3.connect(self.path, isolation_level=None, timeout=30)
+            self._tune()
+
+    def _tune(self) -> None:
+        self.db.execute("PRAGMA synchronous=NORMAL")  # a connection's own setting; WAL is the file's
