@@ -31,6 +31,7 @@ import pstats
 import sys
 import tempfile
 import time
+import timeit
 from pathlib import Path
 
 import trio
@@ -38,6 +39,7 @@ import trio
 from arena.agents.scripted import ScriptedAgent, ScriptedConfig
 from arena.contract import Game, Notice, plugins
 from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
+from arena.engine.anonymity import scrub
 from arena.engine.match import play_match
 from arena.run.collector import tuned_for_a_run
 from arena.store import RunStore
@@ -74,6 +76,18 @@ class Chatter(Game):
 
     def payoffs(self):
         return {seat: 0.0 for seat in self.seats}
+
+
+TERMS = ("alice-gpt", "bob-claude", "gpt", "claude", "openai", "anthropic")
+
+
+def filter_texts() -> list[tuple[str, str]]:
+    line = "I think alice-gpt (gpt-4o by OpenAI) and bob-claude (claude-3 by Anthropic) agree on this."
+    plain = "I give 5 coins: the group gains when all give, and I keep doing what the others did. " * 16
+    typographic = plain.replace(":", " \u2014").replace("I keep", "I\u2019ll keep")
+    return [(f"the bench's reply, four names ({len(line)} characters)", line),
+            (f"a reply without a name ({len(plain):,} characters, ASCII)", plain),
+            (f"the same with typographic punctuation ({len(typographic):,} characters)", typographic)]
 
 
 def agents() -> dict:
@@ -163,6 +177,10 @@ def main() -> int:
         ok = ok and (not store or (ratio <= 1.3 and worst <= 50))
         print(f"{label:<15} {SIZES[-1]:,} / {SIZES[0]} messages: ×{ratio:.2f} (goal ≤ 1.3); "
               f"worst {worst:.1f} µs/message (goal ≤ 50)")
+    print("\nthe filter alone, µs per text (a model's reply is often long, and rarely names anyone):")
+    for label, text in filter_texts():
+        per = min(timeit.repeat(lambda: scrub(text, TERMS, "[name withheld]"), number=2000, repeat=repeats)) / 2000
+        print(f"    {label:<58} {per * 1e6:6.1f}")
     if args.profile:
         profile = cProfile.Profile()
         cpu, _, count = play_once(spec_for(SIZES[-1]), True, profile)

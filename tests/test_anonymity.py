@@ -78,3 +78,50 @@ async def test_a_synthetic_judge_reads_no_name_the_text_does_not_carry():
     for turn in judge.turns[1:] if judge.turns[0].round == 1 else judge.turns:
         assert "alice" not in turn.prompt  # the text is filtered ...
         assert "alice" not in " ".join(turn.prompt_data["answers"])  # ... its structured copy is not
+
+
+def test_the_strays_are_every_character_outside_ascii_matched_to_an_ascii_one():
+    """The quick check before the pattern lowers the text; it is exact only if the strays are all
+    the characters that a case-insensitive pattern matches to ASCII ones without being ASCII."""
+    import re
+
+    from arena.engine.anonymity import _STRAYS
+
+    ascii_char = re.compile(r"[\x00-\x7f]", re.IGNORECASE)
+    found = {chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000 and ascii_char.fullmatch(chr(c))}
+    assert found == {chr(c) for c in range(0x80, 0x110000) if _STRAYS.fullmatch(chr(c))} == set("\u0130\u0131\u017f\u212a")
+
+
+@pytest.mark.parametrize("text", [
+    "Player A gives 5 coins. " * 60,  # long, ASCII, no name: the quick check alone
+    "We agree \u2014 \u201cfair\u201d is what we call it. " * 40,  # typographic punctuation, no name
+    "I, GPT-4o, and Claude-3 (by ANTHROPIC) agree.",
+    "\u201cThis is alice-gpt\u201d \u2014 said openai\u2019s model.",
+    "\u017flack, with a long s",  # strays: the pattern runs, whatever the lowered text says
+    "\u212aimi, with a Kelvin sign",
+    "GPT\u0130, with a dotted capital I",
+    "gpt\u0131, with a dotless i",
+    "metaphor, Googled, gptx, xgpt, pre-claude: words that start alike are kept",
+    "",
+])
+@pytest.mark.parametrize("terms", [
+    ("alice-gpt", "gpt", "claude", "openai", "anthropic", "slack", "kimi", "gpti"),
+    ("通义千问", "gpt"),  # a term outside ASCII: the pattern always runs
+])
+def test_the_quick_check_changes_nothing_the_filter_finds(text, terms):
+    from arena.engine.anonymity import _pattern, scrub
+
+    found: list[str] = []
+    expected = _pattern(terms).sub(lambda m: found.append(m.group(0)) or "[x]", text)
+    assert scrub(text, terms, "[x]") == (expected, found)
+
+
+def test_a_long_reply_without_names_is_let_through_without_the_pattern():
+    from arena.engine.anonymity import _none_in
+
+    terms = ("alice-gpt", "gpt", "claude")
+    assert _none_in("Player A gives 5 coins. " * 60, terms)
+    assert _none_in("We agree \u2014 \u201cfair\u201d. " * 40, terms)
+    assert not _none_in("... and GPT-4o said so", terms)
+    assert not _none_in("\u017fome text", terms)  # a stray: left to the pattern
+    assert not _none_in("no names", ("通义千问",))
