@@ -303,6 +303,43 @@ async def test_the_rate_limits_hold_for_all_workers_together(tmp_path, monkeypat
     assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
 
 
+async def test_a_place_given_up_while_waiting_is_let_go_and_the_tokens_used_are_counted():
+    """The run's side of the limits, frame by frame: a request that gave up while waiting for its
+    place (its turn ran out) takes no place, and the tokens a request used count in the window."""
+    from trio.testing import wait_all_tasks_blocked
+
+    from arena.run.workers import _Worker
+    from arena.services.calls import LimitSettings, RunServices
+
+    sent: list[tuple[int, tuple]] = []
+
+    class Outbox:
+        def __init__(self, pid):
+            self.pid = pid
+
+        def put(self, *item):
+            sent.append((self.pid, item))
+
+    services = RunServices(limit_settings={"openai": LimitSettings(calls=1, tpm=10_000)})
+    run, one, two = Workers([]), _Worker(1, None, outbox=Outbox(1)), _Worker(2, None, outbox=Outbox(2))
+    async with trio.open_nursery() as nursery:
+        run._nursery = nursery
+        run._slot(one, services, 0, "openai", "http://e", 50)
+        await wait_all_tasks_blocked()
+        run._slot(two, services, 0, "openai", "http://e", 50)
+        await wait_all_tasks_blocked()
+        assert sent == [(1, ("granted", 0))]  # calls: 1, whichever worker asks
+        run._unslot(two, 0, 50)  # its turn ran out while it waited
+        run._unslot(one, 0, 300)  # done: the request used 300 tokens
+        run._slot(two, services, 1, "openai", "http://e", 50)
+        await wait_all_tasks_blocked()
+        assert sent == [(1, ("granted", 0)), (2, ("granted", 1))]
+        run._unslot(two, 1, 0)  # no tokens known: the estimate stands
+        await wait_all_tasks_blocked()
+    assert run._held == {}
+    assert [r.tokens for r in services.limits("openai", "http://e")._sent] == [300, 50]
+
+
 async def test_the_workers_are_forked_with_no_sqlite_connection_to_the_cache_they_open(tmp_path, monkeypatch):
     """SQLite tells not to let a connection cross a fork: a forked process inherits what SQLite knows
     of the file and its locks, and its own connection to that file would trust locks it does not

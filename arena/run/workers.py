@@ -282,13 +282,9 @@ class Workers:
                 elif kind == "release":
                     self._release(item[1])
                 elif kind == "slot":  # ("slot", number, backend, endpoint, tokens)
-                    held = self._held[(worker.pid, item[1])] = _Held()
-                    self._nursery.start_soon(self._hold, worker, held, services, *item[1:])
+                    self._slot(worker, services, *item[1:])
                 elif kind == "unslot":  # ("unslot", number, tokens used): done, or given up while waiting
-                    held = self._held.pop((worker.pid, item[1]))
-                    held.tokens = item[2]
-                    held.released.set()
-                    held.scope.cancel()  # if it is still waiting for its place, it stops waiting
+                    self._unslot(worker, *item[1:])
                 elif kind == "ready":
                     worker.ready.set()
                 elif kind == "fatal":
@@ -305,6 +301,16 @@ class Workers:
         record["messages"], record["events"] = tuple(pending.messages), pending.events
         pending.played = Played(MatchRecord.model_validate(record), None if outage is None else BackendUnavailable(*outage))
         pending.done.set()
+
+    def _slot(self, worker: _Worker, services: Services, number: int, backend: str, endpoint: str, tokens: int) -> None:
+        held = self._held[(worker.pid, number)] = _Held()
+        self._nursery.start_soon(self._hold, worker, held, services, number, backend, endpoint, tokens)
+
+    def _unslot(self, worker: _Worker, number: int, tokens: int) -> None:
+        held = self._held.pop((worker.pid, number))
+        held.tokens = tokens
+        held.released.set()
+        held.scope.cancel()  # if it is still waiting for its place, it stops waiting
 
     async def _hold(self, worker: _Worker, held: _Held, services: Services, number: int, backend: str,
                     endpoint: str, tokens: int) -> None:
