@@ -19,9 +19,9 @@ for that reply (the cache is one SQLite file), notes are said once, and the budg
 worker's calls. The rate limits are the run's: a worker asks the run's process for a place under
 an endpoint's limits before each request and gives it back after, with the tokens the request
 used, so the calls at once, requests and tokens per minute of all workers together are those the
-scenario allows (a round trip of a fraction of a millisecond per request). A worker that dies stops the run as a crash of
-the run would: finished matches are kept and a rerun replays the others. When the run ends, or
-its process dies, the workers see their socket close and exit.
+scenario allows (a round trip on the socket per request). A worker that dies stops the run as a
+crash of the run would: finished matches are kept and a rerun replays the others. When the run
+ends, or its process dies, the workers see their socket close and exit.
 
 What crosses a socket is a frame: its length in 4 bytes, then a pickled list of items, each a
 tuple whose first element says what it is. Pickle, because both ends are the same program forked
