@@ -21,6 +21,13 @@ latencies keep the waves in step: ``--jitter`` lets them vary as a model's do, w
 matches' work over the wait (the ideal stays ``rounds * delay``, so the ratio then overstates by
 a third of the jitter at most).
 
+Where a slot's time goes past the agents' latency is read back from the store after each trial:
+from a match's start (its first event) to its last reply (its actions), from there to its end,
+and from its end to the start of the match that took its slot. The first is the scheduler's: a
+reply whose timer expires while the thread plays other matches waits for them, and the second
+seat's task starts a pass of the scheduler after the first; the last is the hand-over of the
+slot to the next match waiting.
+
     python bench/concurrency.py              # both configurations, 3 trials each (~15 s)
     python bench/concurrency.py --quick      # 1 trial each
     python bench/concurrency.py --profile    # and where the CPU goes at 128 at once
@@ -58,7 +65,7 @@ import yaml
 from arena.run.runner import run_tournament
 from arena.run.scenario import Scenario, parse_scenario
 from arena.store import RunStore
-from machine import load  # bench/machine.py: the load and a reference loop's speed
+from machine import load, machine_speed  # bench/machine.py: the load and a reference loop's speed
 
 GOALS = {(200, 16): 1.10, (1000, 128): 1.30}
 
@@ -85,6 +92,7 @@ class Run:
     cpu: float  # the run's process and its workers
     ideal: float
     run_cpu: float = 0.0  # the run's process alone
+    timeline: dict[str, list[float]] | None = None  # `timeline`'s figures, ms
 
     @property
     def ratio(self) -> float:
@@ -108,12 +116,35 @@ def play(raw: dict, scenario: Scenario, at_once: int, per_match: float, profile:
             if profile is not None:
                 profile.disable()
             failed = [(m.key, m.error) for m in store.matches() if m.status != "finished"]  # read after the clock stops
+            spent = timeline(store, at_once, per_match)
         finally:
             store.close()
     if failed:
         raise SystemExit(f"{len(failed)} matches failed, e.g. {failed[0][0]}: {failed[0][1]}")
     n = len(result.statuses)
-    return Run(at_once, n, seconds, cpu + workers, math.ceil(n / at_once) * per_match, cpu)
+    return Run(at_once, n, seconds, cpu + workers, math.ceil(n / at_once) * per_match, cpu, spent)
+
+
+def timeline(store: RunStore, at_once: int, per_match: float) -> dict[str, list[float]]:
+    """Where a match's time in its slot went beyond the agents' latency, in ms, from what the store
+    recorded: its start (the first event), when its actions were taken (the last reply came in), its
+    end, and the start of the match that took its slot: the i-th match to end frees the slot that the
+    match to start ``at_once + i``-th takes (each slot given back goes to the longest waiting)."""
+    rows = store.db.execute(
+        "SELECT m.position, m.started, m.ended, (SELECT max(e.at) FROM events e WHERE e.match_key = m.key "
+        "AND e.type = 'action') FROM matches m").fetchall()
+    started = sorted(r[1] for r in rows)
+    ends = sorted(r[2] for r in rows)
+    return {
+        "replies": [(acted - start - per_match) * 1e3 for _, start, _, acted in rows],
+        "end": [(end - acted) * 1e3 for _, _, end, acted in rows],
+        "next": [(started[at_once + i] - end) * 1e3 for i, end in enumerate(ends) if at_once + i < len(started)],
+    }
+
+
+def _spread(values: list[float]) -> str:
+    ordered = sorted(values)
+    return f"{statistics.median(ordered):6.1f} {ordered[int(len(ordered) * 0.9)]:6.1f}"
 
 
 def _children_cpu() -> float:
@@ -159,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     trials = 1 if args.quick else max(1, args.trials)
 
     per_match = args.rounds * args.delay  # public goods asks every seat at once: a match is `rounds` turns
-    print(f"Python {platform.python_version()}, trio {trio.__version__}, {platform.system()} {platform.machine()}; {load()}")
+    print(f"Python {platform.python_version()}, trio {trio.__version__}, {platform.system()} {platform.machine()}; {load()}; "
+          f"reference loop {machine_speed():.0f} ms of CPU (lower is a faster machine)")
     varying = f" ± {args.jitter:.0%}" if args.jitter else ""
     print(f"public goods (2 seats, {args.rounds} round(s)), agents replying after {args.delay * 1000:g} ms{varying}, "
           f"SQLite store on; per-match latency {per_match * 1000:g} ms")
@@ -194,15 +226,20 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "" if goal is None else ("PASS" if ratio <= goal else "FAIL")
         if goal is not None:
             verdicts.append(verdict)
-        summary.append((matches, at_once, ratio, goal, verdict, cpu_ms, busy, run_ms))
+        summary.append((matches, at_once, ratio, goal, verdict, cpu_ms, busy, run_ms, runs))
         if args.serial and (matches, at_once) == configs[0]:
             serial = play(raw, scenario, 1, per_match)
             print(f"{matches:>7} {1:>7} {'':>5} {serial.seconds:>7.2f} {serial.ideal:>7.2f} {serial.ratio:>10.3f} "
                   f"{'':>12} {'':>8}  (one at a time: speed-up ×{serial.seconds / statistics.median(r.seconds for r in runs):.2f})")
 
     print()
-    for matches, at_once, ratio, goal, verdict, cpu_ms, busy, run_ms in summary:
+    for matches, at_once, ratio, goal, verdict, cpu_ms, busy, run_ms, runs in summary:
         against = f" (goal ≤ {goal:.2f}): {verdict}" if goal is not None else ""
+        middle = sorted(runs, key=lambda r: r.ratio)[len(runs) // 2].timeline  # the median trial's
+        spent = (f"    a slot's time past the agents' {per_match * 1000:g} ms (the median trial; median and 90th percentile, ms):\n"
+                 f"        from a match's start to its last reply  {_spread(middle['replies'])}\n"
+                 f"        from that reply to the match's end      {_spread(middle['end'])}\n"
+                 f"        from that end to the next match's start {_spread(middle['next'])}")
         if args.processes > 1:
             shared = min(cores, args.processes + 1)
             print(f"{matches} matches, {at_once} at once, {args.processes} workers: wall/ideal {ratio:.3f}, median of "
@@ -212,11 +249,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{1 + at_once * cpu_ms / (shared * per_match * 1000):.3f}, and the run's process alone "
                   f"1 + {at_once} × {run_ms:.3f} / {per_match * 1000:g} = {1 + at_once * run_ms / (per_match * 1000):.3f}; "
                   f"{busy / cores:.0%} of the machine's {cores} cores busy")
+            print(spent)
             continue
         estimate = 1 + at_once * cpu_ms / (per_match * 1000)
         print(f"{matches} matches, {at_once} at once: wall/ideal {ratio:.3f}, median of {trials}{against}")
         print(f"    CPU {cpu_ms:.3f} ms per match; lock-step bound 1 + {at_once} × {cpu_ms:.3f} / {per_match * 1000:g} = "
               f"{estimate:.3f}; the trio thread was busy {busy:.0%} of the wall time")
+        print(spent)
         if busy > 0.8:
             print(f"    bound by CPU: one process does {1000 / cpu_ms:,.0f} matches/s of this size at most; "
                   f"{at_once} at once need {at_once / per_match:,.0f}/s")
@@ -239,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         stats.sort_stats("tottime")
         print("\nthe 15 functions with the most own time:")
         stats.print_stats(15)
-    print(load())
+    print(f"{load()}; reference loop {machine_speed():.0f} ms")
     return 0 if all(v == "PASS" for v in verdicts) else 1
 
 
