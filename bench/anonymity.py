@@ -19,8 +19,9 @@ does not count in it) and wall time (the same on an idle machine).
     python bench/anonymity.py --quick    # best of 1
     python bench/anonymity.py --profile  # and where the time of the 20,000-message match goes
 
-Goal (issues 12 and 15): at most 50 µs per message including the store, on an idle machine, and
-flat: the figure at 20,000 messages at most 1.3 times the figure at 100.
+Goals: at most 50 µs per message on an idle machine, and flat (the figure at 20,000 messages at
+most 1.3 times the figure at 100), for the match with the filter on (issue 12) and for the same
+match including the store (issue 15). Each column gets its verdict.
 """
 
 from __future__ import annotations
@@ -171,12 +172,14 @@ def main() -> int:
               f"{figures[True][size]:>9.1f} ({walls[True][size]:>6.1f})")
     print(f"(best of {repeats}; CPU time)")
     ok = True
-    for store, label in ((False, "match alone"), (True, "with the store")):
+    for store, label, goal in ((False, "match alone", "issue 12, the filter on"),
+                               (True, "with the store", "issue 15, the store included")):
         ratio = figures[store][SIZES[-1]] / figures[store][SIZES[0]]
         worst = max(figures[store].values())
-        ok = ok and (not store or (ratio <= 1.3 and worst <= 50))
+        met = ratio <= 1.3 and worst <= 50
+        ok = ok and met
         print(f"{label:<15} {SIZES[-1]:,} / {SIZES[0]} messages: ×{ratio:.2f} (goal ≤ 1.3); "
-              f"worst {worst:.1f} µs/message (goal ≤ 50)")
+              f"worst {worst:.1f} µs/message (goal ≤ 50): {'PASS' if met else 'FAIL'} ({goal})")
     print("\nthe filter alone, µs per text (a model's reply is often long, and rarely names anyone):")
     for label, text in filter_texts():
         per = min(timeit.repeat(lambda: scrub(text, TERMS, "[name withheld]"), number=2000, repeat=repeats)) / 2000
