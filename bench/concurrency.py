@@ -131,13 +131,13 @@ def timeline(store: RunStore, at_once: int, per_match: float) -> dict[str, list[
     end, and the start of the match that took its slot: the i-th match to end frees the slot that the
     match to start ``at_once + i``-th takes (each slot given back goes to the longest waiting)."""
     rows = store.db.execute(
-        "SELECT m.position, m.started, m.ended, (SELECT max(e.at) FROM events e WHERE e.match_key = m.key "
+        "SELECT m.started, m.ended, (SELECT max(e.at) FROM events e WHERE e.match_key = m.key "
         "AND e.type = 'action') FROM matches m").fetchall()
-    started = sorted(r[1] for r in rows)
-    ends = sorted(r[2] for r in rows)
+    started = sorted(r[0] for r in rows)
+    ends = sorted(r[1] for r in rows)
     return {
-        "replies": [(acted - start - per_match) * 1e3 for _, start, _, acted in rows],
-        "end": [(end - acted) * 1e3 for _, _, end, acted in rows],
+        "replies": [(acted - start - per_match) * 1e3 for start, _, acted in rows],
+        "end": [(end - acted) * 1e3 for _, end, acted in rows],
         "next": [(started[at_once + i] - end) * 1e3 for i, end in enumerate(ends) if at_once + i < len(started)],
     }
 
