@@ -143,6 +143,8 @@ def timeline(store: RunStore, at_once: int, per_match: float) -> dict[str, list[
 
 
 def _spread(values: list[float]) -> str:
+    if not values:  # no match waited for a slot: as many slots as matches
+        return f"{'—':>6} {'—':>6}"
     ordered = sorted(values)
     return f"{statistics.median(ordered):6.1f} {ordered[int(len(ordered) * 0.9)]:6.1f}"
 
