@@ -34,6 +34,16 @@ slot to the next match waiting.
     python bench/concurrency.py --config 200x16 --serial   # and the same 200 matches one at a time
     python bench/concurrency.py --jitter 0.02  # latencies varying by ±2%: how much is the lock step
     python bench/concurrency.py --processes 2  # matches played by two worker processes
+    python bench/concurrency.py --split        # and a match's CPU split: the match, the store, the waits
+
+``--split`` plays the last configuration's matches three ways more, in turn, and gives the CPU per
+match of each: with agents that answer at once and no store (the match itself: pool, filter, game,
+events), the same with the store (what the store adds: its rows and SQLite), and as the bench
+plays them (what waiting for 100 ms agents adds: the timers, the second seat's task, the slots, the
+scheduler's passes). Each of the three is the best of ``--trials`` runs, played in turn so that a
+drift of the machine's speed falls on all three alike; beside each, the same figure at a reference
+loop of 50 ms, to compare machines and days (``bench/scheduler_bound.py`` measures what CPU per
+match the scheduler allows at 128 at once).
 
 With ``--processes N`` the run forks N workers that play the matches (``concurrency.processes``)
 while the run's own process keeps the store; the CPU columns then count the workers too (their
@@ -125,6 +135,37 @@ def play(raw: dict, scenario: Scenario, at_once: int, per_match: float, profile:
     return Run(at_once, n, seconds, cpu + workers, math.ceil(n / at_once) * per_match, cpu, spent)
 
 
+def cpu_per_match(raw: dict, at_once: int, with_store: bool) -> float:
+    """ms of CPU per match of a run of ``raw`` (this process: no workers), with or without a store."""
+    scenario = parse_scenario(raw)
+    with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
+        store = (RunStore.create_or_resume(Path(tmp) / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+                 if with_store else None)
+        try:
+            cpu = time.process_time()
+            result = trio.run(run_tournament, scenario, store, None, at_once)
+            cpu = time.process_time() - cpu
+        finally:
+            if store is not None:
+                store.close()
+    return cpu / len(result.statuses) * 1000
+
+
+def split(matches: int, at_once: int, delay: float, rounds: int, trials: int) -> list[tuple[str, float]]:
+    """CPU per match (ms) of the match itself, with the store, and with the agents' waits: the best of
+    ``trials`` of each, the three played in turn."""
+    at_once_agents = scenario_dict(matches, at_once, 0.0, rounds)
+    waiting = scenario_dict(matches, at_once, delay, rounds)
+    ways = (("agents answer at once, no store", at_once_agents, False),
+            ("agents answer at once, the store on", at_once_agents, True),
+            (f"agents answer after {delay * 1000:g} ms, the store on", waiting, True))
+    best = [math.inf] * len(ways)
+    for _ in range(trials):
+        for i, (_, raw, with_store) in enumerate(ways):
+            best[i] = min(best[i], cpu_per_match(raw, at_once, with_store))
+    return [(label, ms) for (label, _, _), ms in zip(ways, best)]
+
+
 def timeline(store: RunStore, at_once: int, per_match: float) -> dict[str, list[float]]:
     """Where a match's time in its slot went beyond the agents' latency, in ms, from what the store
     recorded: its start (the first event), when its actions were taken (the last reply came in), its
@@ -187,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=3, help="runs of each configuration, judged on the median (default 3)")
     parser.add_argument("--serial", action="store_true", help="also play the first configuration one match at a time")
     parser.add_argument("--profile", action="store_true", help="profile one more trial of the last configuration")
+    parser.add_argument("--split", action="store_true",
+                        help="and the last configuration's CPU per match split into the match, the store and the waits")
     args = parser.parse_args(argv)
     configs = [tuple(int(x) for x in c.lower().split("x")) for c in (args.config or ["200x16", "1000x128"])]
     trials = 1 if args.quick else max(1, args.trials)
@@ -264,6 +307,22 @@ def main(argv: list[str] | None = None) -> int:
         elif ratio > estimate * 1.1:
             print("    bound by the machine: wall/ideal is well above the lock-step bound while the thread was mostly "
                   "idle, so it waited for a CPU that other processes held (see the load average)")
+
+    if args.split:
+        matches, at_once = configs[-1]
+        speed = machine_speed()
+        found = split(matches, at_once, args.delay, args.rounds, trials)
+        speed = (speed + machine_speed()) / 2
+        print(f"\nCPU per match of {matches} matches, {at_once} at once, in this process (best of {trials}; "
+              f"reference loop {speed:.0f} ms):")
+        print(f"    {'':<42} {'ms/match':>9} {'added':>7} {'at 50 ms':>9}")
+        previous = 0.0
+        for label, ms in found:
+            print(f"    {label:<42} {ms:>9.3f} {ms - previous:>+7.3f} {ms * 50 / speed:>9.3f}")
+            previous = ms
+        (_, match), (_, stored), (_, waited) = found
+        print(f"    of the whole: the match {match / waited:.0%}, the store {(stored - match) / waited:.0%}, "
+              f"the waits {(waited - stored) / waited:.0%}")
 
     if args.profile:
         matches, at_once = configs[-1]

@@ -19,9 +19,17 @@ what the scheduler allows without those hops: 128 lanes, each playing one match 
 its own task with one seat and no checkpoint between a reply and the next match's wait. It is not
 a shape a match with two seats asked at once can take, but it measures the part that is trio's.
 
+``--hops`` adds the two shapes in between, to tell the hops apart: "slots of one seat" (a task per
+match waiting for a slot, as the engine's, but one seat asked in the match's own task: no second
+seat's task, so only the hand-over of the slot to the next match's task remains) and "lanes of two
+seats" (the lanes, each asking two seats at once as the match does: the second seat's task and the
+match going on after it remain, the hand-over of the slot is gone). A game whose seats speak in
+turn (a debate, idiom solitaire) asks one seat at a time: its matches have the first of these shapes.
+
     python bench/scheduler_bound.py              # the sweep, 3 trials per point (~1 min)
     python bench/scheduler_bound.py --engine     # and the real bench beside it (~1.5 min more)
     python bench/scheduler_bound.py --cpu 0.2 0.4 --trials 5
+    python bench/scheduler_bound.py --hops       # and which hop costs what
 """
 
 from __future__ import annotations
@@ -81,7 +89,37 @@ async def lanes_shape(cpu_ms: float, matches: int, at_once: int) -> None:
             nursery.start_soon(lane)
 
 
-SHAPES = {"engine": engine_shape, "lanes": lanes_shape}
+async def one_seat_shape(cpu_ms: float, matches: int, at_once: int) -> None:
+    slots = trio.CapacityLimiter(at_once)
+
+    async def match() -> None:
+        async with slots:
+            spin(cpu_ms / 2)
+            await _seat()  # one seat, in the match's own task
+            spin(cpu_ms / 2)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(matches):
+            nursery.start_soon(match)
+
+
+async def lanes_of_two_shape(cpu_ms: float, matches: int, at_once: int) -> None:
+    plan = iter(range(matches))
+
+    async def lane() -> None:
+        for _ in plan:
+            spin(cpu_ms / 2)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_seat)
+                await _seat()
+            spin(cpu_ms / 2)
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(at_once):
+            nursery.start_soon(lane)
+
+
+SHAPES = {"engine": engine_shape, "lanes": lanes_shape, "one seat": one_seat_shape, "lanes of two": lanes_of_two_shape}
 
 
 def _share(shape: str, spun_ms: float, matches: int, at_once: int, ready, out) -> None:
@@ -152,9 +190,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="also play bench/concurrency.py's 1,000 x 128 and the skeleton at its CPU per match")
     parser.add_argument("--processes", type=int, default=1,
                         help="also the engine's shape split over this many processes that share nothing (default 1: not)")
+    parser.add_argument("--hops", action="store_true",
+                        help="also the shapes in between: slots of one seat, lanes of two seats")
     args = parser.parse_args(argv)
     trials = max(1, args.trials)
     columns = {"the engine's shape": ("engine", 1), "lanes of one seat": ("lanes", 1)}
+    if args.hops:
+        columns |= {"slots of one seat": ("one seat", 1), "lanes of two seats": ("lanes of two", 1)}
     if args.processes > 1:
         columns[f"the engine's shape in {args.processes} processes"] = ("engine", args.processes)
 
