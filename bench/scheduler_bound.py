@@ -39,6 +39,7 @@ import multiprocessing
 import statistics
 import sys
 import time
+from functools import partial
 
 import trio
 
@@ -59,15 +60,24 @@ async def _seat() -> None:
     await trio.sleep(LATENCY)
 
 
-async def engine_shape(cpu_ms: float, matches: int, at_once: int) -> None:
+async def _one_seat() -> None:
+    await _seat()  # in the match's own task
+
+
+async def _two_seats() -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_seat)  # the second seat: a task, which starts a pass later
+        await _seat()  # the first: in the match's own task
+
+
+async def _slots(ask, cpu_ms: float, matches: int, at_once: int) -> None:
+    """A task per match, each waiting for one of ``at_once`` slots, as the runner's."""
     slots = trio.CapacityLimiter(at_once)
 
     async def match() -> None:
         async with slots:
             spin(cpu_ms / 2)  # set-up, the rules posted, the turns made
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_seat)  # the second seat: a task, which starts a pass later
-                await _seat()  # the first: in the match's own task
+            await ask()
             spin(cpu_ms / 2)  # replies parsed and posted, the score, the record, the commit
 
     async with trio.open_nursery() as nursery:
@@ -75,43 +85,14 @@ async def engine_shape(cpu_ms: float, matches: int, at_once: int) -> None:
             nursery.start_soon(match)
 
 
-async def lanes_shape(cpu_ms: float, matches: int, at_once: int) -> None:
-    plan = iter(range(matches))
-
-    async def lane() -> None:
-        for _ in plan:  # the next match starts in the step in which the last one ended
-            spin(cpu_ms / 2)
-            await _seat()
-            spin(cpu_ms / 2)
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(at_once):
-            nursery.start_soon(lane)
-
-
-async def one_seat_shape(cpu_ms: float, matches: int, at_once: int) -> None:
-    slots = trio.CapacityLimiter(at_once)
-
-    async def match() -> None:
-        async with slots:
-            spin(cpu_ms / 2)
-            await _seat()  # one seat, in the match's own task
-            spin(cpu_ms / 2)
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(matches):
-            nursery.start_soon(match)
-
-
-async def lanes_of_two_shape(cpu_ms: float, matches: int, at_once: int) -> None:
+async def _lanes(ask, cpu_ms: float, matches: int, at_once: int) -> None:
+    """``at_once`` tasks, each playing its next match in the step in which the last one ended."""
     plan = iter(range(matches))
 
     async def lane() -> None:
         for _ in plan:
             spin(cpu_ms / 2)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_seat)
-                await _seat()
+            await ask()
             spin(cpu_ms / 2)
 
     async with trio.open_nursery() as nursery:
@@ -119,7 +100,8 @@ async def lanes_of_two_shape(cpu_ms: float, matches: int, at_once: int) -> None:
             nursery.start_soon(lane)
 
 
-SHAPES = {"engine": engine_shape, "lanes": lanes_shape, "one seat": one_seat_shape, "lanes of two": lanes_of_two_shape}
+SHAPES = {"engine": partial(_slots, _two_seats), "lanes": partial(_lanes, _one_seat),
+          "one seat": partial(_slots, _one_seat), "lanes of two": partial(_lanes, _two_seats)}
 
 
 def _share(shape: str, spun_ms: float, matches: int, at_once: int, ready, out) -> None:
