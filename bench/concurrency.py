@@ -115,7 +115,7 @@ class Run:
 
 def play(raw: dict, scenario: Scenario, at_once: int, per_match: float, profile: cProfile.Profile | None = None) -> Run:
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
-        store = RunStore.create_or_resume(Path(tmp) / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        store = _new_store(Path(tmp), raw, scenario)
         try:
             if profile is not None:
                 profile.enable()
@@ -139,8 +139,7 @@ def cpu_per_match(raw: dict, at_once: int, with_store: bool) -> float:
     """ms of CPU per match of a run of ``raw`` (this process: no workers), with or without a store."""
     scenario = parse_scenario(raw)
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
-        store = (RunStore.create_or_resume(Path(tmp) / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
-                 if with_store else None)
+        store = _new_store(Path(tmp), raw, scenario) if with_store else None
         try:
             cpu = time.process_time()
             result = trio.run(run_tournament, scenario, store, None, at_once)
@@ -148,7 +147,14 @@ def cpu_per_match(raw: dict, at_once: int, with_store: bool) -> float:
         finally:
             if store is not None:
                 store.close()
+    failed = [key for key, status in result.statuses.items() if status != "finished"]
+    if failed:  # a failed match costs less than a played one: the figure would flatter
+        raise SystemExit(f"{len(failed)} matches did not finish, e.g. {failed[0]}")
     return cpu / len(result.statuses) * 1000
+
+
+def _new_store(folder: Path, raw: dict, scenario: Scenario) -> RunStore:
+    return RunStore.create_or_resume(folder / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
 
 
 def split(matches: int, at_once: int, delay: float, rounds: int, trials: int) -> list[tuple[str, float]]:
