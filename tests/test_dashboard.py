@@ -87,7 +87,7 @@ def wait_for(condition, timeout: float, what: str) -> None:
 def finished_in_store(run_dir) -> int:
     if not (run_dir / "run.sqlite").exists():
         return 0
-    store = RunStore.open(run_dir)
+    store = RunStore.open(run_dir, readonly=True)
     try:
         return store.counts().get("finished", 0)
     except Exception:  # the run is still creating its tables
@@ -213,7 +213,7 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
         raw = model_scenario(mock.base_url, backend=noting_backend)
         scenario = parse_scenario(raw)
         store = RunStore.create_or_resume(tmp_path / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
-        watch_store = RunStore.open(tmp_path / "run")
+        watch_store = RunStore.open(tmp_path / "run", readonly=True)
         specs = {spec.key: spec for spec in plan(scenario)}
         runner = Dashboard(Console(file=io.StringIO()), "live", specs=specs.get)
         watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
@@ -279,7 +279,7 @@ async def test_the_dashboard_shows_a_model_call_in_flight_and_the_turn_it_belong
         run_dir = tmp_path / "run"
         store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
         runner = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=store.spec)
-        watch_store = RunStore.open(run_dir)
+        watch_store = RunStore.open(run_dir, readonly=True)
         watcher = Dashboard(Console(file=io.StringIO(), width=160), "live (watching)", specs=watch_store.spec)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_tournament, scenario, store, runner)
