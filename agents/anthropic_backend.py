@@ -5,15 +5,25 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
-from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig
+from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError, token_count
 from .structured import complete_structured, described
 
 
 class AnthropicConfig(HostedConfig):
     backend: str = "anthropic"
     api_key_env: str = Field("ANTHROPIC_API_KEY", description="Environment variable holding the key (never the key itself).")
+
+    @field_validator("temperature", "top_p")
+    @classmethod
+    def _no_sampling_settings(cls, value: float | None, info: ValidationInfo) -> float | None:
+        # The anthropic SDK 2 speaks API version 2026-10-21, which refuses these with a 400 at every
+        # request, even at their defaults: better said once, before a run starts, than per call.
+        if value is not None:
+            raise ValueError(f"Anthropic's Messages API (version 2026-10-21, the one the anthropic SDK 2 speaks) takes "
+                             f"no {info.field_name}; remove it from this agent")
+        return value
 
 
 class AnthropicAgent(HostedAgent):
@@ -36,29 +46,29 @@ class AnthropicAgent(HostedAgent):
     async def _attempt(self, request: ChatRequest, mode: str | None) -> Completion:
         if mode == "text":
             request = described(request)
-        options: dict[str, Any] = {}
+        body: dict[str, Any] = {"model": self.config.model, "max_tokens": request.max_tokens, "messages": request.messages}
         if request.system:
-            options["system"] = request.system
-        if request.temperature is not None:
-            options["temperature"] = request.temperature
-        if request.top_p is not None:
-            options["top_p"] = request.top_p
+            body["system"] = request.system
         if request.stop:
-            options["stop_sequences"] = request.stop
+            body["stop_sequences"] = request.stop
         if mode == "tool":
-            options["tools"] = [{"name": "act", "description": "Your move in the game.", "input_schema": request.schema_}]
-            options["tool_choice"] = {"type": "tool", "name": "act"}
-        response = await self.send(self.client.messages.create, model=self.config.model, max_tokens=request.max_tokens,
-                                   messages=request.messages, **options)
+            body["tools"] = [{"name": "act", "description": "Your move in the game.", "input_schema": request.schema_}]
+            body["tool_choice"] = {"type": "tool", "name": "act"}
+        answer = await self.send(self.post, path="/v1/messages", body=body)
+        blocks = answer.get("content") if isinstance(answer, dict) else None
+        if not isinstance(blocks, list):
+            raise TransientError("the response held no content")
         parts = []
-        for block in getattr(response, "content", None) or []:
-            if block.type == "text":
-                parts.append(block.text)
-            elif block.type == "tool_use":
-                parts.append(json.dumps(block.input, ensure_ascii=False))
-        usage = getattr(response, "usage", None)
-        return Completion(text="\n".join(parts), prompt_tokens=getattr(usage, "input_tokens", None),
-                          completion_tokens=getattr(usage, "output_tokens", None))
+        for block in blocks:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and isinstance(block.get("text"), str):
+                parts.append(block["text"])
+            elif kind == "tool_use":
+                parts.append(json.dumps(block.get("input"), ensure_ascii=False))
+        usage = answer.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        return Completion(text="\n".join(parts), prompt_tokens=token_count(usage.get("input_tokens")),
+                          completion_tokens=token_count(usage.get("output_tokens")))
 
 
 def _refuses_tools(exc: Exception) -> bool:

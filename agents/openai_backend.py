@@ -11,7 +11,7 @@ from pydantic import Field
 
 from arena.contract import FatalAgentError
 
-from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError
+from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError, token_count
 from .structured import ModeUnavailable, complete_structured, described
 
 # best first; "grammar" is skipped where no grammar can be built (without llama-cpp-python)
@@ -53,29 +53,33 @@ class OpenAIAgent(HostedAgent):
             request = described(request)
         messages: list[dict[str, Any]] = ([{"role": "system", "content": request.system}] if request.system else [])
         messages += request.messages
-        options: dict[str, Any] = {"max_tokens": request.max_tokens, "seed": request.seed}
+        body: dict[str, Any] = {"model": self.config.model, "messages": messages, "max_tokens": request.max_tokens,
+                                "seed": request.seed}
         for name in ("temperature", "top_p", "stop"):
             if getattr(request, name) is not None:
-                options[name] = getattr(request, name)
+                body[name] = getattr(request, name)
         if mode == "json_schema":
-            options["response_format"] = {"type": "json_schema", "json_schema": {"name": "action", "schema": request.schema_}}
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": "action", "schema": request.schema_}}
         elif mode == "json_object":  # llama.cpp's servers and others that take a schema beside the type
-            options["response_format"] = {"type": "json_object", "schema": request.schema_}
+            body["response_format"] = {"type": "json_object", "schema": request.schema_}
         elif mode == "grammar":  # llama.cpp's servers: GBNF in a field of their own
             if await _grammar_builder() is None:
                 if self.config.response_format == "grammar":
                     raise FatalAgentError(f"agent {self.name!r}: response_format grammar needs llama-cpp-python to build "
                                           "the grammar: pip install 'arena-eval[llama]'")
                 raise ModeUnavailable("no grammar can be built here without llama-cpp-python")
-            options["extra_body"] = {"grammar": _gbnf(json.dumps(request.schema_, sort_keys=True))}
-        response = await self.send(self.client.chat.completions.create, model=self.config.model, messages=messages, **options)
+            body["grammar"] = _gbnf(json.dumps(request.schema_, sort_keys=True))
+        answer = await self.send(self.post, path="/chat/completions", body=body)
         try:
-            text = response.choices[0].message.content or ""
-        except (AttributeError, IndexError, TypeError):
+            text = answer["choices"][0]["message"]["content"] or ""
+        except (KeyError, IndexError, TypeError):
             raise TransientError("the response held no message") from None
-        usage = getattr(response, "usage", None)
-        return Completion(text=text, prompt_tokens=getattr(usage, "prompt_tokens", None),
-                          completion_tokens=getattr(usage, "completion_tokens", None))
+        if not isinstance(text, str):
+            raise TransientError("the response's message was not text")
+        usage = answer.get("usage") if isinstance(answer, dict) else None
+        usage = usage if isinstance(usage, dict) else {}
+        return Completion(text=text, prompt_tokens=token_count(usage.get("prompt_tokens")),
+                          completion_tokens=token_count(usage.get("completion_tokens")))
 
 
 def _refuses_mode(exc: Exception) -> bool:
