@@ -104,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
     run.add_argument("--processes", type=_positive, metavar="N",
                      help="worker processes that play the matches (overrides the scenario's concurrency.processes; "
-                          "for matches whose own work, not the models' answers, takes the time)")
+                          "for matches whose own work, or a fast server's many answers, takes the time)")
     run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
     run.add_argument("--dry-run", action="store_true", help="print the planned matches, calls, tokens and cost; play nothing")
     _scenario_options(run)
