@@ -14,6 +14,8 @@ from .structured import complete_structured, described
 class AnthropicConfig(HostedConfig):
     backend: str = "anthropic"
     api_key_env: str = Field("ANTHROPIC_API_KEY", description="Environment variable holding the key (never the key itself).")
+    temperature: float | None = Field(None, description="Not taken: Anthropic's API (version 2026-10-21) refuses it.")
+    top_p: float | None = Field(None, description="Not taken: Anthropic's API (version 2026-10-21) refuses it.")
 
     @field_validator("temperature", "top_p")
     @classmethod

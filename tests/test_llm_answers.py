@@ -155,3 +155,13 @@ def test_an_anthropic_agent_with_sampling_settings_is_refused_before_the_run(tmp
         name = setting.split(":")[0]
         assert result.returncode == 2, result.stdout + result.stderr
         assert f"claude.yaml: agents.claude.{name}: " in result.stderr and f"takes no {name}; remove it" in result.stderr
+
+
+def test_arena_agents_says_the_anthropic_backend_takes_no_sampling_settings(tmp_path):
+    from helpers import arena_offline
+
+    result = arena_offline("agents", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (anthropic,) = [b for b in json.loads(result.stdout) if b["name"] == "anthropic"]
+    described = {p["name"]: p.get("description") or "" for p in anthropic["params"]}
+    assert described["temperature"].startswith("Not taken") and described["top_p"].startswith("Not taken")
