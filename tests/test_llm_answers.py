@@ -13,9 +13,9 @@ import json
 import httpx2
 import pytest
 
-from agents.anthropic_backend import AnthropicAgent, AnthropicConfig
-from agents.llm import ChatRequest, TransientError
-from agents.openai_backend import OpenAIAgent, OpenAIConfig
+from arena.agents.anthropic_backend import AnthropicAgent, AnthropicConfig
+from arena.agents.llm import ChatRequest, TransientError
+from arena.agents.openai_backend import OpenAIAgent, OpenAIConfig
 
 REQUEST = ChatRequest(system="Be brief.", messages=[{"role": "user", "content": "Your move?"}], temperature=0.5,
                       max_tokens=32, top_p=None, seed=7, stop=None)
