@@ -321,9 +321,10 @@ class HostedAgent(LLMAgent):
         """The JSON the server answered to ``body`` at ``path``, through the client's documented
         ``post``: the client's headers, timeout and error classes, none of its typed layer. The
         SDKs' own methods walk the request against their type hints and build typed objects from
-        the answer: 2-3 ms of CPU per request (3-4 with openai), more than a whole match of Arena's
-        own costs, for a body that is plain JSON already. An answer that is not JSON raises here,
-        inside ``send``, as the SDK's parsing did."""
+        the answer, for a body that is plain JSON already: about 2 ms of CPU per request with
+        openai's SDK and 0.7 ms with anthropic's, as much as a whole scripted match costs
+        (``bench/model_path.py``). An answer that is not JSON raises here, inside ``send``, as the
+        SDK's parsing did."""
         import httpx2  # what both SDKs are built on; `post` hands back its raw response when asked
 
         client = self.client  # its timeout given again: without it the anthropic SDK sends a header saying NOT_GIVEN
