@@ -31,10 +31,10 @@ import statistics
 import sys
 from pathlib import Path
 
+from machine import load, machine_speed  # bench/machine.py
+
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "ARENA_BENCH_MOCK_KEY"  # the bench's own variable: a user's real key is never read or sent
-
-from machine import load, machine_speed  # bench/machine.py  # noqa: E402
 
 
 def _serve(conn, backend: str, latency: float) -> None:
@@ -57,6 +57,8 @@ def _serve(conn, backend: str, latency: float) -> None:
 
 
 class Server:
+    """The mock server's process, and a pipe to ask it how many requests it has had."""
+
     def __init__(self, backend: str, latency: float):
         context = multiprocessing.get_context("spawn")  # nothing of the run's state is copied into it
         self._conn, child = context.Pipe()
@@ -107,9 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"{load()}; reference loop {machine_speed():.0f} ms of CPU (lower is faster); {args.processes} "
               f"process(es); the {args.backend} backend; agents answer after {args.latency * 1000:g} ms; median of {trials}")
-        warm = scenario_dict(args.backend, 4, 2, server.url, 1)
-        concurrency.play(warm, parse_scenario(warm), 2, args.latency)
-        concurrency.play(s := concurrency.scenario_dict(4, 2, 0.0, 1), parse_scenario(s), 2, 1.0)
+        for warm in (scenario_dict(args.backend, 4, 2, server.url, 1), concurrency.scenario_dict(4, 2, 0.0, 1)):
+            concurrency.play(warm, parse_scenario(warm), 2, 1.0)  # imports, clients and caches, before any timing
         header = (f"{'matches x at once':>17} | {'scripted: wall/ideal':>20} {'CPU/match':>10} | "
                   f"{args.backend + ' backend: wall/ideal':>27} {'CPU/match':>10} | {'added per request':>17}")
         print("\n" + header + "\n" + "-" * len(header))
