@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError, token_count
+from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError, token_counts
 from .structured import complete_structured, described
 
 
@@ -67,10 +67,8 @@ class AnthropicAgent(HostedAgent):
                 parts.append(block["text"])
             elif kind == "tool_use":
                 parts.append(json.dumps(block.get("input"), ensure_ascii=False))
-        usage = answer.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        return Completion(text="\n".join(parts), prompt_tokens=token_count(usage.get("input_tokens")),
-                          completion_tokens=token_count(usage.get("output_tokens")))
+        prompt_tokens, completion_tokens = token_counts(answer, "input_tokens", "output_tokens")
+        return Completion(text="\n".join(parts), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
 def _refuses_tools(exc: Exception) -> bool:

@@ -64,9 +64,13 @@ class Completion(BaseModel):
     completion_tokens: int | None = None
 
 
-def token_count(value: Any) -> int | None:
-    """A token count as a server's JSON gave it, or None for anything that is not one."""
-    return value if type(value) is int and value >= 0 else None
+def token_counts(answer: dict[str, Any], prompt: str, completion: str) -> tuple[int | None, int | None]:
+    """The prompt's and the completion's token counts in an answer's ``usage``, under the names its
+    API gives them; None for a count that is missing or is not a count."""
+    usage = answer.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return tuple(value if type(value) is int and value >= 0 else None  # type: ignore[return-value]
+                 for value in (usage.get(prompt), usage.get(completion)))
 
 
 class LLMConfig(AgentConfig):

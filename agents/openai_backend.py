@@ -11,7 +11,7 @@ from pydantic import Field
 
 from arena.contract import FatalAgentError
 
-from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError, token_count
+from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError, token_counts
 from .structured import ModeUnavailable, complete_structured, described
 
 # best first; "grammar" is skipped where no grammar can be built (without llama-cpp-python)
@@ -76,10 +76,8 @@ class OpenAIAgent(HostedAgent):
             raise TransientError("the response held no message") from None
         if not isinstance(text, str):
             raise TransientError("the response's message was not text")
-        usage = answer.get("usage") if isinstance(answer, dict) else None
-        usage = usage if isinstance(usage, dict) else {}
-        return Completion(text=text, prompt_tokens=token_count(usage.get("prompt_tokens")),
-                          completion_tokens=token_count(usage.get("completion_tokens")))
+        prompt_tokens, completion_tokens = token_counts(answer, "prompt_tokens", "completion_tokens")
+        return Completion(text=text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
 def _refuses_mode(exc: Exception) -> bool:

@@ -1,12 +1,12 @@
-"""What a model's seat costs the run: matches with 100 ms agents played through the OpenAI backend
-against a local server, beside the same matches with scripted agents of the same latency.
+"""What a model's seat costs the run: matches with 100 ms agents played through the OpenAI (or the
+Anthropic) backend against a local server, beside the same matches with scripted agents of the same latency.
 
 ``bench/concurrency.py`` times matches whose agents are scripted: their reply is a sleep, so the
 CPU it measures is Arena's alone. A model's seat also builds its request, sends it through the
 official SDK (httpx2, a connection per request in flight), reads and validates the answer, asks
 the response cache and writes to it, and keeps its call's record. This bench plays the same
 tournament both ways, in the same minutes: two seats of public goods, one round, every request
-answered by the project's mock OpenAI server (``tests/mock_llm.py``) after the latency. The server
+answered by the project's mock server of that API (``tests/mock_llm.py``) after the latency. The server
 runs in a process of its own, so its work is not counted in the run's CPU (on a machine of two
 cores it still takes the other core's time).
 
@@ -17,6 +17,7 @@ to a match. Every request is checked to have been answered by the server and non
     python bench/model_path.py                    # 200 x 16 and 1,000 x 128, median of 3
     python bench/model_path.py --quick            # 1 trial each
     python bench/model_path.py --processes 2      # the matches played by two worker processes
+    python bench/model_path.py --backend anthropic
 
 No goal is judged: the goals of issue 15 are those of ``bench/concurrency.py``. This bench says how
 far a run of real models is from them, and why.

@@ -16,6 +16,7 @@ import pytest
 from arena.agents.anthropic_backend import AnthropicAgent, AnthropicConfig
 from arena.agents.llm import ChatRequest, TransientError
 from arena.agents.openai_backend import OpenAIAgent, OpenAIConfig
+from helpers import arena_offline
 
 REQUEST = ChatRequest(system="Be brief.", messages=[{"role": "user", "content": "Your move?"}], temperature=0.5,
                       max_tokens=32, top_p=None, seed=7, stop=None)
@@ -144,8 +145,6 @@ async def test_anthropic_blocks_of_other_kinds_or_shapes_add_nothing():
 
 def test_an_anthropic_agent_with_sampling_settings_is_refused_before_the_run(tmp_path):
     """The API version the anthropic SDK 2 speaks refuses temperature and top_p at every request."""
-    from helpers import arena_offline
-
     for setting in ("temperature: 0.7", "top_p: 0.9"):
         path = tmp_path / "claude.yaml"
         path.write_text("name: claude\nagents:\n  claude: {backend: anthropic, model: claude-x, %s}\n"
@@ -158,8 +157,6 @@ def test_an_anthropic_agent_with_sampling_settings_is_refused_before_the_run(tmp
 
 
 def test_arena_agents_says_the_anthropic_backend_takes_no_sampling_settings(tmp_path):
-    from helpers import arena_offline
-
     result = arena_offline("agents", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     (anthropic,) = [b for b in json.loads(result.stdout) if b["name"] == "anthropic"]
