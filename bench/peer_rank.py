@@ -64,6 +64,9 @@ from arena.rank.prd import read_prd  # noqa: E402
 from arena.rank.reviews import Reviews  # noqa: E402
 from arena.rank.winrate import win_rate  # noqa: E402
 
+if COMPILED:  # loaded before anything is timed: every Elo here, warm-ups included, takes the compiled loop
+    import arena.rank.elo_compiled  # noqa: E402, F401
+
 TARGET_SYNTHETIC = 5.0  # s: weighted win rate + Bradley–Terry + bootstrap, 1M reviews
 TARGET_ELO = 5.0  # s: weighted Elo, 1 000 orderings, PRD's 8 000 LLM reviews
 TARGET_ORDERINGS = 0.5  # s: unweighted Elo, 1 000 orderings, PRD's 8 000 LLM reviews
@@ -170,7 +173,8 @@ def reference_win_rate(rows: list[tuple[str, str, str, str, int]], contestants: 
 
 
 def rows_of(reviews: Reviews) -> list[tuple[str, str, str, str, int]]:
-    return list(reviews.rows())
+    """PRD's review tuples (question, A, B, reviewer, score): what the pure-Python reference reads."""
+    return [(r.question, r.a, r.b, r.reviewer, r.score) for r in reviews.rows()]
 
 
 # -- the reference for Elo: FastChat's approach, in plain Python ------------------------------------
@@ -232,7 +236,7 @@ def child(kind: str, path: Path, seed: int, rounds: int) -> None:
     if kind == "arena":
         small = subsample(reviews, 1000, 0)
         elo_samples(small, question_counts(small, 1, np.random.default_rng(0)), np.random.default_rng(0),
-                    start, nobody)  # loads the compiled loop
+                    start, nobody, compiled=True)  # loads the compiled loop
     else:
         battles = battles_of(reviews, np.arange(len(reviews)))
     reset = reset_peak()

@@ -3,27 +3,33 @@ replay with weights does what PRD's Alg. 1 says, checked by hand."""
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from arena.rank import bootstrap as bs
 from arena.rank import elo_loop
+from arena.rank.board import leaderboard
 from arena.rank.elo import elo, starting_weights
 from arena.rank.reviews import Reviews
 
 needs_numba = pytest.mark.skipif(not elo_loop.COMPILED, reason="numba is not installed: only the fallback can run")
 
 
-def random_reviews(n: int, seed: int = 0) -> Reviews:
+def random_reviews(n: int, seed: int = 0, questions: int = 17) -> Reviews:
     rng = np.random.default_rng(seed)
     names = ["A", "B", "C", "D", "judge"]
     rows = []
     for i in range(n):
         a, b = rng.choice(4, 2, replace=False)
-        rows.append((f"q{i % 17}", names[a], names[b], names[rng.integers(5)], int(rng.choice([-1, 0, 1], p=[.5, .2, .3]))))
+        rows.append((f"q{i % questions}", names[a], names[b], names[rng.integers(5)],
+                     int(rng.choice([-1, 0, 1], p=[.5, .2, .3]))))
     return Reviews.from_rows(rows)
 
 
@@ -106,3 +112,62 @@ def test_the_bootstrap_replays_resampled_questions():
     in_q0 = reviews.question == 0
     moved = set(reviews.a[in_q0]) | set(reviews.b[in_q0])
     assert all((picked[0, c] != 1000) == (c in moved) for c in range(4))
+
+
+def test_rows_of_different_lengths_are_shuffled_as_each_alone():
+    rng = np.random.default_rng(6)
+    lengths = np.array([5, 9, 1, 9, 0, 7])
+    draws = rng.random((len(lengths), 9))
+    order = np.full((len(lengths), 9), -1)
+    for r, n in enumerate(lengths):
+        order[r, :n] = rng.permutation(40)[:n]  # each row its own entries
+    together = elo_loop.shuffled_rows(order.copy(), lengths, draws)
+    for r, n in enumerate(lengths):
+        alone = elo_loop.shuffled(order[r, :n], draws[r:r + 1, :n], compiled=False)[0] if n else np.zeros(0, int)
+        assert together[r, :n].tolist() == alone.tolist() and (together[r, n:] == -1).all()
+
+
+@needs_numba
+@pytest.mark.parametrize("passes", [1, 5])
+def test_bootstrap_samples_side_by_side_in_numpy_match_the_compiled_ones(passes):
+    reviews = random_reviews(300, seed=3)
+    start, as_contestant = starting_weights(reviews, {"judge": 0.5})
+    found = []
+    for compiled in (True, False):
+        rng = np.random.default_rng(5)
+        counts = bs.question_counts(reviews, 40, rng)
+        found.append(bs.elo_samples(reviews, counts, rng, start, as_contestant, passes, compiled=compiled))
+    assert found[0] == pytest.approx(found[1], abs=1e-9)
+    assert len({tuple(np.round(row, 6)) for row in found[1]}) == 40  # every sample its own
+
+
+RANK_IN_A_FRESH_PROCESS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from test_rank_elo import random_reviews
+from arena.rank.board import leaderboard
+board = leaderboard(random_reviews(int(sys.argv[2]), seed=9, questions=int(sys.argv[2])), weighted=True)
+print(json.dumps({"numba": "numba" in sys.modules,
+                  "scores": {m.method: m.scores for m in board.methods},
+                  "low": {m.method: m.low for m in board.methods}}))
+"""
+
+
+@needs_numba
+def test_a_small_leaderboard_does_not_load_numba_and_gives_the_compiled_numbers(tmp_path):
+    # loading the compiled loop costs most of a second in each process: ranking a small run skips it
+    here = str(Path(__file__).parent)
+    small = json.loads(subprocess.run([sys.executable, "-c", RANK_IN_A_FRESH_PROCESS, here, "300"], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert small["numba"] is False
+    import arena.rank.elo_compiled  # noqa: F401  (loaded: every loop from here on is the compiled one)
+    from arena.rank import elo as elo_module
+
+    elo_module._PATHS.clear()
+    compiled = leaderboard(random_reviews(300, seed=9, questions=300), weighted=True)
+    for method in compiled.methods:
+        assert small["scores"][method.method] == pytest.approx(method.scores, abs=1e-9)
+        assert small["low"][method.method] == pytest.approx(method.low, abs=1e-9)
+    large = json.loads(subprocess.run([sys.executable, "-c", RANK_IN_A_FRESH_PROCESS, here, "10000"], check=True,
+                                      capture_output=True, text=True).stdout)
+    assert large["numba"] is True  # 10,000 battles, 1,000 orderings: numpy would take seconds

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .bradley_terry import ELO_SCALE, fit_half_wins, separation, with_prior
-from .elo_loop import pack, replay, shuffled
+from .elo_loop import numpy_cost, pack, replay, shuffled, shuffled_rows, takes_compiled
 from .reviews import Reviews
 from .winrate import iterate_weights, reviewer_roles
 
@@ -60,29 +60,47 @@ def bradley_terry_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndar
 
 def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, start: np.ndarray,
                 as_contestant: np.ndarray, passes: int = 1, k: float = 32, initial: float = 1000,
-                scale: float = 400) -> np.ndarray:
+                scale: float = 400, compiled: bool | None = None) -> np.ndarray:
     """Elo [B, C] on each bootstrap sample, fed its reviews in one random order and replayed
-    ``passes`` times as ``elo_loop.replay`` does. One sample is held at a time, so memory
-    stays near a few copies of the reviews' indices whatever the number of samples."""
+    ``passes`` times as ``elo_loop.replay`` does (``compiled``: which loop, as there). Compiled, one sample is held at a time, so memory
+    stays near a few copies of the reviews' indices whatever the number of samples; in numpy
+    (samples too small to be worth loading the compiled loop), the samples go side by side."""
     index = np.int32 if len(reviews) < 2 ** 31 else np.int64  # a sample's indices are most of the memory
     by_question = np.argsort(reviews.question, kind="stable").astype(index)
     per_question = np.bincount(reviews.question, minlength=len(reviews.questions))
     starts = np.concatenate([[0], np.cumsum(per_question)[:-1]])
+    whole = counts.astype(np.int64)
+    sizes = whole @ per_question
     out = np.empty((counts.shape[0], len(reviews.contestants)))
-    packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer)
-    for s, row in enumerate(counts.astype(np.int64)):
+    compiled = takes_compiled(numpy_cost(int(sizes.max(initial=0)) * passes, len(sizes)), compiled)
+    packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer) if compiled else None
+
+    def picked(row: np.ndarray) -> np.ndarray:
+        """The indices of the reviews a sample's question counts pick, question by question."""
         chosen = np.repeat(np.arange(row.size), row)
         lengths = per_question[chosen]
         # the position of each picked review in by_question: its question's start plus its rank within it
         at = np.repeat((starts[chosen] - np.concatenate([[0], np.cumsum(lengths)[:-1]])).astype(index), lengths)
         at += np.arange(at.size, dtype=index)
-        picked = by_question[at]
-        del at  # one sample's indices at a time
-        order = shuffled(picked, rng.random((1, picked.size)))
-        del picked
-        ratings, _, _ = replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
-                               len(reviews.contestants), passes, k, initial, scale, packed=packed)
-        out[s] = ratings[0]
+        return by_question[at]
+
+    def elo_of(order: np.ndarray) -> np.ndarray:
+        return replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
+                      len(reviews.contestants), passes, k, initial, scale, compiled=compiled, packed=packed)[0]
+
+    if compiled:
+        for s, row in enumerate(whole):
+            chosen = picked(row)
+            out[s] = elo_of(shuffled(chosen, rng.random((1, chosen.size)), compiled=True))[0]
+        return out
+    # numpy is chosen only for samples × reviews under about a million cells: they fit side by side
+    order = np.full((len(sizes), int(sizes.max(initial=0))), -1, dtype=index)
+    draws = np.zeros(order.shape)
+    for s, row in enumerate(whole):  # the same draws, in the same order, as one sample at a time
+        chosen = picked(row)
+        order[s, :chosen.size] = chosen
+        draws[s, :chosen.size] = rng.random(chosen.size)
+    out[:] = elo_of(shuffled_rows(order, sizes, draws))
     return out
 
 

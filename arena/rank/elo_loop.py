@@ -2,26 +2,60 @@
 
 Elo is sequential: each review moves the ratings the next one starts from, so it
 cannot be vectorised over reviews. Compiled, one review costs a few nanoseconds.
-Without numba, the fallback runs every ordering side by side, one numpy step per
-review: fast enough for many orderings of a few thousand reviews, slow for a
-million. Both draw their random numbers from the same numpy generator and apply
-them the same way, so they give the same orders and the same ratings.
+The numpy loop runs every ordering side by side, one numpy step per review: fast
+enough for many orderings of a few thousand reviews, slow for a million. Both draw
+their random numbers from the same numpy generator and apply them the same way, so
+they give the same orders and the same ratings (to about 1e-13 of a rating: the two
+call different exponentials).
+
+Which loop a call takes (``compiled=None``) is ``takes_compiled``'s choice. Loading the
+compiled loop costs most of a second in every process (numba builds its typing
+registries and imports scipy.linalg to look for BLAS): that was most of `arena rank`
+on a small run, whose numpy loops take a tenth of it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 
 import numpy as np
 
-# numba is imported on the first Elo, not with arena: it costs a third of a second and 70 MB
+# numba is imported on the first large Elo, not with arena: it costs a third of a second and 70 MB
 COMPILED = importlib.util.find_spec("numba") is not None
 
+# What the loops cost, in µs on the 2-core VM in its slow phase: the numpy loop per step of its
+# Python loop and per (run, step) cell it touches; loading the compiled kernels, once per process.
+STEP_US, CELL_US, LOAD_US = 25.0, 0.1, 750_000.0
+_numpy_spent = 0.0  # the estimates of the numpy loops this process has run
 
-def _kernels(compiled: bool | None):
-    """The compiled (shuffle, replay, checkpoint_sums), or None for the numpy fallback."""
-    if not (COMPILED if compiled is None else compiled and COMPILED):
+
+def numpy_cost(steps: int, runs: int) -> float:
+    """Estimated µs of a numpy loop of ``steps`` steps over ``runs`` runs side by side."""
+    return steps * (STEP_US + runs * CELL_US)
+
+
+def takes_compiled(cost: float, compiled: bool | None = None) -> bool:
+    """Whether a call whose numpy loop would cost ``cost`` µs takes the compiled loop. ``compiled``
+    True or False chooses; None rents before it buys: numpy, counting what it costs, until the
+    numpy loops of this process would have cost as much as loading the kernels, and the compiled
+    loop from then on. A process then spends at most about twice what the better of the two would
+    have cost it, and ranking a small run never loads numba."""
+    global _numpy_spent
+    if compiled is not None:
+        return compiled and COMPILED
+    if not COMPILED:
+        return False
+    if "arena.rank.elo_compiled" in sys.modules or _numpy_spent + cost > LOAD_US:
+        return True
+    _numpy_spent += cost
+    return False
+
+
+def _kernels(compiled: bool | None, cost: float = math.inf):
+    """The compiled (shuffle, replay, checkpoint_sums), or None for the numpy loop."""
+    if not takes_compiled(cost, compiled):
         return None
     from .elo_compiled import checkpoint_sums, replay, shuffle
 
@@ -51,8 +85,28 @@ def shuffled(base: np.ndarray, draws: np.ndarray, compiled: bool | None = None) 
     of ``base``'s integer type."""
     base = _indices(base)
     draws = np.ascontiguousarray(draws, np.float64)
-    kernels = _kernels(compiled)
+    kernels = _kernels(compiled, numpy_cost(draws.shape[1], draws.shape[0]) / 2)  # a swap is half a replay's step
     return kernels[0](base, draws) if kernels else _shuffle_numpy(base, draws)
+
+
+def shuffled_rows(order: np.ndarray, lengths: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """Each row's first ``lengths[r]`` entries of ``order`` [runs, n] in the random order ``shuffled``
+    gives a row of that length with the same draws (``draws[r, :lengths[r]]``); the rest stays.
+    In numpy, side by side: for the bootstrap's samples, whose lengths differ."""
+    runs, n = order.shape
+    longest_first = np.argsort(-lengths, kind="stable")
+    order, draws = order[longest_first], draws[longest_first]
+    # rows with more than i entries are the first longer[i]: only they take part in step i
+    longer = np.searchsorted(-lengths[longest_first], -np.arange(n), side="left")
+    for i in range(n - 1, 0, -1):
+        k = int(longer[i])
+        if k:
+            row = np.arange(k)
+            j = (draws[:k, i] * (i + 1)).astype(np.int64)
+            order[row, i], order[row, j] = order[row, j], order[:k, i].copy()
+    out = np.empty_like(order)
+    out[longest_first] = order
+    return out
 
 
 # -- the Elo loop -----------------------------------------------------------------------------------
@@ -137,7 +191,8 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
     known = np.zeros((0, contestants)) if first_pass is None else np.ascontiguousarray(first_pass, np.float64)
     if known.shape[0] not in (0, order.shape[0]):
         raise ValueError("first_pass must hold one row of ratings per run")
-    kernels = _kernels(compiled)
+    played = passes - (1 if known.shape[0] else 0)
+    kernels = _kernels(compiled, numpy_cost(order.shape[1] * played, order.shape[0]))
     if kernels is None:
         return _replay_numpy(np.asarray(a, np.int64), np.asarray(b, np.int64), np.asarray(score, np.float64),
                              np.asarray(reviewer, np.int64), order, start, as_contestant, int(passes), float(k),
@@ -183,5 +238,5 @@ def checkpoint_sums(a: np.ndarray, b: np.ndarray, score: np.ndarray, order: np.n
     args = (np.ascontiguousarray(a, np.int64), np.ascontiguousarray(b, np.int64),
             np.ascontiguousarray(score, np.float64), _indices(order), np.ascontiguousarray(slot_of_step, np.int64),
             int(slots), int(contestants), float(k), float(initial), math.log(10.0) / scale)
-    kernels = _kernels(compiled)
+    kernels = _kernels(compiled, numpy_cost(order.shape[1], order.shape[0]))
     return kernels[2](*args) if kernels else _checkpoint_sums_numpy(*args)
