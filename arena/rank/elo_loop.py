@@ -8,27 +8,26 @@ their random numbers from the same numpy generator and apply them the same way, 
 they give the same orders and the same ratings (to about 1e-13 of a rating: the two
 call different exponentials).
 
-Which loop a call takes (``compiled=None``) is ``takes_compiled``'s choice. Loading the
-compiled loop costs most of a second in every process (numba builds its typing
-registries and imports scipy.linalg to look for BLAS): that was most of `arena rank`
-on a small run, whose numpy loops take a tenth of it.
+Which loop a call takes (``compiled=None``) is ``takes_compiled``'s choice, by the
+call's size. Loading the compiled loop costs most of a second in every process
+(numba builds its typing registries and imports scipy.linalg to look for BLAS): that
+was most of `arena rank` on a small run, whose numpy loops take a fraction of it.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
-import sys
 
 import numpy as np
 
 # numba is imported on the first large Elo, not with arena: it costs a third of a second and 70 MB
 COMPILED = importlib.util.find_spec("numba") is not None
 
-# What the loops cost, in µs on the 2-core VM in its slow phase: the numpy loop per step of its
-# Python loop and per (run, step) cell it touches; loading the compiled kernels, once per process.
-STEP_US, CELL_US, LOAD_US = 25.0, 0.1, 750_000.0
-_numpy_spent = 0.0  # the estimates of the numpy loops this process has run
+# The numpy loop's cost in µs on the 2-core VM in its slow phase, where loading the compiled kernels
+# took 0.75 s: per step of its Python loop, and per (run, step) cell it touches.
+STEP_US, CELL_US = 25.0, 0.1
+NUMPY_BUDGET_US = 250_000  # a third of the load: a few such calls cost less than the load they avoid
 
 
 def numpy_cost(steps: int, runs: int) -> float:
@@ -38,19 +37,12 @@ def numpy_cost(steps: int, runs: int) -> float:
 
 def takes_compiled(cost: float, compiled: bool | None = None) -> bool:
     """Whether a call whose numpy loop would cost ``cost`` µs takes the compiled loop. ``compiled``
-    True or False chooses; None rents before it buys: numpy, counting what it costs, until the
-    numpy loops of this process would have cost as much as loading the kernels, and the compiled
-    loop from then on. A process then spends at most about twice what the better of the two would
-    have cost it, and ranking a small run never loads numba."""
-    global _numpy_spent
+    True or False chooses; None takes numpy under the budget. The call alone decides, not what ran
+    before it in the process, so the same reviews give the same numbers to the bit from every
+    command (`arena rank` on a run, on its reviews file, `arena report`)."""
     if compiled is not None:
         return compiled and COMPILED
-    if not COMPILED:
-        return False
-    if "arena.rank.elo_compiled" in sys.modules or _numpy_spent + cost > LOAD_US:
-        return True
-    _numpy_spent += cost
-    return False
+    return COMPILED and cost > NUMPY_BUDGET_US
 
 
 def _kernels(compiled: bool | None, cost: float = math.inf):
