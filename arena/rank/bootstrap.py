@@ -62,9 +62,10 @@ def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, 
                 as_contestant: np.ndarray, passes: int = 1, k: float = 32, initial: float = 1000,
                 scale: float = 400, compiled: bool | None = None) -> np.ndarray:
     """Elo [B, C] on each bootstrap sample, fed its reviews in one random order and replayed
-    ``passes`` times as ``elo_loop.replay`` does (``compiled``: which loop, as there). Compiled, one sample is held at a time, so memory
-    stays near a few copies of the reviews' indices whatever the number of samples; in numpy
-    (samples too small to be worth loading the compiled loop), the samples go side by side."""
+    ``passes`` times as ``elo_loop.replay`` does (``compiled``: which loop, as there). Compiled,
+    one sample is held at a time, so memory stays near a few copies of the reviews' indices
+    whatever the number of samples; in numpy (samples too small to be worth loading the compiled
+    loop), the samples go side by side."""
     index = np.int32 if len(reviews) < 2 ** 31 else np.int64  # a sample's indices are most of the memory
     by_question = np.argsort(reviews.question, kind="stable").astype(index)
     per_question = np.bincount(reviews.question, minlength=len(reviews.questions))
@@ -93,7 +94,7 @@ def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, 
             chosen = picked(row)
             out[s] = elo_of(shuffled(chosen, rng.random((1, chosen.size)), compiled=True))[0]
         return out
-    # numpy is chosen only for samples × reviews under about a million cells: they fit side by side
+    # numpy takes only samples x reviews of at most a few million cells (the budget): they fit side by side
     order = np.full((len(sizes), int(sizes.max(initial=0))), -1, dtype=index)
     draws = np.zeros(order.shape)
     for s, row in enumerate(whole):  # the same draws, in the same order, as one sample at a time

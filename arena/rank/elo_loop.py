@@ -5,7 +5,7 @@ cannot be vectorised over reviews. Compiled, one review costs a few nanoseconds.
 The numpy loop runs every ordering side by side, one numpy step per review: fast
 enough for many orderings of a few thousand reviews, slow for a million. Both draw
 their random numbers from the same numpy generator and apply them the same way, so
-they give the same orders and the same ratings (to about 1e-13 of a rating: the two
+they give the same orders and the same ratings (to about 1e-12 of a rating: the two
 call different exponentials).
 
 Which loop a call takes (``compiled=None``) is ``takes_compiled``'s choice, by the
@@ -85,7 +85,7 @@ def shuffled_rows(order: np.ndarray, lengths: np.ndarray, draws: np.ndarray) -> 
     """Each row's first ``lengths[r]`` entries of ``order`` [runs, n] in the random order ``shuffled``
     gives a row of that length with the same draws (``draws[r, :lengths[r]]``); the rest stays.
     In numpy, side by side: for the bootstrap's samples, whose lengths differ."""
-    runs, n = order.shape
+    n = order.shape[1]
     longest_first = np.argsort(-lengths, kind="stable")
     order, draws = order[longest_first], draws[longest_first]
     # rows with more than i entries are the first longer[i]: only they take part in step i
