@@ -45,7 +45,7 @@ def takes_compiled(cost: float, compiled: bool | None = None) -> bool:
     return COMPILED and cost > NUMPY_BUDGET_US
 
 
-def _kernels(compiled: bool | None, cost: float = math.inf):
+def _kernels(compiled: bool | None, cost: float):
     """The compiled (shuffle, replay, checkpoint_sums), or None for the numpy loop."""
     if not takes_compiled(cost, compiled):
         return None
