@@ -30,6 +30,10 @@ class ScriptedAgent(Agent):
         self.strategy = self.check(config)
         # a plain-function strategy without a delay answers at once (until it hands back an awaitable)
         self._at_once = not config.delay and not inspect.iscoroutinefunction(self.strategy.reply)
+        # The awaitable a plain function handed back when first asked in line: the reply that follows
+        # awaits it instead of asking again, so every attempt calls the strategy once. Set at most
+        # once per agent, since that call turns answering at once off.
+        self._handed: tuple[Turn, Any] | None = None
 
     @classmethod
     def nested_params(cls, raw: dict) -> dict:
@@ -56,18 +60,21 @@ class ScriptedAgent(Agent):
         out = self.strategy.reply(turn, seeding.lazy_random(turn.seed))
         if inspect.isawaitable(out):  # it needs awaiting after all: from now on, asked through reply
             self._at_once = False
-            if inspect.iscoroutine(out):
-                out.close()
+            self._handed = (turn, out)
             return None
         return out
 
     async def reply(self, turn: Turn) -> str:
-        delay, jitter = self.config.delay, self.config.jitter
-        if delay:
-            if jitter:
-                delay *= seeding.rng(turn.seed, "latency").uniform(1 - jitter, 1 + jitter)
-            await trio.sleep(delay)
-        out = self.strategy.reply(turn, seeding.lazy_random(turn.seed))
+        handed, self._handed = self._handed, None
+        if handed is not None and handed[0] is turn:
+            out = handed[1]  # no delay to wait: an agent with one never answers in line
+        else:
+            delay, jitter = self.config.delay, self.config.jitter
+            if delay:
+                if jitter:
+                    delay *= seeding.rng(turn.seed, "latency").uniform(1 - jitter, 1 + jitter)
+                await trio.sleep(delay)
+            out = self.strategy.reply(turn, seeding.lazy_random(turn.seed))
         if inspect.isawaitable(out):
             out = await out
         return out

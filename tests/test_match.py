@@ -307,12 +307,17 @@ def test_the_action_schema_is_built_once_per_game_and_params_and_shared_by_its_m
 async def test_instant_and_awaiting_strategies_play_the_same_moves():
     """A plain-function strategy is taken in line, one that awaits (or hands back an awaitable) is
     asked through ``reply`` under the turn's timer: the moves, payoffs and transcript are the same,
-    and a round of instant agents still lets other tasks run."""
+    a round of instant agents still lets other tasks run, and the strategy is called once per turn,
+    the first included (its awaitable, handed back in line, is the one awaited)."""
     from arena.contract import plugins
     from arena.games.public_goods.strategies import TitForTat
 
+    calls = []
+
     class Later(TitForTat):
         def reply(self, turn, rng):
+            calls.append((turn.round, turn.attempt))
+
             async def later():
                 await trio.sleep(0)
                 return TitForTat.reply(self, turn, rng)
@@ -339,6 +344,7 @@ async def test_instant_and_awaiting_strategies_play_the_same_moves():
     finally:
         plugins.unregister("strategy", "tft_later")
     assert not waiting["tft"]._at_once
+    assert len(calls) == len(set(calls)) == b.rounds  # one call per turn, none repeated
     assert a.status == b.status == "finished"
     assert a.payoffs == b.payoffs and [m.content for m in a.messages] == [m.content for m in b.messages]
     assert ticks >= a.rounds - 1  # it yielded every round (the last round's turn may come after it ended)
