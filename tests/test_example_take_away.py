@@ -9,6 +9,7 @@ import json
 import re
 import shutil
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -26,20 +27,25 @@ from helpers import Recording, scripted
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "docs" / "examples"
+STRATEGY_GUIDE = ROOT / "docs" / "writing-a-strategy.md"
 SEATS = ("Player 1", "Player 2")
 
 
 def make_site(root: Path) -> Path:
-    """A directory that looks like site-packages after installing a package holding the example
-    game and its strategy, registered through their entry points."""
+    """A directory that looks like site-packages after installing the package that
+    docs/writing-a-strategy.md describes: its modules, registered by its pyproject's entry points
+    (read from the guide, so that a guide which forgets one fails here)."""
+    project = tomllib.loads(re.search(r"```toml\n(.*?)```", STRATEGY_GUIDE.read_text(encoding="utf-8"),
+                                      re.DOTALL).group(1))
     site = root / "site"
     dist = site / "arena_take_away-0.1.dist-info"
     dist.mkdir(parents=True)
-    for name in ("take_away.py", "leave_a_multiple.py"):
-        shutil.copy(EXAMPLES / name, site / name)
+    for name in project["tool"]["setuptools"]["py-modules"]:
+        shutil.copy(EXAMPLES / f"{name}.py", site / f"{name}.py")
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: arena-take-away\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[arena.games]\ntake_away = take_away:TakeAway\n\n"
-                                           "[arena.strategies]\nleave_a_multiple = leave_a_multiple:LeaveAMultiple\n")
+    (dist / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {target}\n" for name, target in points.items()) + "\n"
+        for group, points in project["project"]["entry-points"].items()))
     return site
 
 

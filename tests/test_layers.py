@@ -44,21 +44,53 @@ def source_files(root: Path = ROOT) -> list[Path]:
     return sorted(p for folder in FOLDERS.values() for p in (root / folder).rglob("*.py"))
 
 
-def imports_of(path: Path, root: Path = ROOT) -> set[str]:
-    """Every module of ours this file imports, at the top or inside a function."""
+def _absolute(module: str, level: int, package: str) -> str:
+    """A relative import's module, ``level`` dots up from ``package``."""
+    if not level:
+        return module
+    anchor = package.split(".")[: len(package.split(".")) - (level - 1)]
+    return ".".join(anchor + ([module] if module else []))
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """``arena.engine.pool`` for that attribute chain, None for anything else."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(names)]) if isinstance(node, ast.Name) else None
+
+
+def imports_of(path: Path, root: Path = ROOT, modules: frozenset[str] = frozenset()) -> set[str]:
+    """Every module of ours this file imports: at the top or inside a function, by a statement or by
+    ``importlib.import_module`` / ``__import__`` of a written name, or reached as an attribute of
+    ``arena`` once a statement has bound that name (``import arena`` then ``arena.engine.pool``)."""
     name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    binds_arena = False
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
+            binds_arena |= any(alias.name.split(".")[0] == "arena" and alias.asname is None for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
-                base = ".".join(anchor + ([base] if base else []))
-            found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names)  # `from pkg import module`
+            base = _absolute(node.module or "", node.level, package)
+            named = {f"{base}.{alias.name}" for alias in node.names}  # `from pkg import module`
+            found.update(named)
+            if not named <= modules:  # `from . import sibling` runs the package, but imports nothing of its own
+                found.add(base)
+        elif (isinstance(node, ast.Call) and _dotted(node.func) in ("importlib.import_module", "import_module", "__import__")
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            written = node.args[0].value
+            level = len(written) - len(written.lstrip("."))
+            found.add(_absolute(written[level:], level, package))
+    if binds_arena:
+        for node in ast.walk(tree):
+            chain = _dotted(node) if isinstance(node, ast.Attribute) else None
+            if chain and chain.startswith("arena."):
+                parts = chain.split(".")
+                found.update(".".join(parts[:i]) for i in range(2, len(parts) + 1))  # build_graph keeps the modules
     return {m for m in found if m == "arena" or m.startswith("arena.")}
 
 
@@ -74,7 +106,7 @@ def build_graph(root: Path = ROOT) -> nx.DiGraph:
     g = nx.DiGraph()
     for name, path in modules.items():
         g.add_node(name)
-        for target in imports_of(path, root):
+        for target in imports_of(path, root, frozenset(modules)):
             if target in modules and target != name:  # `from pkg import Name` adds pkg.Name: keep real modules only
                 g.add_edge(name, target)
     return g
@@ -119,6 +151,12 @@ def test_nothing_imports_the_cli(graph):
     assert not wrong, "\n".join(sorted(wrong))
 
 
+def test_the_top_level_package_imports_nothing_of_ours(graph):
+    """``arena/__init__.py`` holds the version: importing any layer from it would load that layer
+    with everything, past every rule above."""
+    assert sorted(graph.successors("arena")) == []
+
+
 def test_no_import_cycles(graph):
     cycles = list(nx.simple_cycles(graph))
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c + [c[0]]) for c in cycles[:10])
@@ -148,6 +186,33 @@ def test_the_checks_can_fail(tmp_path):
         with pytest.raises(AssertionError):
             check(g)
     test_every_module_belongs_to_a_layer(g)
+
+
+@pytest.mark.parametrize("where, text, check", [
+    ("arena/contract/game.py", "import importlib\nimportlib.import_module('arena.store.writer')\n",
+     test_imports_go_down_the_layers),
+    ("arena/contract/game.py", "def f():\n    return __import__('arena.store.writer', fromlist=['_'])\n",
+     test_imports_go_down_the_layers),
+    ("arena/store/__init__.py", "import importlib\nimportlib.import_module('.writer', __name__)\n"
+     "importlib.import_module('arena.cli.main')\n", test_nothing_imports_the_cli),
+    ("games/g.py", "import arena.contract\n\ndef f():\n    return arena.engine.pool.MessagePool\n",
+     test_plugins_import_only_the_contract),
+    ("arena/__init__.py", "from arena.run import runner\n", test_the_top_level_package_imports_nothing_of_ours),
+])
+def test_the_checks_see_imports_not_made_by_a_plain_statement(tmp_path, where, text, check):
+    """An import by a written name, an attribute of ``arena`` reached after ``import arena...``,
+    and the top-level package's own imports are imports too."""
+    files = {"arena/__init__.py": "", "arena/contract/__init__.py": "", "arena/contract/game.py": "",
+             "arena/store/__init__.py": "", "arena/store/writer.py": "", "arena/cli/__init__.py": "",
+             "arena/cli/main.py": "", "arena/engine/__init__.py": "", "arena/engine/pool.py": "",
+             "arena/run/__init__.py": "", "arena/run/runner.py": "", "games/__init__.py": "", "games/g.py": ""}
+    for name, body in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(body)
+    check(build_graph(tmp_path))  # the tree without the import passes
+    (tmp_path / where).write_text(text)
+    with pytest.raises(AssertionError):
+        check(build_graph(tmp_path))
 
 
 def test_a_run_does_not_load_the_test_tools():
