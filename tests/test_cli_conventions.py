@@ -223,6 +223,7 @@ def test_set_overrides_show_in_the_run(tmp_path):
     ("games[5].params.rounds=1", "games[5]"),
     ("game.params.roundz=2", "games[0].params.roundz"),
     ("seed", "--set seed"),
+    ("concurrency.matches=2", "--set concurrency=VALUE replaces it whole"),  # the file says `concurrency: 8`
 ])
 def test_a_bad_set_is_a_clear_error_and_starts_nothing(tmp_path, setting, named):
     result = arena("run", QUICKSTART, "--set", setting, "--quiet", cwd=tmp_path)
@@ -258,3 +259,28 @@ def test_set_values_are_yaml_and_shorthands_reach_every_place(tmp_path):
     assert scenario.description == "3" and scenario.anonymity.vendors is False
     untouched = load_scenario(path)
     assert untouched.games[0].tournament.repeats == 7 and untouched.games[1].params["alpha"] == 1.5
+
+
+# -- options checked before anything starts -----------------------------------------------
+@pytest.mark.parametrize("args, says", [
+    (["run", QUICKSTART, "--concurrency", "-3"], "argument --concurrency: expected at least 1, not -3"),
+    (["run", QUICKSTART, "--concurrency", "0"], "argument --concurrency: expected at least 1, not 0"),
+    (["watch", "runs/quickstart", "--interval", "-1"], "argument --interval: expected more than 0 seconds, not -1"),
+    (["watch", "runs/quickstart", "--interval", "soon"], "argument --interval: expected a number of seconds, not 'soon'"),
+    *[([command, "--json", "--plain"], "argument --plain: not allowed with argument --json")
+      for command in ("games", "agents", "referees", "runs")],
+    (["rank", "runs/quickstart", "--json", "--plain"], "argument --plain: not allowed with argument --json"),
+])
+def test_a_bad_option_is_refused_before_anything_starts(tmp_path, args, says):
+    result = arena(*args, cwd=tmp_path)
+    assert result.returncode == 2 and says in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == "" and not (tmp_path / "runs").exists()
+
+
+def test_rounds_prints_its_tables_when_piped(tmp_path):
+    """--rounds is asked for: it is not replaced by the plain log because stdout is not a terminal."""
+    result = arena("run", QUICKSTART, *SMALL, "--limit", "1", "--rounds", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "· round 1" in result.stdout and "· round 2" in result.stdout and BOX & set(result.stdout)
+    plain = arena("run", QUICKSTART, *SMALL, "--limit", "1", "--plain", "--force-new", cwd=tmp_path)
+    assert "round 2 closed" in plain.stdout and not BOX & set(plain.stdout.split("mean payoff per agent")[0])

@@ -209,3 +209,26 @@ def test_a_leaderboard_without_separation_has_no_note():
     rows = [(f"q{i}", x, y, "r", int(rng.choice([-1, 0, 1]))) for i in range(30) for x, y in (("A", "B"), ("B", "C"), ("C", "A"))]
     (bt,) = leaderboard(Reviews.from_rows(rows), ("bt",), bootstrap=50).methods
     assert bt.separated is None and bt.notes == [] and bt.separated_samples == 0
+
+
+def test_a_reference_that_never_reviewed_is_an_error_naming_those_who_did(run, arena):
+    """The default reference (human raters) is looked for; a name someone gave must be there."""
+    run_dir, reviews = run
+    for source in ([run_dir], ["--reviews", reviews]):
+        code, out, err = arena("rank", *source, "--json", "--reference", "nobody")
+        assert code == 2 and out == ""
+        assert "no reviews by 'nobody'" in err and "reviewers here: " in err and "top" in err
+        code, out, _ = arena("rank", *source, "--json", "--bootstrap", "0", "--orderings", "5")
+        board = json.loads(out)
+        board = board["peer_rank"] if source == [run_dir] else board
+        assert code == 0 and board["reference"] is None and board["agreement"] == []  # no human raters: no reference
+        code, out, _ = arena("rank", *source, "--json", "--bootstrap", "0", "--orderings", "5", "--reference", "top")
+        board = json.loads(out)
+        board = board["peer_rank"] if source == [run_dir] else board
+        assert code == 0 and board["reference"] == "top" and "top" not in board["reviewers"]
+
+
+def test_a_run_and_a_reviews_file_together_are_refused(run, arena):
+    run_dir, reviews = run
+    code, out, err = arena("rank", run_dir, "--reviews", reviews)
+    assert code == 2 and out == "" and "give a run directory, or --reviews FILE, not both" in err

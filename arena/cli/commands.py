@@ -101,7 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", type=Path)
     run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
     run.add_argument("--force-new", action="store_true", help="set the run directory's run aside (renamed, not deleted) and start afresh; cached replies are reused")
-    run.add_argument("--concurrency", type=int, help="matches at once (overrides the scenario)")
+    run.add_argument("--concurrency", type=_positive, metavar="N", help="matches at once (overrides the scenario)")
     run.add_argument("--processes", type=_positive, metavar="N",
                      help="worker processes that play the matches (overrides the scenario's concurrency.processes; "
                           "for matches whose own work, or a fast server's many answers, takes the time)")
@@ -122,33 +122,26 @@ def _parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=_validate)
 
     games = sub.add_parser("games", help="list installed games and their parameters")
-    games.add_argument("--json", action="store_true", help="machine-readable output")
-    games.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
+    _forms(games, PLAIN_TABLES)
     games.set_defaults(handler=_games)
 
     agents = sub.add_parser("agents", help="list installed agent backends and their parameters")
-    agents.add_argument("--json", action="store_true", help="machine-readable output")
-    agents.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
+    _forms(agents, PLAIN_TABLES)
     agents.set_defaults(handler=_agents)
 
     referees = sub.add_parser("referees", help="list installed referees and their parameters")
-    referees.add_argument("--json", action="store_true", help="machine-readable output")
-    referees.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
+    _forms(referees, PLAIN_TABLES)
     referees.set_defaults(handler=_referees)
 
     runs = sub.add_parser("runs", help="list run directories and their status")
     runs.add_argument("output", nargs="?", type=Path, default=Path("runs"), help="folder of run directories (default: runs)")
-    runs_form = runs.add_mutually_exclusive_group()
-    runs_form.add_argument("--json", action="store_true", help=RUNS_JSON)
-    runs_form.add_argument("--plain", action="store_true", help=PLAIN_TABLE)
+    _forms(runs, PLAIN_TABLE, RUNS_JSON)
     runs.set_defaults(handler=_runs)
 
     show = sub.add_parser("show", help="list a run's matches, or one match's transcript")
     show.add_argument("run_dir", type=Path)
     show.add_argument("--match", help="the key of the match to show")
-    show_form = show.add_mutually_exclusive_group()
-    show_form.add_argument("--json", action="store_true", help=SHOW_JSON)
-    show_form.add_argument("--plain", action="store_true", help=PLAIN_TABLE + " (the list of matches)")
+    _forms(show, PLAIN_TABLE + " (the list of matches)", SHOW_JSON)
     show.set_defaults(handler=_show)
 
     export = sub.add_parser("export", help="write a run's matches as JSON lines or CSV")
@@ -176,8 +169,7 @@ def _parser() -> argparse.ArgumentParser:
     rank.add_argument("--orderings", type=int, default=1000, help="random review orders averaged by Elo")
     rank.add_argument("--bootstrap", type=int, default=200, help="bootstrap samples (questions resampled); 0: no intervals")
     rank.add_argument("--seed", type=int, default=0)
-    rank.add_argument("--json", action="store_true", help="machine-readable output")
-    rank.add_argument("--plain", action="store_true", help=PLAIN_TABLES)
+    _forms(rank, PLAIN_TABLES)
     rank.set_defaults(handler=_rank)
 
     annotate = sub.add_parser("annotate", help="human in the loop: export the least certain verdicts, import people's")
@@ -209,7 +201,8 @@ def _parser() -> argparse.ArgumentParser:
 
     watch = sub.add_parser("watch", help="follow a run that another process is playing")
     watch.add_argument("run_dir", type=Path)
-    watch.add_argument("--interval", type=float, default=0.5, help="seconds between looks at the store")
+    watch.add_argument("--interval", type=_seconds, default=0.5, metavar="SECONDS",
+                       help="seconds between looks at the store (default: 0.5)")
     watch.add_argument("--plain", action="store_true", help="one line per new message instead of the dashboard")
     watch.set_defaults(handler=_watch)
 
@@ -225,6 +218,23 @@ def _scenario_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=_positive, metavar="N",
                         help="only the first N matches of the plan, the same ones every time (a smoke test); "
                              "running again without --limit keeps them and plays the rest")
+
+
+def _forms(command: argparse.ArgumentParser, plain_help: str, json_help: str = "machine-readable output") -> None:
+    """--json or --plain: a command prints one form or the other, never both."""
+    form = command.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help=json_help)
+    form.add_argument("--plain", action="store_true", help=plain_help)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, not {text!r}") from None
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected more than 0 seconds, not {text}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -251,10 +261,10 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
 
     if args.quiet:
         return Observer()
+    if args.rounds:  # asked for: the tables, on a terminal or not
+        return RoundLog(console, plain=False)
     if args.plain or not console.is_terminal:
         return RoundLog(console, plain=True)
-    if args.rounds:
-        return RoundLog(console, plain=False)
     from arena.cli.dashboard import Dashboard
 
     view = Dashboard(console, title=scenario.name, specs=store.spec)
@@ -675,6 +685,8 @@ def _rank(args: argparse.Namespace) -> int:
     from arena.store import RunStore, StoreError
     from arena.cli.tables import print_judging, print_left_out, print_results
 
+    if args.reviews is not None and args.run_dir is not None:
+        raise StoreError("give a run directory, or --reviews FILE, not both")
     if args.reviews is not None:
         return _rank_reviews(args)
     if args.run_dir is None:

@@ -164,6 +164,13 @@ def _expected(item: dict[str, Any]) -> str:
         return "required field is missing"
     if kind == "extra_forbidden":
         return "unknown field; remove it or fix its spelling"
+    if kind in ("model_type", "model_attributes_type"):  # pydantic's message names the class: not the user's words
+        return "expected a block of `field: value` lines"
+    if kind == "dict_type":
+        return "expected a mapping of `key: value` lines"
+    if kind == "too_short":
+        return f"expected at least {item['ctx']['min_length']} entry; it is empty" if not item["ctx"]["actual_length"] \
+            else f"expected at least {item['ctx']['min_length']} entries, not {item['ctx']['actual_length']}"
     message = item["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]

@@ -19,6 +19,8 @@ from .winrate import pairwise_matrix, win_rate
 Method = Literal["winrate", "elo", "bt"]
 METHODS: tuple[Method, ...] = ("winrate", "elo", "bt")
 
+HUMAN = "human"  # the reviewer name human raters' labels are stored under (arena import, annotate)
+
 
 class Separated(BaseModel):
     """Bradley–Terry: the groups the results split apart (names), and what was done about it."""
@@ -132,7 +134,7 @@ def leaderboard(
     reviewers: list[str] | None = None,
     weighted: bool = False,
     fixed: dict[str, float] | None = None,
-    reference: str | None = "human",
+    reference: str | None = HUMAN,
     orderings: int = 1000,
     bootstrap: int = 200,
     seed: int = 0,
@@ -141,7 +143,8 @@ def leaderboard(
     passes: int = PASSES,
 ) -> Leaderboard:
     """Rank the contestants from ``reviewers``' reviews (default: everyone but the ``reference``),
-    and, when the reference reviewer (human raters) is present, measure agreement with it.
+    and measure their agreement with the ``reference`` reviewer: by default the human raters, when
+    the reviews have any; a reference named otherwise must have reviewed.
     ``bootstrap=0`` gives no intervals."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
@@ -153,7 +156,11 @@ def leaderboard(
     if bootstrap < 0 or orderings < 1 or passes < 1:
         raise ReviewError(f"need bootstrap >= 0 (got {bootstrap}), orderings >= 1 (got {orderings}) "
                           f"and passes >= 1 (got {passes})")
-    reference = reference if reference in reviews.reviewers else None
+    if reference is not None and reference not in reviews.reviewers:
+        if reference != HUMAN:  # the default is looked for; a name someone typed must be there
+            raise ReviewError(f"no reviews by {reference!r} to check the others against; "
+                              f"reviewers here: {', '.join(reviews.reviewers)}")
+        reference = None
     chosen = reviewers or [r for r in reviews.reviewers if r != reference]
     if not chosen:
         raise ReviewError("no reviewers left to rank with")

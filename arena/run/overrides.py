@@ -143,7 +143,8 @@ def _write(raw: Any, path: tuple, value: Any) -> list[tuple]:
                 here[part] = {}  # a block the file left out takes its fields from the --set
                 made.append(where)
         else:
-            raise _Unreachable(path[:depth], f"{format_loc(path[:depth])} is {here!r}, not a block of fields")
+            raise _Unreachable(path[:depth], f"{format_loc(path[:depth])} is {here!r}, not a block of fields; "
+                               f"--set {format_loc(path[:depth])}=VALUE replaces it whole")
         if last:
             here[part] = copy.deepcopy(value)
         else:

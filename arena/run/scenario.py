@@ -106,6 +106,13 @@ class GameEntry(BaseModel):
     )
     tournament: Tournament | None = Field(None, description="Replaces the scenario's tournament block for this game.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _a_block(cls, value):
+        if isinstance(value, str):  # `- public_goods`: the entry's first line without its key
+            raise ValueError(f"expected a block of fields, such as `game: {value}`")
+        return value
+
     @property
     def name(self) -> str:
         return self.label or self.game
@@ -197,7 +204,11 @@ class Scenario(BaseModel):
     @field_validator("concurrency", mode="before")
     @classmethod
     def _concurrency_shorthand(cls, value):
-        return {"matches": value} if isinstance(value, int) and not isinstance(value, bool) else value
+        if isinstance(value, int) and not isinstance(value, bool):
+            return {"matches": value}
+        if not isinstance(value, (dict, Concurrency)):
+            raise ValueError(f"expected a number of matches at once, or a block of fields ({', '.join(Concurrency.model_fields)})")
+        return value
 
     def agent_config(self, name: str) -> tuple[type[Agent], AgentConfig]:
         raw = self.agents[name]
@@ -312,13 +323,21 @@ def parse_scenario(raw: Any, source: str = "<scenario>", base: Path | None = Non
     try:
         scenario = Scenario.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_unique(problems + ConfigError.from_validation(exc, hint=_scenario_hint).problems), source) from None
+        found = ConfigError.from_validation(exc, hint=_scenario_hint).problems
+        raise ConfigError(_unique(problems + [_with_choices(p) for p in found]), source) from None
     problems += _check_match(scenario) + _check_agents(scenario, base) + _check_games(scenario, base)
     if not problems:
         problems += _check_size(scenario)
     if problems:
         raise ConfigError(_unique(problems), source)
     return scenario
+
+
+def _with_choices(problem: Problem) -> Problem:
+    """A game entry without its game: the games there are to name, as for an agent without a backend."""
+    if len(problem.loc) == 3 and problem.loc[0] == "games" and problem.loc[2] == "game" and problem.message == "required field is missing":
+        return Problem(problem.loc, f"{problem.message}; one of: {', '.join(plugins.names('game'))}", problem.given, problem.has_given)
+    return problem
 
 
 def _unique(problems: list[Problem]) -> list[Problem]:
