@@ -10,8 +10,10 @@ One clock rules a call: the turn's deadline (trio's effective deadline, set by t
 match). Transient failures are tried again, with backoff, only while the turn has
 time left; when the tries run out, or the deadline comes while the server is still
 failing, the backend is unavailable (``BackendUnavailable``): the match is
-interrupted, never scored. A live server that is merely slow is cut off by the
-deadline, and the match counts a timeout.
+interrupted, never scored. A call the deadline cuts off without any failure is
+either a slow model or a hung server: the endpoint is probed (a free request). If it
+answers, the server is up and the model merely slow, and the match counts a timeout;
+if it does not, the backend is unavailable.
 """
 
 from __future__ import annotations
@@ -98,6 +100,11 @@ class LLMConfig(AgentConfig):
     structured: bool = Field(True, description="Use the backend's structured output when the game declares its action.")
 
 
+# How long a server that let a call hang until the turn's deadline has to answer a probe, before
+# the call is taken for an outage rather than a slow model (a probe lists models: it answers at once)
+PROBE_WAIT = 10.0
+
+
 class LLMAgent(Agent):
     Config: ClassVar[type[LLMConfig]] = LLMConfig
     makes_calls = True
@@ -164,7 +171,7 @@ class LLMAgent(Agent):
         rng = random.Random(turn.seed)
         deadline = trio.current_effective_deadline()
         tries = failures = 0
-        started = time.monotonic()
+        started, began = time.monotonic(), trio.current_time()  # the second on the turn's clock, which may be a test's
         last: TransientError | None = None
         token = f"{self.name}:{turn.match}:{turn.seat}:{turn.round}:{turn.attempt}:{started}"
         base["token"] = token
@@ -206,9 +213,12 @@ class LLMAgent(Agent):
             if not _cancellation(exc) or trio.current_time() < deadline:  # not the turn's deadline: not this call's doing
                 record("cancelled: the match stopped")
                 raise
-            if last is None:  # the server is up and the model is slow: the match counts a timeout
-                record(f"cut off by the turn's deadline after {time.monotonic() - started:.1f} s")
-                raise
+            waited = trio.current_time() - began
+            if last is None:  # nothing failed: a slow model, or a server that hangs. Only the server can say which
+                if await self._answers_probe(waited):  # it is up, and the model is slow: the match counts a timeout
+                    record(f"cut off by the turn's deadline after {waited:.1f} s")
+                    raise
+                last = TransientError(f"no answer within the turn's {waited:.1f} s, nor to a probe after it")
             outage = self.unavailable(last, failures, cut_off=True)
             record(str(outage))
             raise outage from None
@@ -216,6 +226,18 @@ class LLMAgent(Agent):
         services.remember(CachedReply(completion.text, completion.prompt_tokens, completion.completion_tokens, spent, latency),
                           **key)
         return completion.text
+
+    async def _answers_probe(self, waited: float) -> bool:
+        """Whether the endpoint answers a probe (``probe``: free) within as long as the call waited,
+        up to PROBE_WAIT seconds. Asked after the turn's deadline, so shielded from it."""
+        with trio.CancelScope(shield=True):
+            with trio.move_on_after(min(PROBE_WAIT, waited)):
+                try:
+                    await self.probe()
+                except BackendUnavailable:
+                    return False
+                return True
+        return False
 
     async def _try(self, request: ChatRequest) -> Completion:
         """One try, under the per-try timeout when one is set (the turn's deadline bounds it anyway)."""

@@ -25,6 +25,10 @@ request body as the server received it, so a test plays any game the way a model
 from the text it was sent and nothing else (a dict is sent as JSON, or as the forced tool's
 input on the Anthropic API).
 
+Listing the models (a backend's free probe) is answered at once, outside the script, as a live
+server answers it while its model is busy; ``hung=True`` makes it hang too, as a server that
+accepts connections and answers nothing does.
+
 ``echo_key=True`` makes every error message quote the API key the client
 presented (as some servers do with part of it), to test that errors are
 redacted before they are shown or stored.
@@ -127,8 +131,9 @@ class MockServer:
     routes: dict[tuple[str, str], str] = {}
 
     def __init__(self, script: Script | None = None, *, slow_seconds: float = 3.0, model: str = "mock-model",
-                 echo_key: bool = False, responder: Callable[[Any], str | dict] | None = None):
+                 echo_key: bool = False, responder: Callable[[Any], str | dict] | None = None, hung: bool = False):
         self.responder = responder
+        self.hung = hung
         self.slow_seconds = slow_seconds
         self.echo_key = echo_key
         self.model = model
@@ -267,6 +272,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {}, {"error": {"message": f"no route {self.command} {path}", "type": "not_found"}})
             return
         if route == "models":  # listing models is not a model call: no script, no record
+            if mock.hung:
+                self.server_stopping.wait()
+                self._drop()
+                return
             self._send(200, {}, {"object": "list", "data": [
                 {"id": mock.model, "object": "model", "created": 1700000000, "owned_by": "mock"}]})
             return

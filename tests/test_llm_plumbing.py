@@ -208,9 +208,17 @@ class Scripted(LLMAgent):
 
     backend_name = "scripted-llm"
 
-    def __init__(self, plan, **config):
+    def __init__(self, plan, probe="answers", **config):
         super().__init__("m", LLMConfig(backend="scripted-llm", model="x", **config), Log())
-        self.plan, self.tries = list(plan), 0
+        self.plan, self.tries, self.probe_does, self.probes = list(plan), 0, probe, 0
+
+    async def probe(self):
+        """"answers", "hangs", or "refuses" (a connection refused: the endpoint is down)."""
+        self.probes += 1
+        if self.probe_does == "hangs":
+            await trio.sleep_forever()
+        if self.probe_does == "refuses":
+            raise BackendUnavailable(self.name, self.backend_name, self.endpoint(), "connection refused")
 
     def endpoint(self):
         return "http://model.invalid"
@@ -259,9 +267,28 @@ async def test_a_live_model_cut_off_by_the_deadline_is_a_timeout_and_its_call_is
     with trio.move_on_after(20) as turn:
         await agent.reply(a_turn())
     assert turn.cancelled_caught  # the match sees a timeout, not an error
+    assert agent.probes == 1  # the server answered it: it is up, and the model slow
     (record,) = agent.services.records
     assert record.error.startswith("cut off by the turn's deadline") and record.retries == 0
     assert record.prompt_tokens is None and record.completion_tokens is None and not agent.services.in_flight()
+
+
+@pytest.mark.parametrize("probe", ["hangs", "refuses"])
+async def test_a_call_cut_off_by_the_deadline_on_a_server_that_does_not_answer_a_probe_is_an_outage(autojump_clock, probe):
+    """Nothing failed before the deadline, so the call alone cannot tell a slow model from a hung
+    server: the probe the run uses to find a server's return decides, given as long as the call
+    waited, up to PROBE_WAIT."""
+    from arena.agents.llm import PROBE_WAIT
+
+    agent = Scripted(["hang"], probe=probe)
+    start = trio.current_time()
+    with trio.move_on_after(20) as turn:
+        with pytest.raises(BackendUnavailable, match=r"no answer within the turn's 20.0 s, nor to a probe after it"):
+            await agent.reply(a_turn())
+    assert agent.probes == 1
+    assert trio.current_time() - start == pytest.approx(20 + (PROBE_WAIT if probe == "hangs" else 0))
+    (record,) = agent.services.records
+    assert "unavailable" in record.error and record.prompt_tokens is None and not agent.services.in_flight()
 
 
 async def test_the_deadline_arriving_while_the_server_keeps_failing_is_an_outage(autojump_clock):

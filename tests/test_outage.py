@@ -292,6 +292,24 @@ async def test_a_server_hanging_on_every_try_is_down_and_its_requests_are_bounde
             store.close()
 
 
+async def test_a_server_that_hangs_without_a_per_try_timeout_is_down_not_a_slow_model(tmp_path):
+    """No try times out on its own (no agent `timeout`): the turn's deadline cuts the call off, and the
+    server, probed, answers nothing either: an outage, not a default move."""
+    with OpenAIMock(lambda count, body: "slow", slow_seconds=60, hung=True) as mock:
+        raw = scenario("hung", mock.base_url, rounds=2, repeats=1, turn_timeout=0.5, outage_wait=0)
+        raw["agents"] = {"alice": model(mock.base_url), "carol": {"backend": "scripted", "strategy": "free_rider"}}
+        result, record, store = await play_stored(tmp_path / "run", raw)
+        try:
+            assert record.status == "interrupted" and record.payoffs == {}
+            assert "nor to a probe after it (when the turn's time ran out)" in record.error
+            assert [o.agent for o in result.outages] == ["alice"]
+            assert not [e for e in record.events if isinstance(e, ActionTaken)]  # no move was made for anyone
+            (call,) = store.calls()
+            assert "unavailable" in call.error and call.prompt_tokens is None and not store.calls_in_flight()
+        finally:
+            store.close()
+
+
 # -- the breaker, in process -----------------------------------------------------------------------
 class Endpoint:
     """A fake server: answers ``answers`` requests (0: none), then is down until its ``back_at``-th probe
