@@ -57,6 +57,16 @@ async def test_no_prompt_contains_another_agents_name(roundtable, game, params, 
     ("Qwen2.5-72B and claude-3-5-sonnet-20241022 agree; GPT4 too.", "[x] and [x] agree; [x] too.",
      ["Qwen2.5-72B", "claude-3-5-sonnet-20241022", "GPT4"]),
     ("ChatGPT's answer, Gemini's answer", "[x]'s answer, [x]'s answer", ["ChatGPT", "Gemini"]),
+    # versions and families written after a space, as people write them
+    ("I am Claude 3 Opus by Anthropic; you sound like GPT 4 Turbo or Gemini Pro 1.5.",
+     "I am [x] by [x]; you sound like [x] or [x].", ["Claude 3 Opus", "Anthropic", "GPT 4 Turbo", "Gemini Pro 1.5"]),
+    ("Claude 3.5 Haiku, Claude Sonnet 4 and GPT 4o", "[x], [x] and [x]", ["Claude 3.5 Haiku", "Claude Sonnet 4", "GPT 4o"]),
+    ("Llama 3.1 70B Instruct, Mistral Large 2", "[x], [x]", ["Llama 3.1 70B Instruct", "Mistral Large 2"]),
+    ("GPT\u20114o, with a non-breaking hyphen", "[x], with a non-breaking hyphen", ["GPT\u20114o"]),
+    ("Grok by xAI; Open AI's model", "[x] by [x]; [x]'s model", ["Grok", "xAI", "Open AI"]),
+    # a family word alone is a word, and a word after a name stays when it only starts like a family
+    ("a haiku, a sonnet, a pro and an opus", "a haiku, a sonnet, a pro and an opus", []),
+    ("Claude 3 Prose", "[x] Prose", ["Claude 3"]),
 ])
 def test_the_filter_takes_names_with_their_versions_but_not_words_that_start_alike(text, kept, removed):
     from arena.engine.anonymity import scrub
@@ -64,6 +74,20 @@ def test_the_filter_takes_names_with_their_versions_but_not_words_that_start_ali
 
     terms = tuple(sorted(VENDOR_TERMS, key=lambda t: (-len(t), t)))
     assert scrub(text, terms, "[x]") == (kept, removed)
+
+
+def test_an_agents_name_is_scrubbed_as_a_model_would_write_it():
+    """``alice_gpt4o`` is written alice-gpt4o or alice gpt4o in prose; each is the same name."""
+    from arena.engine.anonymity import scrub
+    from arena.run.scenario import parse_scenario
+
+    scenario = parse_scenario({
+        "name": "t", "anonymity": {"vendors": False},
+        "agents": {"alice_gpt4o": {"backend": "scripted", "strategy": "free_rider"},
+                   "bob-mini": {"backend": "scripted", "strategy": "always_all"}},
+        "games": [{"game": "public_goods"}]})
+    text = "alice-gpt4o, alice gpt4o and alice_gpt4o agree with bob_mini and bob mini; alice alone is a name."
+    assert scrub(text, scenario.scrub_terms(), "[x]")[0] == "[x], [x] and [x] agree with [x] and [x]; alice alone is a name."
 
 
 async def test_a_synthetic_judge_reads_no_name_the_text_does_not_carry():

@@ -8,13 +8,21 @@ from functools import lru_cache
 from typing import Any
 
 
+_DASHES = "\\-\u2010\u2011\u2012\u2013\u2014"  # the hyphen and its typographic kin (a non-breaking hyphen: "GPT‑4o")
+# Words that name a model's size or family after its vendor's name ("Claude 3 Opus", "Gemini Pro 1.5",
+# "GPT 4 Turbo"): taken only when they follow a term or its version, since alone most are plain words.
+_TIERS = "opus|sonnet|haiku|instant|turbo|pro|ultra|flash|nano|mini|lite|large|medium|small|preview|instruct|coder|vision"
+
+
 @lru_cache(maxsize=64)
 def _pattern(terms: tuple[str, ...]) -> re.Pattern[str]:
-    # A term and the version that follows it ("GPT" takes "GPT-4o-mini", "Qwen" takes "Qwen2.5-72B" with
-    # it), but only a whole word: "Meta" must not eat "metaphor", nor "Google" "Googled".
+    # A term and the version that follows it, attached ("GPT-4o-mini", "Qwen2.5-72B") or after spaces
+    # ("Claude 3.5 Haiku", "Claude Sonnet 4"), but only a whole word: "Meta" must not eat "metaphor",
+    # nor "Google" "Googled".
     alternatives = "|".join(re.escape(t) for t in terms)
-    version = r"(?:[-._]?\d(?:[\w.\-]*\w)?|[-_.](?=\w)[\w.\-]*\w)?"
-    return re.compile(rf"(?<![\w-])(?:{alternatives}){version}(?![^\W\d_])", re.IGNORECASE)
+    attached = rf"(?:[{_DASHES}._]?\d(?:[\w.{_DASHES}]*\w)?|[{_DASHES}_.](?=\w)[\w.{_DASHES}]*\w)?"
+    spaced = rf"(?:[ \u00a0]+(?:\d(?:[\w.{_DASHES}]*\w)?|(?:{_TIERS})(?:[{_DASHES}._]?\d(?:[\w.]*\w)?)?))*"
+    return re.compile(rf"(?<![\w{_DASHES}])(?:{alternatives}){attached}{spaced}(?![^\W\d_])", re.IGNORECASE)
 
 
 # The only characters outside ASCII that a case-insensitive pattern matches to an ASCII one

@@ -7,6 +7,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import types
 import typing
 from pathlib import Path
@@ -157,7 +158,8 @@ class Price(BaseModel):
 
 VENDOR_TERMS = (
     "OpenAI", "ChatGPT", "GPT", "Anthropic", "Claude", "Google", "Gemini", "Gemma", "PaLM", "Bard", "Meta",
-    "Llama", "Mistral", "Mixtral", "Qwen", "DeepSeek", "Vicuna", "Phi",
+    "Llama", "Mistral", "Mixtral", "Codestral", "Qwen", "DeepSeek", "Vicuna", "Phi", "Grok", "xAI", "Open AI",
+    "Cohere", "ChatGLM", "Baichuan",
 )
 
 
@@ -219,8 +221,8 @@ class Scenario(BaseModel):
         """What the anonymity filter removes: agent names, their models, and (by default) vendor names."""
         if self.anonymity is None or not self.anonymity.scrub:
             return ()
-        terms = list(self.anonymity.terms) + list(self.agents)
-        terms += [str(raw["model"]) for raw in self.agents.values() if isinstance(raw, dict) and raw.get("model")]
+        names = list(self.agents) + [str(raw["model"]) for raw in self.agents.values() if isinstance(raw, dict) and raw.get("model")]
+        terms = list(self.anonymity.terms) + [variant for name in names for variant in _spellings(name)]
         if self.anonymity.vendors:
             terms += VENDOR_TERMS
         return tuple(sorted({t for t in terms if len(t) >= 3}, key=lambda t: (-len(t), t)))  # "a" would eat words
@@ -235,6 +237,11 @@ class Scenario(BaseModel):
         """What makes two runs the same run: everything that decides which matches are played and how."""
         meaning = self.model_dump(mode="json", include={"seed", "agents", "games", "tournament", "match", "anonymity"})
         return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
+
+
+def _spellings(name: str) -> set[str]:
+    """A name and the ways a model writes it in prose: ``alice_gpt4o`` as alice-gpt4o or alice gpt4o."""
+    return {name, *(re.sub(r"[-_ ]", joint, name) for joint in "-_ ")}
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
