@@ -377,7 +377,7 @@ def test_a_spent_budget_stops_new_matches_and_a_bigger_one_resumes(tmp_path, ope
     stopped = arena("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
     out = flat(stopped.stdout)
     assert stopped.returncode == 3, out + stopped.stderr
-    assert "1 of 1 matches finished" in out
+    assert "1 of 4 matches finished" in out  # of the four planned: the budget kept three from starting
     assert re.search(r"Stopped: the budget of 1 tokens is used \(\d+\); 3 matches were not started", out), out
     assert openai_mock.count == 4  # one match: 2 rounds x 2 model seats
     assert "stopped by budget" in flat(arena("runs", tmp_path, cwd=tmp_path).stdout)

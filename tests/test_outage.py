@@ -10,6 +10,7 @@ player. Nothing here leaves 127.0.0.1.
 from __future__ import annotations
 
 import json
+import re
 import os
 import socket
 import subprocess
@@ -150,6 +151,8 @@ def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupt
         assert f"Stopped: backend openai at {url}" in said  # the backend, by name and address
         assert "is unavailable: APIConnectionError: Connection error." in said  # and what went wrong
         assert "nothing of theirs was scored" in said
+        told = re.search(r"(\d+) of (\d+) matches finished", said)
+        assert told and int(told.group(2)) == 4, said  # of all four planned, those the outage kept from starting too
 
         first, calls, in_flight, notes = records(tmp_path / "run")
         statuses = Counter(r.status for r in first)

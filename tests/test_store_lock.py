@@ -182,3 +182,50 @@ def test_the_lock_is_let_go_however_the_run_ends(tmp_path, capsys, monkeypatch, 
     assert code == status, out + err
     assert (tmp_path / "run" / "run.sqlite").exists(), "the store was made before the run ended"
     assert lock_is_free(tmp_path / "run"), "the lock file names nobody and can be taken"
+
+
+def test_a_run_killed_during_a_model_call_records_the_call_and_shows_its_match_interrupted(tmp_path, capsys):
+    """`kill -9` while a model call is in flight: the call was sent (a provider bills what it answers),
+    so the next writer records it, tokens unknown, and no in-flight row is left; meanwhile the
+    readers show the match as interrupted, not running; the resumed run finishes it."""
+    from arena.store import RunStore
+    from arena.store.writer import IN_FLIGHT_AT_DEATH
+
+    asked, release = threading.Event(), threading.Event()
+
+    def held(body):  # the first call waits; the run is killed meanwhile
+        asked.set()
+        release.wait(300)
+        return {"reason": "held", "coins": 4}
+
+    with OpenAIMock(responder=held) as mock:
+        scenario = write_scenario(tmp_path, with_model(mock.base_url, tournament={"repeats": 1}))
+        run_dir = tmp_path / "run"
+        first = arena("run", scenario, "--plain", "--run-dir", run_dir, cwd=tmp_path, wait=False)
+        try:
+            assert asked.wait(300), "the run reaches its first model call"
+            first.kill()
+            first.communicate(timeout=300)
+        finally:
+            release.set()
+        store = RunStore.open(run_dir, readonly=True)
+        try:
+            assert store.status() == "stopped (resumable)" and len(store.calls_in_flight()) == 1
+        finally:
+            store.close()
+        code, out, err = cli(capsys, "show", run_dir, "--json")
+        assert code == 0, err
+        assert [m["status"] for m in json.loads(out)["matches"]] == ["interrupted"]
+
+        code, out, err = cli(capsys, "run", scenario, "--quiet", "--run-dir", run_dir)
+        assert code == 0 and "1 of 1 matches finished" in one_line(out), err
+        store = RunStore.open(run_dir, readonly=True)
+        try:
+            calls = store.calls()
+            assert not store.calls_in_flight()
+            assert len(calls) == mock.count  # every request the server saw is a call of the run
+            dead = [c for c in calls if c.error == IN_FLIGHT_AT_DEATH]
+            assert len(dead) == 1 and dead[0].prompt_tokens is None and dead[0].agent == "model"
+            assert dead[0].round == 1 and dead[0].match == calls[-1].match
+        finally:
+            store.close()

@@ -354,7 +354,9 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
     finished, truncated = result.count("finished"), result.count("truncated")
     cut = f", {truncated} truncated at max_rounds" if truncated else ""
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
-    console.print(f"{finished} of {len(result.statuses)} matches finished{cut}{replayed}. Run directory: {run_dir}")
+    # of every match this session was to play: those the budget or an outage kept from starting count too
+    total = len(result.statuses) + len(result.not_started) + len(result.unplayed)
+    console.print(f"{finished} of {total} matches finished{cut}{replayed}. Run directory: {run_dir}")
     if result.beyond_limit:
         console.print(f"--limit {args.limit}: {result.beyond_limit} more matches are planned; run the same command "
                       "without --limit to play them.")
@@ -602,7 +604,7 @@ def _show(args: argparse.Namespace) -> int:
         table = Table(title=f"matches of {args.run_dir}", title_justify="left")
         for column in ("Key", "Status", "Seats", "Payoffs"):
             table.add_column(column)
-        for row in match_rows(store.matches(), dict(store.match_keys())):
+        for row in match_rows(store.matches(), store.match_statuses()):
             seats = ", ".join(f"{s.label}={s.agent}" for s in row.seats)
             payoffs = ", ".join(f"{s}: {v:g}" for s, v in row.payoffs.items())
             if row.status == "interrupted" and row.error:  # why nothing was scored

@@ -37,7 +37,7 @@ def show_document(run_dir: Path, store: RunStore) -> dict:
     return {
         "run": {"run_dir": str(run_dir), "name": info.get("name"), "status": store.status(),
                 "planned": info.get("planned") or 0, "sessions": sessions_json(store)},
-        "matches": [row.model_dump() for row in match_rows(store.matches(), dict(store.match_keys()))],
+        "matches": [row.model_dump() for row in match_rows(store.matches(), store.match_statuses())],
     }
 
 

@@ -240,6 +240,9 @@ def _build(path: Path, name: str, scenario_text: str, fingerprint: str) -> None:
         db.close()
 
 
+IN_FLIGHT_AT_DEATH = "in flight when the run's process died; its answer and tokens are unknown"
+
+
 class EventRows:
     """The rows the store writes for each event, made where the match is played: in the run's own
     process, or in a worker process, which sends them to the run for its store to write as they are."""
@@ -368,6 +371,14 @@ class RunStore:
                 "updated = excluded.updated, pid = excluded.pid, host = excluded.host",
                 (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname()),
             )
+            # Calls the last writer had in flight when it died (killed: it would have recorded them) were
+            # sent, and a provider bills what it answered: each is recorded, its tokens unknown.
+            db.execute(
+                "INSERT INTO calls (match_key, seat, round, attempt, agent, backend, model, prompt_tokens, "
+                "completion_tokens, cost, latency, cached, retries, error, at) SELECT match_key, seat, round, attempt, "
+                "agent, backend, model, NULL, NULL, NULL, 0.0, 0, 0, ?, started FROM calls_in_flight ORDER BY started",
+                (IN_FLIGHT_AT_DEATH,))
+            db.execute("DELETE FROM calls_in_flight")
             db.execute("COMMIT")
             with replacing(run_dir / SCENARIO_FILE) as partial:
                 partial.write_text(scenario_text, encoding="utf-8")
@@ -817,6 +828,14 @@ class RunStore:
 
     def match_keys(self) -> list[tuple[str, str]]:
         return self.db.execute("SELECT key, status FROM matches ORDER BY position").fetchall()
+
+    def match_statuses(self) -> dict[str, str]:
+        """Each match's status as a reader shows it: one that was being played when the run's process
+        died is interrupted (not scored; the next `arena run` plays it again), not running."""
+        stored = dict(self.match_keys())
+        if self.status() == "stopped (resumable)":
+            return {key: "interrupted" if status == "running" else status for key, status in stored.items()}
+        return stored
 
     # -- transactions --------------------------------------------------------------
     def _begin(self) -> None:
