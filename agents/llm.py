@@ -103,6 +103,8 @@ class LLMConfig(AgentConfig):
 # How long a server that let a call hang until the turn's deadline has to answer a probe, before
 # the call is taken for an outage rather than a slow model (a probe lists models: it answers at once)
 PROBE_WAIT = 10.0
+# How long the key check before a run waits for the model listing; past it, the first call decides
+KEY_CHECK_WAIT = 10.0
 
 
 class LLMAgent(Agent):
@@ -305,6 +307,7 @@ class HostedAgent(LLMAgent):
     def __init__(self, name: str, config: HostedConfig, services=None):
         super().__init__(name, config, services)
         self._client = None
+        self._key_checked = False
 
     @abstractmethod
     def sdk(self) -> Any:
@@ -333,6 +336,26 @@ class HostedAgent(LLMAgent):
 
     async def prepare(self) -> None:
         self.client
+        if not self._key_checked:  # once: `_ask` prepares too, before every call
+            self._key_checked = True
+            await self._check_key()
+
+    async def _check_key(self) -> None:
+        """A key the server refuses stops the run before anything is played: the models are listed
+        once (free). Anything but a refusal is left to the first real call, which retries, waits
+        out an outage, or fails as it should; a server without the listing is fine."""
+        sdk = self.sdk()
+        with trio.move_on_after(KEY_CHECK_WAIT):
+            try:
+                await self.client.models.list()
+            except (sdk.AuthenticationError, sdk.PermissionDeniedError) as exc:
+                raise FatalAgentError(self._refused(exc.status_code)) from None
+            except Exception:
+                pass
+
+    def _refused(self, status: int) -> str:
+        return (f"agent {self.name!r}: the server refused the API key ({status}); "
+                f"check the environment variable {self.config.api_key_env}")
 
     async def probe(self) -> None:
         """Listing the models costs nothing; any answer but a failure worth retrying means the server is back."""
@@ -363,10 +386,7 @@ class HostedAgent(LLMAgent):
         try:
             return await create(**kwargs)
         except (sdk.AuthenticationError, sdk.PermissionDeniedError) as exc:
-            raise FatalAgentError(
-                f"agent {self.name!r}: the server refused the API key ({exc.status_code}); "
-                f"check the environment variable {self.config.api_key_env}"
-            ) from None
+            raise FatalAgentError(self._refused(exc.status_code)) from None
         except sdk.NotFoundError as exc:
             raise FatalAgentError(f"agent {self.name!r}: model {self.config.model!r} or its endpoint was not found "
                                   f"({exc.status_code}): {self.redact(exc.message)}") from None

@@ -27,7 +27,8 @@ input on the Anthropic API).
 
 Listing the models (a backend's free probe) is answered at once, outside the script, as a live
 server answers it while its model is busy; ``hung=True`` makes it hang too, as a server that
-accepts connections and answers nothing does.
+accepts connections and answers nothing does. ``keys={...}``: the only API keys the server
+takes; any other gets a 401 to every request, the model listing included.
 
 ``echo_key=True`` makes every error message quote the API key the client
 presented (as some servers do with part of it), to test that errors are
@@ -131,9 +132,11 @@ class MockServer:
     routes: dict[tuple[str, str], str] = {}
 
     def __init__(self, script: Script | None = None, *, slow_seconds: float = 3.0, model: str = "mock-model",
-                 echo_key: bool = False, responder: Callable[[Any], str | dict] | None = None, hung: bool = False):
+                 echo_key: bool = False, responder: Callable[[Any], str | dict] | None = None, hung: bool = False,
+                 keys: set[str] | None = None):
         self.responder = responder
         self.hung = hung
+        self.keys = keys
         self.slow_seconds = slow_seconds
         self.echo_key = echo_key
         self.model = model
@@ -270,6 +273,10 @@ class _Handler(BaseHTTPRequestHandler):
         route = mock.routes.get((self.command, path))
         if route is None:
             self._send(404, {}, {"error": {"message": f"no route {self.command} {path}", "type": "not_found"}})
+            return
+        if mock.keys is not None and _presented_key(self) not in mock.keys:
+            status, extra, payload = mock.error(401, {}, self)
+            self._send(status, extra, payload)
             return
         if route == "models":  # listing models is not a model call: no script, no record
             if mock.hung:

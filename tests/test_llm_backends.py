@@ -170,7 +170,28 @@ async def test_openai_faults_are_retried_and_nothing_is_lost(tmp_path, openai_mo
 
 
 # -- openai: refusals --------------------------------------------------------------------------
-def test_a_rejected_key_fails_the_match_naming_the_agent_and_the_variable(tmp_path, openai_mock):
+@pytest.mark.parametrize("mock_class, agent", [(OpenAIMock, openai_agent), (AnthropicMock, anthropic_agent)])
+def test_a_rejected_key_stops_the_run_before_anything_is_played(tmp_path, mock_class, agent):
+    """The server refuses the key to the model listing too, as the vendors' APIs do: found once,
+    before the first match, with no model asked and nothing left to resume."""
+    key = f"sk-test-{secrets.token_hex(16)}"
+    with mock_class(keys={"the-right-one"}) as mock:
+        path = write(tmp_path / "s.yaml", scenario("badkey", {
+            "alice": agent(mock, api_key_env="ARENA_TEST_KEY"),
+            "carol": {"backend": "scripted", "strategy": "free_rider"},
+        }, rounds=2, repeats=2))
+        run_dir = tmp_path / "run"
+        result = arena("run", path, "--plain", "--run-dir", run_dir, environment=env(ARENA_TEST_KEY=key), cwd=tmp_path)
+        out = flat(result.stdout + result.stderr)
+        assert result.returncode == 2, out
+        assert "agent 'alice': the server refused the API key (401); check the environment variable ARENA_TEST_KEY" in out
+        assert mock.count == 0 and "matches finished" not in out  # no model was asked, no match begun
+        assert key not in result.stdout + result.stderr
+
+
+def test_a_key_refused_only_by_the_model_fails_the_match_naming_the_agent_and_the_variable(tmp_path, openai_mock):
+    """A server (a proxy) that lists its models to anyone but refuses the key for a reply: the
+    check before the run passes, and each match fails with the refusal, none scored."""
     key = f"sk-test-{secrets.token_hex(16)}"
     openai_mock.set_script(lambda count, body: "401")  # whose error message quotes the key it was given
     path = write(tmp_path / "s.yaml", scenario("badkey", {
