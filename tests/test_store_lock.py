@@ -38,6 +38,24 @@ def with_model(url: str, **top) -> dict:
                                "keep": TINY["agents"]["keep"]}, "match": {"turn_timeout": 600}, **top}
 
 
+@contextmanager
+def held_model():
+    """A mock model server whose every call waits until the test lets it go: (mock, asked, release).
+    ``asked`` is set at the first call; leaving the block lets every call go."""
+    asked, release = threading.Event(), threading.Event()
+
+    def held(body):
+        asked.set()
+        release.wait(300)
+        return {"reason": "held", "coins": 4}
+
+    with OpenAIMock(responder=held) as mock:
+        try:
+            yield mock, asked, release
+        finally:
+            release.set()
+
+
 def lock_is_free(run_dir) -> bool:
     lock = RunLock.acquire(run_dir)
     try:
@@ -47,14 +65,7 @@ def lock_is_free(run_dir) -> bool:
 
 
 def test_a_second_run_is_refused_at_once_naming_the_first_while_readers_follow_the_run(tmp_path, capsys):
-    asked, release = threading.Event(), threading.Event()
-
-    def held(body):  # every model call waits until the test lets the run go on
-        asked.set()
-        assert release.wait(300)
-        return {"reason": "held", "coins": 4}
-
-    with OpenAIMock(responder=held) as mock:
+    with held_model() as (mock, asked, release):  # every model call waits until the test lets the run go on
         scenario = write_scenario(tmp_path, with_model(mock.base_url, tournament={"repeats": 1}))
         run_dir = tmp_path / "run"
         first = arena("run", scenario, "--plain", "--run-dir", run_dir, cwd=tmp_path, wait=False)
@@ -91,14 +102,7 @@ def test_a_second_run_is_refused_at_once_naming_the_first_while_readers_follow_t
 
 
 def test_ctrl_c_lets_go_of_the_run_so_the_next_run_resumes_without_a_takeover(tmp_path, capsys):
-    asked, release = threading.Event(), threading.Event()
-
-    def held(body):
-        asked.set()
-        release.wait(300)
-        return {"reason": "held", "coins": 4}
-
-    with OpenAIMock(responder=held) as mock:
+    with held_model() as (mock, asked, release):
         scenario = write_scenario(tmp_path, with_model(mock.base_url, tournament={"repeats": 1}))
         run_dir = tmp_path / "run"
         first = arena("run", scenario, "--quiet", "--run-dir", run_dir, cwd=tmp_path, wait=False)
@@ -191,14 +195,7 @@ def test_a_run_killed_during_a_model_call_records_the_call_and_shows_its_match_i
     from arena.store import RunStore
     from arena.store.writer import IN_FLIGHT_AT_DEATH
 
-    asked, release = threading.Event(), threading.Event()
-
-    def held(body):  # the first call waits; the run is killed meanwhile
-        asked.set()
-        release.wait(300)
-        return {"reason": "held", "coins": 4}
-
-    with OpenAIMock(responder=held) as mock:
+    with held_model() as (mock, asked, release):  # the first call waits; the run is killed meanwhile
         scenario = write_scenario(tmp_path, with_model(mock.base_url, tournament={"repeats": 1}))
         run_dir = tmp_path / "run"
         first = arena("run", scenario, "--plain", "--run-dir", run_dir, cwd=tmp_path, wait=False)
