@@ -163,7 +163,7 @@ def _parser() -> argparse.ArgumentParser:
     rank.add_argument("--elo-weights", choices=["ordering", "mean"], default="ordering",
                       help="weighted Elo: weights per ordering, replayed and scaled to mean 1 (PRD Alg. 1; default), "
                            "or from the mean over orderings, scaled to [0, 1]")
-    rank.add_argument("--reference", default="human", help="reviewer whose labels the others are checked against")
+    rank.add_argument("--reference", help="reviewer whose labels the others are checked against (default: human, when present)")
     rank.add_argument("--agreement-unit", choices=["order", "pair"], default="order",
                       help="agreement with the reference per presented order (PRD Table 5; default) or per pair")
     rank.add_argument("--orderings", type=int, default=1000, help="random review orders averaged by Elo")
@@ -661,7 +661,7 @@ def _write_export(store: RunStore, format: str, out) -> None:
 
 def _rank_options(args: argparse.Namespace) -> dict:
     """The peer-rank options of `arena rank`, as ``arena.rank.leaderboard`` takes them."""
-    from arena.rank.reviews import ReviewError
+    from arena.rank.reviews import HUMAN, ReviewError
 
     from arena.rank import METHODS
 
@@ -677,7 +677,7 @@ def _rank_options(args: argparse.Namespace) -> dict:
     if args.orderings < 1:
         raise ReviewError(f"--orderings {args.orderings}: Elo needs at least one ordering")
     return dict(methods=METHODS if args.method == "all" else (args.method,), reviewers=args.reviewers,
-                weighted=args.weighted, fixed=fixed or None, reference=args.reference, orderings=args.orderings,
+                weighted=args.weighted, fixed=fixed or None, reference=HUMAN if args.reference is None else args.reference, orderings=args.orderings,
                 bootstrap=args.bootstrap, seed=args.seed, agreement_unit=args.agreement_unit,
                 elo_scheme=args.elo_weights)
 

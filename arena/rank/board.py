@@ -13,13 +13,11 @@ from .bias import ReviewerBias, reviewer_bias
 from .bradley_terry import PRIOR_TIES, fit as fit_bradley_terry
 from .elo import PASSES, SCHEMES, Scheme, elo, starting_weights
 from .places import competition_ranks, standing
-from .reviews import ReviewError, Reviews
+from .reviews import HUMAN, ReviewError, Reviews
 from .winrate import pairwise_matrix, win_rate
 
 Method = Literal["winrate", "elo", "bt"]
 METHODS: tuple[Method, ...] = ("winrate", "elo", "bt")
-
-HUMAN = "human"  # the reviewer name human raters' labels are stored under (arena import, annotate)
 
 
 class Separated(BaseModel):

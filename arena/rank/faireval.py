@@ -26,7 +26,7 @@ import json
 import re
 from pathlib import Path
 
-from .reviews import ReviewError, Reviews
+from .reviews import HUMAN, ReviewError, Reviews
 
 # the words of the released label file, and the answer file each one names
 LABELS = {"CHATGPT": "gpt35", "VICUNA13B": "vicuna-13b", "TIE": None}
@@ -125,7 +125,7 @@ def read_labels(path: Path, pair: tuple[str, str], questions: list[str]) -> list
     if len(scores) != len(questions):
         raise ReviewError(f"{path}: {len(scores)} labels for {len(questions)} questions (one label a line, in the "
                           "answer files' order)")
-    return [(question, pair[0], pair[1], "human", score) for question, score in zip(questions, scores)]
+    return [(question, pair[0], pair[1], HUMAN, score) for question, score in zip(questions, scores)]
 
 
 def _scores(text: str) -> tuple[float, float] | None:
@@ -176,7 +176,7 @@ def read_faireval(folder: str | Path, contestants: list[str] | None = None) -> t
     rows, skipped, labelled = [], [], False
     for path in files:
         found = _pair_of(path.name, names, ".txt") or _pair_of(path.name, names, ".json")
-        if found is None or (found[2] != "human" and path.suffix == ".txt"):
+        if found is None or (found[2] != HUMAN and path.suffix == ".txt"):
             skipped.append(str(path))
             continue
         first, second, tag = found

@@ -26,6 +26,7 @@ from arena.contract.errors import ArenaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 TIE = 1e-12  # a mean this close to zero is a tie, as the games take it
+HUMAN = "human"  # the reviewer name human raters' labels are stored under (arena import, annotate)
 
 
 class ReviewError(ArenaError, ValueError):

@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..rank.places import SAME
-from ..rank.reviews import Reviews
+from ..rank.reviews import HUMAN, Reviews
 from arena.store import RunStore
 from .packing import Packing, no_cycle_collection
 
@@ -35,7 +35,7 @@ class ReportData:
         return json.loads(self.transcripts_json)
 
 
-def peer_selection(reviews: Reviews, reference: str | None = "human") -> Reviews:
+def peer_selection(reviews: Reviews, reference: str | None = HUMAN) -> Reviews:
     """The battles ``leaderboard`` ranks with by default: all reviewers but the reference, samples calibrated."""
     reference = reference if reference in reviews.reviewers else None
     return reviews.by([r for r in reviews.reviewers if r != reference]).battles()
@@ -84,7 +84,7 @@ def read_reviews(paths: list[Path]) -> tuple[Reviews, list[dict[str, Any]]]:
     return Reviews.from_rows(rows), files
 
 
-def collect_reviews(paths: list[Path], reference: str = "human") -> ReportData:
+def collect_reviews(paths: list[Path], reference: str = HUMAN) -> ReportData:
     """The report of reviews files: the numbers of ``arena rank --reviews FILE --json`` (and of
     ``--weighted``) for the files taken together, as if they were one file. When the reference
     reviewer (human labels) is the only one, it is ranked with: there is nobody else."""
