@@ -141,6 +141,35 @@ def test_bootstrap_samples_side_by_side_in_numpy_match_the_compiled_ones(passes)
     assert len({tuple(np.round(row, 6)) for row in found[1]}) == 40  # every sample its own
 
 
+@needs_numba
+def test_a_replay_split_over_cores_gives_the_rows_of_one_replay_to_the_bit(monkeypatch):
+    reviews = random_reviews(500, seed=8)
+    order = elo_loop.shuffled(np.arange(len(reviews)), np.random.default_rng(3).random((70, len(reviews))))
+    start, as_contestant = starting_weights(reviews, {"judge": 0.5})
+    args = (reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant, len(reviews.contestants), 3)
+    alone = elo_loop.replay(*args, compiled=True)
+    monkeypatch.setattr(elo_loop, "PARALLEL_US", 0)
+    monkeypatch.setattr(elo_loop.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    assert [(part.start, part.stop) for part in elo_loop._spread(70, 1.0)] == [(0, 23), (23, 46), (46, 70)]
+    split = elo_loop.replay(*args, compiled=True)
+    for whole, parts in zip(alone, split):
+        assert whole.shape == parts.shape and (whole == parts).all()
+
+
+@needs_numba
+@pytest.mark.parametrize("passes", [1, 5])
+def test_bootstrap_samples_replayed_together_are_each_replayed_alone(monkeypatch, passes):
+    reviews = random_reviews(400, seed=4)
+    start, as_contestant = starting_weights(reviews, {"judge": 0.5})
+    found = []
+    for at_once in (bs.SAMPLES_AT_ONCE, 1):  # 1: one sample at a time, as before they went side by side
+        monkeypatch.setattr(bs, "SAMPLES_AT_ONCE", at_once)
+        rng = np.random.default_rng(2)
+        counts = bs.question_counts(reviews, 150, rng)  # more than one batch, the last one short
+        found.append(bs.elo_samples(reviews, counts, rng, start, as_contestant, passes, compiled=True))
+    assert (found[0] == found[1]).all()
+
+
 RANK_IN_A_FRESH_PROCESS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])

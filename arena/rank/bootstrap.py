@@ -58,14 +58,17 @@ def bradley_terry_samples(reviews: Reviews, counts: np.ndarray, weights: np.ndar
     return 1000 + ELO_SCALE * theta, int(split.sum())
 
 
+SAMPLES_AT_ONCE = 64  # compiled: samples replayed together, their orders a few MB for 10,000 reviews
+
+
 def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, start: np.ndarray,
                 as_contestant: np.ndarray, passes: int = 1, k: float = 32, initial: float = 1000,
                 scale: float = 400, compiled: bool | None = None) -> np.ndarray:
     """Elo [B, C] on each bootstrap sample, fed its reviews in one random order and replayed
     ``passes`` times as ``elo_loop.replay`` does (``compiled``: which loop, as there). Compiled,
-    one sample is held at a time, so memory stays near a few copies of the reviews' indices
-    whatever the number of samples; in numpy (samples too small to be worth loading the compiled
-    loop), the samples go side by side."""
+    ``SAMPLES_AT_ONCE`` samples are held at a time, so memory stays near that many copies of the
+    reviews' indices whatever the number of samples; in numpy (samples too small to be worth loading the compiled
+    loop), all the samples go side by side."""
     index = np.int32 if len(reviews) < 2 ** 31 else np.int64  # a sample's indices are most of the memory
     by_question = np.argsort(reviews.question, kind="stable").astype(index)
     per_question = np.bincount(reviews.question, minlength=len(reviews.questions))
@@ -90,9 +93,16 @@ def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, 
                       len(reviews.contestants), passes, k, initial, scale, compiled=compiled, packed=packed)[0]
 
     if compiled:
-        for s, row in enumerate(whole):
-            chosen = picked(row)
-            out[s] = elo_of(shuffled(chosen, rng.random((1, chosen.size)), compiled=True))[0]
+        # A few dozen samples at a time, each in its own random order, padded with -1 (which the replay
+        # skips): replayed side by side, their update chains overlap, where one sample alone waits on
+        # each exponential in turn (a third of the speed).
+        for first in range(0, len(whole), SAMPLES_AT_ONCE):
+            rows = whole[first:first + SAMPLES_AT_ONCE]
+            order = np.full((len(rows), int(sizes[first:first + len(rows)].max(initial=0))), -1, dtype=index)
+            for s, row in enumerate(rows):
+                chosen = picked(row)
+                order[s, :chosen.size] = shuffled(chosen, rng.random((1, chosen.size)), compiled=True)[0]
+            out[first:first + len(rows)] = elo_of(order)
         return out
     # numpy takes only samples x reviews of at most a few million cells (the budget): they fit side by side
     order = np.full((len(sizes), int(sizes.max(initial=0))), -1, dtype=index)

@@ -12,12 +12,18 @@ Which loop a call takes (``compiled=None``) is ``takes_compiled``'s choice, by t
 call's size. Loading the compiled loop costs most of a second in every process
 (numba builds its typing registries and imports scipy.linalg to look for BLAS): that
 was most of `arena rank` on a small run, whose numpy loops take a fraction of it.
+Once they are loaded, shuffles take them whatever their size: both ways make the same
+swaps. A large compiled replay is split by runs over the cores the process may use
+(``_spread``): runs are independent, so the rows are those of one replay, to the bit.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -54,6 +60,9 @@ def _kernels(compiled: bool | None, cost: float):
     return shuffle, replay, checkpoint_sums
 
 
+_LOADED = __name__.rpartition(".")[0] + ".elo_compiled"
+
+
 # -- shuffles ---------------------------------------------------------------------------------------
 # Fisher–Yates driven by uniform draws in [0, 1): position i swaps with floor(u_i * (i + 1)).
 
@@ -77,6 +86,10 @@ def shuffled(base: np.ndarray, draws: np.ndarray, compiled: bool | None = None) 
     of ``base``'s integer type."""
     base = _indices(base)
     draws = np.ascontiguousarray(draws, np.float64)
+    if compiled is None and _LOADED in sys.modules:
+        # Both loops make the same swaps from the same draws, to the bit: once a call in this process has
+        # paid for the compiled kernels, a small shuffle takes them too without changing any number.
+        compiled = True
     kernels = _kernels(compiled, numpy_cost(draws.shape[1], draws.shape[0]) / 2)  # a swap is half a replay's step
     return kernels[0](base, draws) if kernels else _shuffle_numpy(base, draws)
 
@@ -190,8 +203,29 @@ def replay(a: np.ndarray, b: np.ndarray, score: np.ndarray, reviewer: np.ndarray
                              np.asarray(reviewer, np.int64), order, start, as_contestant, int(passes), float(k),
                              float(initial), slope, int(contestants), known)
     code, bits = pack(a, b, score, reviewer) if packed is None else packed
-    return kernels[1](code, bits, order, start, as_contestant, int(passes), float(k), float(initial), slope,
-                      int(contestants), known)
+    args = (start, as_contestant, int(passes), float(k), float(initial), slope, int(contestants))
+    parts = _spread(order.shape[0], numpy_cost(order.shape[1] * played, order.shape[0]))
+    if len(parts) == 1:
+        return kernels[1](code, bits, order, *args, known)
+    # Runs are independent: each part of them gives, on a core of its own, the rows the whole would give
+    # (the compiled loop lets go of the interpreter). A report's weighted Elo is most of its numbers' time.
+    with ThreadPoolExecutor(len(parts)) as pool:
+        found = list(pool.map(lambda rows: kernels[1](code, bits, order[rows], *args, known[rows] if known.shape[0] else known),
+                              parts))
+    return tuple(np.concatenate(part) for part in zip(*found))
+
+
+PARALLEL_US = 200_000  # a numpy-loop estimate above which the compiled replay is worth a thread per core
+
+
+def _spread(runs: int, cost: float) -> list[slice]:
+    """The runs split into one part per core the process may use, for a replay worth it."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    parts = min(cores, runs // 16) if cost > PARALLEL_US else 1  # no part smaller than a block of the kernel
+    if parts <= 1:
+        return [slice(0, runs)]
+    bounds = [runs * i // parts for i in range(parts + 1)]
+    return [slice(lo, hi) for lo, hi in zip(bounds, bounds[1:])]
 
 
 # -- Elo along the way ------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ import orjson  # ten times the speed of json's encoder on a large run's transcri
 from arena.contract.messages import REFEREE
 from arena.contract.records import MatchRecord
 from arena.store import RunStore
-from arena.store.rows import MatchRow, Transcript
+from arena.store.rows import MatchRow, StoredTranscript
 
 KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3, "prompt": 4}
 FAILURES = {"invalid": 0, "timeout": 1, "error": 2}
@@ -79,7 +79,7 @@ def packed_json(run_dir: Path, same: int) -> tuple[bytes, int]:
     store = RunStore.open(run_dir, readonly=True)
     try:
         with no_cycle_collection():
-            packed = pack_transcripts(store.transcripts(events=SHOWN_EVENTS), same)
+            packed = pack_transcripts(store.transcript_rows(events=SHOWN_EVENTS), same)
             return script_json_bytes(packed), len(packed["matches"])
     finally:
         store.close()
@@ -166,30 +166,37 @@ def _outcome(match: MatchRecord | MatchRow, contest: bool, same: int) -> tuple[s
     return "decided", [i for i, v in enumerate(values) if v == top]
 
 
-def pack_transcripts(transcripts: Iterable[Transcript], same: int) -> dict[str, Any]:
-    """Every match's transcript for the page. Which entries are contests (``contests``) is known
-    only once every match has gone by, so outcomes are filled in at the end."""
+def pack_transcripts(transcripts: Iterable[StoredTranscript], same: int) -> dict[str, Any]:
+    """Every match's transcript for the page, from the store's rows as they are stored (a loop over
+    every message of a large run: it does no more than it must). Which entries are contests
+    (``contests``) is known only once every match has gone by, so outcomes are filled in at the end."""
     text = _Strings()
     index, add = text.index, text.add
-    audiences: dict[tuple[str, ...], int] = {}
+    audiences: dict[str, int] = {}  # by their JSON, as stored: each is parsed once, at the end
+    seen_by = audiences.setdefault
     groups: dict[str, tuple[int, str]] = {}  # entry -> (index, game)
     agents: dict[str, int] = {}
+    kinds = KINDS.get
     matches, rows = [], []
     for match, posted, happened in transcripts:
         group, _ = groups.setdefault(match.group, (len(groups), match.game))
         seats = [[text(s.label), text(s.role), agents.setdefault(s.agent, len(agents))] for s in match.seats]
         rows.append(match)
         messages = []
-        for _, _, rnd, sender, recipients, kind, content, value, shown in posted:
-            audience = audiences.setdefault(tuple(recipients), len(audiences))
+        keep = messages.append
+        for _, rnd, sender, recipients, kind, content, value, shown in posted:
             # the structured data behind a verdict kept for the record is worth showing; elsewhere it repeats the text
-            verdict = kind == "verdict" or (sender == REFEREE and not recipients)
-            data = text(json.dumps(value, ensure_ascii=False)) if verdict and value else -1
+            if value is not None and (kind == "verdict" or (sender == REFEREE and recipients == "[]")):
+                data = _shown_data(value)
+                data = -1 if data is None else add(data, len(index) - 1)
+            else:
+                data = -1
             # shown: what the other seats got once the anonymity filter took names out (-1: the same words)
-            messages.append([rnd, add(sender, len(index) - 1), KINDS.get(kind, 2), add(content, len(index) - 1), audience,
-                             data, add(shown, len(index) - 1)])
+            keep([rnd, add(sender, len(index) - 1), kinds(kind, 2), add(content, len(index) - 1),
+                  seen_by(recipients, len(audiences)), data, add(shown, len(index) - 1)])
         failures, actions, scrubbed, invalid = [], [], [], 0
-        for _, kind, e in happened:
+        bodies = json.loads(f"[{','.join(row[2] for row in happened)}]") if happened else ()  # one parse per match
+        for (_, kind, _), e in zip(happened, bodies):
             if kind == "turn_failed":
                 invalid += e["failure"] == "invalid"
                 failures.append([e["round"], text(e["seat"]), e["attempt"], FAILURES[e["failure"]], text(e["reply"]),
@@ -212,13 +219,27 @@ def pack_transcripts(transcripts: Iterable[Transcript], same: int) -> dict[str, 
         packed["o"], packed["w"] = _outcome(match, match.group in contested, same)
     return {
         "strings": text.items,
-        "audiences": [[text(seat) for seat in a] for a in audiences],
+        "audiences": [[text(seat) for seat in json.loads(a)] for a in audiences],
         "groups": [{"name": g, "game": game, "contest": g in contested} for g, (_, game) in groups.items()],
         "agents": list(agents),
         "matches": matches,
     }
 
 
+def _shown_data(stored: str) -> str | None:
+    """A message's data as the page shows it: its JSON with the text as written (not escaped to ASCII);
+    None for data that holds nothing (an empty object or list, a zero, as the record keeps it)."""
+    if stored[:1] in ("{", "[") and len(stored) > 2 and "\\u" not in stored:
+        return stored  # json.dumps wrote it: the very text json.dumps(json.loads(stored), ensure_ascii=False) gives
+    value = json.loads(stored)
+    return json.dumps(value, ensure_ascii=False) if value else None
+
+
 if __name__ == "__main__":  # Packing's child: the match count on a line, then the JSON text
+    gc.disable()  # for good: turned back on, it would walk the million objects just made, in a process about to end
     text, matches = packed_json(Path(sys.argv[1]), int(sys.argv[2]))
     sys.stdout.buffer.write(b"%d\n" % matches + text)
+    sys.stdout.buffer.flush()
+    # Freeing a large run's million small objects one by one took a fifth of a second, for a process
+    # that is done: its output is written and its store closed.
+    os._exit(0)

@@ -106,3 +106,13 @@ class Transcript(NamedTuple):
     match: MatchRow
     messages: list[MessageRow]
     events: list[EventRow]
+
+
+class StoredTranscript(NamedTuple):
+    """One match's messages and events as their rows are stored, for readers of a whole run: each
+    message as (match key, round, sender, recipients as JSON, kind, content, data as JSON or None,
+    shown), each event as (match key, type, body as JSON), in the order they happened."""
+
+    match: MatchRow
+    messages: list[tuple[str, int, str, str, str, str, str | None, str | None]]
+    events: list[tuple[str, str, str]]

@@ -16,7 +16,6 @@ twice.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
@@ -42,7 +41,7 @@ from arena.contract.messages import REFEREE, Message
 from arena.contract.records import KEPT, EventLog, MatchRecord, MatchSpec
 from arena.store.errors import DamagedStore, NoRunYet, OtherFormat, StoreError
 from arena.store.lock import RunLock
-from arena.store.rows import EventRow, MatchRow, MessageRow, NoticeRow, ScoreRow, Transcript, TurnRow
+from arena.store.rows import EventRow, MatchRow, MessageRow, NoticeRow, ScoreRow, StoredTranscript, Transcript, TurnRow
 
 STORE_FILE = "run.sqlite"
 SCHEMA_VERSION = 5  # bump when the tables change; older stores are upgraded when they can be, else refused
@@ -724,34 +723,31 @@ class RunStore:
         match = self.match(key)
         return None if match is None else self._transcript(match)
 
-    def transcripts(self, status: str | None = None, events: tuple[str, ...] | None = None) -> Iterator[Transcript]:
-        """Every match's transcript (or those of one status), one at a time, in the plan's order;
-        ``events``: only the events of these types. Matches, messages and events are read as three
-        streams in that same order and met up, not with two queries per match."""
+    def transcript_rows(self, status: str | None = None, events: tuple[str, ...] | None = None) -> Iterator[StoredTranscript]:
+        """Every match's transcript (or those of one status), one at a time, in the plan's order, as it
+        is stored: for a reader of a whole run (the report's packing), to which building a typed row of
+        each of a large run's messages would cost more than the rest of its work. ``events``: only the
+        events of these types. Matches, messages and events are read as three streams in that same
+        order and met up, not with two queries per match."""
         where, args = _where(status, None, None)
         order = " ORDER BY m.position, m.key, x.seq"  # CROSS JOIN: matches outside, so each one's rows come by its key
         posted = groupby(self.db.execute(
-            "SELECT m.key, x.seq, x.idx, x.round, x.sender, x.recipients, x.kind, x.content, x.data, x.shown "
+            "SELECT m.key, x.round, x.sender, x.recipients, x.kind, x.content, x.data, x.shown "
             f"FROM matches m CROSS JOIN messages x ON x.match_key = m.key{where}{order}", args), itemgetter(0))
         chosen = "" if events is None else f" AND x.type IN ({', '.join('?' * len(events))})"
         happened = groupby(self.db.execute(
-            f"SELECT m.key, x.seq, x.type, x.body FROM matches m CROSS JOIN events x ON x.match_key = m.key{where}{chosen}{order}",
+            f"SELECT m.key, x.type, x.body FROM matches m CROSS JOIN events x ON x.match_key = m.key{where}{chosen}{order}",
             [*args, *(events or ())]), itemgetter(0))
         next_posted, next_happened = next(posted, None), next(happened, None)
-        message, event = MessageRow._make, EventRow._make  # tuple.__new__, without the keyword handling
         for match in self.matches(status):
             messages, found = [], []
             if next_posted is not None and next_posted[0] == match.key:
-                messages = [message((seq, idx, rnd, sender, _recipients(to), kind, content,
-                                     None if data is None else json.loads(data), shown))
-                            for _, seq, idx, rnd, sender, to, kind, content, data, shown in next_posted[1]]
+                messages = list(next_posted[1])
                 next_posted = next(posted, None)
             if next_happened is not None and next_happened[0] == match.key:
-                rows = list(next_happened[1])
-                bodies = json.loads(f"[{','.join(row[3] for row in rows)}]")  # one parse per match, not per event
-                found = [event((seq, type_, body)) for (_, seq, type_, _), body in zip(rows, bodies)]
+                found = list(next_happened[1])
                 next_happened = next(happened, None)
-            yield Transcript(match, messages, found)
+            yield StoredTranscript(match, messages, found)
 
     def record(self, key: str) -> MatchRecord | None:
         """One match in full: transcript, payoffs, every metric and its reviews."""
@@ -875,12 +871,12 @@ def _status(stored: str) -> str:
     return stored if stored in ("finished", "truncated", "failed", "interrupted") else "interrupted"
 
 
-@lru_cache(maxsize=4096)
-@functools.lru_cache(maxsize=1024)  # a tournament has a few seatings, each written twice per match
+@lru_cache(maxsize=1024)  # a tournament has a few seatings, each written twice per match
 def _seats_json(seats: tuple[SeatInfo, ...]) -> str:
     return json.dumps([s.model_dump() for s in seats])
 
 
+@lru_cache(maxsize=4096)
 def _seats(text: str | None) -> tuple[SeatInfo, ...]:
     """Seatings repeat from match to match; each is parsed once (SeatInfo is frozen, so sharing is safe)."""
     return tuple(SeatInfo(**seat) for seat in json.loads(text or "[]"))
