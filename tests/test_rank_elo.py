@@ -170,6 +170,40 @@ def test_bootstrap_samples_replayed_together_are_each_replayed_alone(monkeypatch
     assert (found[0] == found[1]).all()
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_elo_batches_played_beside_the_next_draw_add_up_as_one_after_the_other(monkeypatch, compiled):
+    if compiled and not elo_loop.COMPILED:
+        pytest.skip("numba is not installed: only the fallback can run")
+    from arena.rank import elo as elo_module
+
+    reviews = random_reviews(400, seed=11)
+    monkeypatch.setattr(elo_module, "MAX_ORDER_CELLS", 400 * 7)  # batches of 7 orderings: 30 = 7 + 7 + 7 + 7 + 2
+    monkeypatch.setattr(elo_module, "checkpoint_sums", lambda *args: elo_loop.checkpoint_sums(*args, compiled=compiled))
+    elo_module._PATHS.clear()
+    path = elo_module.elo_path(reviews, orderings=30, seed=3)
+    rng = np.random.default_rng(3)
+    slot_of_step = np.full(len(reviews) + 1, -1)
+    slot_of_step[path.marks] = np.arange(len(path.marks))
+    total, squares, finals = np.zeros_like(path.total), np.zeros_like(path.squares), []
+    for size in (7, 7, 7, 7, 2):  # by hand: each batch drawn, played and added in turn
+        summed, squared, ratings = elo_loop.checkpoint_sums(
+            reviews.a, reviews.b, reviews.score, elo_module.random_orders(len(reviews), size, rng), slot_of_step,
+            len(path.marks), len(reviews.contestants), compiled=compiled)
+        total += summed
+        squares += squared
+        finals.append(ratings)
+    assert (path.total == total).all() and (path.squares == squares).all() and (path.finals == np.concatenate(finals)).all()
+    start, as_contestant = starting_weights(reviews, None)
+    weighted = elo_module.play(reviews, 30, np.random.default_rng(3), start, as_contestant, passes=3, first_pass=path.finals)
+    rng, parts = np.random.default_rng(3), []
+    for first, size in ((0, 7), (7, 7), (14, 7), (21, 7), (28, 2)):
+        parts.append(elo_loop.replay(reviews.a, reviews.b, reviews.score, reviews.reviewer,
+                                     elo_module.random_orders(len(reviews), size, rng), start, as_contestant,
+                                     len(reviews.contestants), 3, first_pass=path.finals[first:first + size]))
+    for found, by_hand in zip(weighted, (np.concatenate(p) for p in zip(*parts))):
+        assert (found == by_hand).all()
+
+
 RANK_IN_A_FRESH_PROCESS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])

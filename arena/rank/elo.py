@@ -22,6 +22,7 @@ in both.
 from __future__ import annotations
 
 import hashlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -66,16 +67,23 @@ def play(reviews: Reviews, orderings: int, rng: np.random.Generator, start: np.n
     """Ratings [orderings, C], weights [orderings, R] and weight changes [orderings] of ``replay``
     over ``orderings`` random orders of all the reviews; ``first_pass``: the ratings [orderings, C]
     the first pass ends with, when known."""
-    parts = []
     packed = pack(reviews.a, reviews.b, reviews.score, reviews.reviewer)  # once, for every batch
-    done = 0
-    for size in batch_sizes(len(reviews), orderings):
-        order = random_orders(len(reviews), size, rng)
-        known = None if first_pass is None else first_pass[done:done + size]
-        parts.append(replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
-                            len(reviews.contestants), passes, k, initial, scale, packed=packed, first_pass=known))
-        done += size
-    return tuple(np.concatenate(found) for found in zip(*parts))
+
+    def replayed(order: np.ndarray, done: int):
+        known = None if first_pass is None else first_pass[done:done + len(order)]
+        return replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
+                      len(reviews.contestants), passes, k, initial, scale, packed=packed, first_pass=known)
+
+    with ThreadPoolExecutor(1) as beside:  # the next batch is drawn while one is replayed, as in _play_path
+        started, done = [], 0
+        for size in batch_sizes(len(reviews), orderings):
+            order = random_orders(len(reviews), size, rng)
+            if started:
+                started[-1] = started[-1].result()  # no more than two batches' orders at once
+            started.append(beside.submit(replayed, order, done))
+            done += size
+        started[-1] = started[-1].result()
+    return tuple(np.concatenate(found) for found in zip(*started))
 
 
 POINTS = 200  # checkpoints along an Elo path: enough for a smooth line, small in a page
@@ -124,9 +132,24 @@ def _play_path(a: np.ndarray, b: np.ndarray, score: np.ndarray, contestants: int
     slot_of_step[marks] = np.arange(len(marks))
     total, squares = np.zeros((len(marks), contestants)), np.zeros((len(marks), contestants))
     finals = []
-    for size in batch_sizes(n, orderings):
-        summed, squared, ratings = checkpoint_sums(a, b, score, random_orders(n, size, rng), slot_of_step,
-                                                   len(marks), contestants, k, initial, scale)
+
+    def sums(order: np.ndarray):
+        return checkpoint_sums(a, b, score, order, slot_of_step, len(marks), contestants, k, initial, scale)
+
+    # A batch's sums depend on its orders alone, and the compiled loop lets go of the interpreter: the
+    # next batch is drawn while one is played. The batches are added in their order, so the sums are
+    # those of one batch after the other, to the bit. At most two batches' orders are held at once.
+    with ThreadPoolExecutor(1) as beside:
+        waiting = None
+        for size in batch_sizes(n, orderings):
+            order = random_orders(n, size, rng)
+            if waiting is not None:
+                summed, squared, ratings = waiting.result()
+                total += summed
+                squares += squared
+                finals.append(ratings)
+            waiting = beside.submit(sums, order)
+        summed, squared, ratings = waiting.result()
         total += summed
         squares += squared
         finals.append(ratings)
