@@ -7,7 +7,7 @@ reference loop taken before and after each: a table whose loops are all near the
 fastest is the figures of an idle machine; one whose loops wander says which figure ran slow.
 
 Each bench runs as a subprocess, as a person would run it, and is judged by its own exit status
-(each exits 1 when a figure misses its goal). Its lines that state a goal are printed as they are.
+(each exits 1 when a figure misses its goal). What it prints is shown as it is.
 
     python bench/goals.py                # startup, anonymity, concurrency, memory, report (~5 min)
     python bench/goals.py --quick        # the benches' --quick variants where they have one (~1 min);
@@ -40,7 +40,6 @@ BENCHES = {
     "report": (["report_size.py", "--no-browser"], ["report_size.py", "--no-browser", "--matches", "2000"],
                "arena report of 10,000 matches ≤ 3 s"),
 }
-GOAL_WORDS = ("goal", "PASS", "FAIL")
 
 
 def main() -> int:
@@ -61,9 +60,9 @@ def main() -> int:
         after = machine_speed()
         verdict = {0: "PASS", 1: "FAIL"}.get(done.returncode, f"ERROR (exit {done.returncode})")
         print(f"\n== {name}: {judges}  [{verdict}; {seconds:.0f} s; reference loop {before:.0f} → {after:.0f} ms]")
-        said = [line for line in done.stdout.splitlines() if any(word in line for word in GOAL_WORDS)]
-        for line in said or done.stdout.splitlines()[-5:]:
-            print(f"   {line}")
+        for line in done.stdout.splitlines():  # its figures as it printed them, without its lines on the machine
+            if line.strip() and not line.startswith(("Python ", "trio ", "load average")):
+                print(f"   {line}")
         if done.returncode not in (0, 1):
             print(done.stderr[-2000:])
         rows.append((name, verdict, before, after))
