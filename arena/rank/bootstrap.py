@@ -67,8 +67,8 @@ def elo_samples(reviews: Reviews, counts: np.ndarray, rng: np.random.Generator, 
     """Elo [B, C] on each bootstrap sample, fed its reviews in one random order and replayed
     ``passes`` times as ``elo_loop.replay`` does (``compiled``: which loop, as there). Compiled,
     ``SAMPLES_AT_ONCE`` samples are held at a time, so memory stays near that many copies of the
-    reviews' indices whatever the number of samples; in numpy (samples too small to be worth loading the compiled
-    loop), all the samples go side by side."""
+    reviews' indices whatever the number of samples; in numpy (samples too small to be worth
+    loading the compiled loop), all the samples go side by side."""
     index = np.int32 if len(reviews) < 2 ** 31 else np.int64  # a sample's indices are most of the memory
     by_question = np.argsort(reviews.question, kind="stable").astype(index)
     per_question = np.bincount(reviews.question, minlength=len(reviews.questions))

@@ -74,16 +74,25 @@ def play(reviews: Reviews, orderings: int, rng: np.random.Generator, start: np.n
         return replay(reviews.a, reviews.b, reviews.score, reviews.reviewer, order, start, as_contestant,
                       len(reviews.contestants), passes, k, initial, scale, packed=packed, first_pass=known)
 
-    with ThreadPoolExecutor(1) as beside:  # the next batch is drawn while one is replayed, as in _play_path
-        started, done = [], 0
-        for size in batch_sizes(len(reviews), orderings):
-            order = random_orders(len(reviews), size, rng)
-            if started:
-                started[-1] = started[-1].result()  # no more than two batches' orders at once
-            started.append(beside.submit(replayed, order, done))
+    parts = list(played_in_batches(len(reviews), orderings, rng, replayed))
+    return tuple(np.concatenate(found) for found in zip(*parts))
+
+
+def played_in_batches(n_reviews: int, orderings: int, rng: np.random.Generator, work):
+    """``work(order, done)`` of each batch of ``random_orders`` (``done``: the orderings before it), in
+    the batches' order. The compiled loops let go of the interpreter, so the next batch is drawn while
+    one is played, and at most two batches' orders are held at once. A batch's result depends on its
+    orders alone: what a caller adds up in this order is what one batch after the other gives, to the bit."""
+    with ThreadPoolExecutor(1) as beside:
+        waiting, done = None, 0
+        for size in batch_sizes(n_reviews, orderings):
+            order = random_orders(n_reviews, size, rng)
+            if waiting is not None:
+                yield waiting.result()
+            waiting = beside.submit(work, order, done)
             done += size
-        started[-1] = started[-1].result()
-    return tuple(np.concatenate(found) for found in zip(*started))
+        if waiting is not None:
+            yield waiting.result()
 
 
 POINTS = 200  # checkpoints along an Elo path: enough for a smooth line, small in a page
@@ -133,23 +142,10 @@ def _play_path(a: np.ndarray, b: np.ndarray, score: np.ndarray, contestants: int
     total, squares = np.zeros((len(marks), contestants)), np.zeros((len(marks), contestants))
     finals = []
 
-    def sums(order: np.ndarray):
+    def sums(order: np.ndarray, done: int):
         return checkpoint_sums(a, b, score, order, slot_of_step, len(marks), contestants, k, initial, scale)
 
-    # A batch's sums depend on its orders alone, and the compiled loop lets go of the interpreter: the
-    # next batch is drawn while one is played. The batches are added in their order, so the sums are
-    # those of one batch after the other, to the bit. At most two batches' orders are held at once.
-    with ThreadPoolExecutor(1) as beside:
-        waiting = None
-        for size in batch_sizes(n, orderings):
-            order = random_orders(n, size, rng)
-            if waiting is not None:
-                summed, squared, ratings = waiting.result()
-                total += summed
-                squares += squared
-                finals.append(ratings)
-            waiting = beside.submit(sums, order)
-        summed, squared, ratings = waiting.result()
+    for summed, squared, ratings in played_in_batches(n, orderings, rng, sums):
         total += summed
         squares += squared
         finals.append(ratings)
