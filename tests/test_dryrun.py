@@ -297,3 +297,25 @@ def test_a_judge_is_estimated_with_its_referees_example_verdict():
     judge = next(a for a in found.agents if a.agent == "judge")
     assert judge.calls == 2 and 0 < judge.completion_tokens < judge.completion_tokens_max
     assert judge.cost is not None and 0 < judge.cost < judge.cost_max
+
+
+def test_a_seated_judge_is_estimated_at_the_calls_the_plan_seats_it_for(tmp_path):
+    """faireval-bpc's shape: roles do not rotate, so the judge holds the judging seat of every match,
+    asked 3 samples x 2 orders a match while each contestant answers once. Each agent's calls in the
+    dry run are those the mock counts for its model in the run, not an even spread over the seats."""
+    questions = write_jsonl(tmp_path / "questions.jsonl",
+                            [{"id": f"q{i}", "question": f"Question {i}: how do tides work?"} for i in range(3)])
+    with OpenAIMock(responder=pairwise_review) as mock:
+        agents = {name: model(mock, model=f"model-{name}") for name in ("alice", "bob", "judge")}
+        raw = {"name": "seated-judge", "seed": 5, "agents": agents,
+               "games": [{"game": "pairwise_review", "agents": ["alice", "bob", "judge"],
+                          "params": {"questions": questions, "contestants": 2, "samples": 3, "swap": True}}],
+               "tournament": {"role_swap": False}, "match": {"max_retries": 0}}
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+        found = {a.agent: a.calls for a in estimate(parse_scenario(raw)).agents}
+        ran = arena_offline("run", path, "--quiet", "--no-cache", "--run-dir", tmp_path / "run", cwd=tmp_path)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        made = {name: sum(1 for r in mock.answered() if r.body["model"] == f"model-{name}") for name in agents}
+    assert made == {"alice": 3, "bob": 3, "judge": 18}  # 3 questions: one answer each, 6 verdicts a match
+    assert found == made

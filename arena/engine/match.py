@@ -47,7 +47,7 @@ from arena.engine.desk import JUDGE, MatchDesk
 from arena.engine.pool import MessagePool
 from arena.engine.turns import Asker, EventSink, Outcome
 
-__all__ = ["JUDGE", "EventSink", "Match", "Played", "default_referees", "play_match", "play_spec", "seat_labels"]
+__all__ = ["JUDGE", "EventSink", "Match", "Played", "default_referees", "play_match", "play_spec", "seat_labels", "seat_order"]
 
 
 def seat_labels(roles: list[str]) -> list[str]:
@@ -66,6 +66,14 @@ class Played:
 
     record: MatchRecord
     outage: BackendUnavailable | None = None
+
+
+def seat_order(spec: MatchSpec) -> list[str]:
+    """The spec's agents in seat order: drawn from the match seed unless the plan fixed it."""
+    order = list(spec.agents)
+    if spec.shuffle_seats:
+        seeding.rng(spec.seed, "seats").shuffle(order)
+    return order
 
 
 class Match:
@@ -89,9 +97,7 @@ class Match:
         missing = sorted(set(spec.agents) - set(agents))
         if missing:
             raise MatchSetupError(f"the match seats {', '.join(map(repr, missing))}, which the scenario does not define")
-        order = list(spec.agents)
-        if spec.shuffle_seats:
-            seeding.rng(spec.seed, "seats").shuffle(order)
+        order = seat_order(spec)
         roles = game_cls.seat_roles(params, n)
         labels = seat_labels(roles)
         self.seats: tuple[SeatInfo, ...] = tuple(SeatInfo(label=l, role=r, agent=a) for l, r, a in zip(labels, roles, order))

@@ -25,7 +25,7 @@ from arena.contract.errors import ConfigError, Problem
 from arena.contract.events import ActionTaken
 from arena.contract.messages import Turn
 from arena.contract.records import MatchSettings
-from arena.engine.match import JUDGE, Match
+from arena.engine.match import JUDGE, Match, seat_order
 from arena.run.runner import build_agents
 from arena.run.scenario import Scenario
 from arena.run.tournament import plan, plan_entry
@@ -126,18 +126,25 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
                 calls[agent.name] += len(members)
                 prompt[agent.name] += len(members) * agent.prompt_tokens(turn)
                 completion[agent.name] += len(members) * reply_tokens(text)
-        seated = [(a, t, text) for a, t, text, judging in every if not judging]
-        model_seats = sum(1 for name in members[0].agents if real[name].makes_calls)
-        if model_seats:  # spread over the model seats of every match: with seats rotated, each agent plays each
-            per_seat = len(seated) / model_seats
-            prompt_per_seat = sum(a.prompt_tokens(t) for a, t, _ in seated) / model_seats
-            completion_per_seat = sum(reply_tokens(text) for _, _, text in seated) / model_seats
-            for spec in members:
-                for name in spec.agents:
-                    if real[name].makes_calls:
-                        calls[name] += per_seat
-                        prompt[name] += prompt_per_seat
-                        completion[name] += completion_per_seat
+        # A seat's calls go to whoever the plan seats there in each match: a judge seated at the
+        # table (role_swap off) is asked far more often than a contestant, so no even spread.
+        index = {seat.label: i for i, seat in enumerate(match.seats)}
+        per_seat: dict[int, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])  # calls, prompt, completion
+        for agent, turn, text, judging in every:
+            if not judging:
+                figures = per_seat[index[turn.seat]]
+                figures[0] += 1
+                figures[1] += agent.prompt_tokens(turn)
+                figures[2] += reply_tokens(text)
+        # a seat a scripted agent held in the sample match: the mean of the model seats observed
+        mean = [sum(f[k] for f in per_seat.values()) / len(per_seat) for k in range(3)] if per_seat else [0.0] * 3
+        for spec in members:
+            for i, name in enumerate(seat_order(spec)):
+                if real[name].makes_calls:
+                    n, p, c = per_seat.get(i, mean)
+                    calls[name] += n
+                    prompt[name] += p
+                    completion[name] += c
         asked = {(t.seat, t.round) for _, t, _, _ in every}
         defaulted = sum(1 for e in record.events if isinstance(e, ActionTaken) and e.defaulted and (e.seat, e.round) in asked)
         rule = scenario.tournament_for(entry).repeats
