@@ -37,14 +37,24 @@ from .prices import PRICES, cost
 class TransientError(ArenaError):
     """Worth another try: rate limits, overload, server errors, timeouts, dropped connections."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+        self.status = status  # the HTTP status the server answered with, if it answered at all
 
 
 class CallRefused(ArenaError):
     """The server refused this request for good (a bad request, a prompt too long): the match fails
     with the reason, since asking again would be refused again and a default would score it."""
+
+    status: int | None = None
+
+
+def unbilled(exc: BaseException) -> bool:
+    """Whether the server answered this failure with an error status: it generated nothing, so the
+    call's tokens are known to be none. Any other failure (a timeout, a dropped connection, a body
+    that was not a reply) may have been generated and billed: its tokens are unknown."""
+    return getattr(exc, "status", None) is not None
 
 
 class ChatRequest(BaseModel):
@@ -166,8 +176,9 @@ class LLMAgent(Agent):
         services = self.services
         try:
             await self.prepare()  # also here: the first call's timeout must not be spent importing an SDK
-        except FatalAgentError as exc:
-            services.record_call(CallRecord(**base, error=self.redact(str(exc))))
+        except FatalAgentError as exc:  # nothing was sent: nothing was spent
+            services.record_call(CallRecord(**base, prompt_tokens=0, completion_tokens=0, cost=0.0,
+                                            error=self.redact(str(exc))))
             raise
         estimate = sum(len(m["content"]) for m in request.messages) // 4 + config.max_tokens
         rng = random.Random(turn.seed)
@@ -175,13 +186,19 @@ class LLMAgent(Agent):
         tries = failures = 0
         started, began = time.monotonic(), trio.current_time()  # the second on the turn's clock, which may be a test's
         last: TransientError | None = None
+        spent_unknown = False  # whether a failed try may have been generated and billed
         token = f"{self.name}:{turn.match}:{turn.seat}:{turn.round}:{turn.attempt}:{started}"
         base["token"] = token
 
-        def record(error: str | None = None, completion: Completion | None = None) -> tuple[float | None, float]:
-            """The call's one record, whatever ended it (the store then drops its in-flight row)."""
-            tokens = (completion.prompt_tokens, completion.completion_tokens) if completion else (None, None)
-            spent = self.cost_of(*tokens, services.prices) if completion else None
+        def record(error: str | None = None, completion: Completion | None = None,
+                   known: bool = False) -> tuple[float | None, float]:
+            """The call's one record, whatever ended it (the store then drops its in-flight row). A
+            failure's tokens are unknown (None) unless ``known``: the server refused every try."""
+            if completion is not None:
+                tokens = (completion.prompt_tokens, completion.completion_tokens)
+            else:
+                tokens = (0, 0) if known and not spent_unknown else (None, None)
+            spent = self.cost_of(*tokens, services.prices)  # None where a count or the price is unknown
             latency = time.monotonic() - started
             services.record_call(CallRecord(**base, prompt_tokens=tokens[0], completion_tokens=tokens[1], cost=spent,
                                             latency=latency, retries=max(tries - 1, 0), error=error))
@@ -196,6 +213,7 @@ class LLMAgent(Agent):
                         completion = await self._try(request)
                     except TransientError as exc:
                         last = exc
+                        spent_unknown = spent_unknown or not unbilled(exc)
                     else:
                         reservation.tokens = (completion.prompt_tokens or 0) + (completion.completion_tokens or 0) or estimate
                         break
@@ -206,10 +224,10 @@ class LLMAgent(Agent):
                     raise self.unavailable(last, failures)
                 await trio.sleep(wait)
         except BackendUnavailable as exc:
-            record(str(exc))
+            record(str(exc), known=True)
             raise
         except Exception as exc:  # refused, fatal, or a bug: recorded, and the match decides
-            record(self.redact(f"{type(exc).__name__}: {exc}"))
+            record(self.redact(f"{type(exc).__name__}: {exc}"), known=unbilled(exc))
             raise
         except BaseException as exc:  # cancelled (the SDK may wrap that in a group), or the process is stopping
             if not _cancellation(exc) or trio.current_time() < deadline:  # not the turn's deadline: not this call's doing
@@ -386,14 +404,15 @@ class HostedAgent(LLMAgent):
         try:
             return await create(**kwargs)
         except (sdk.AuthenticationError, sdk.PermissionDeniedError) as exc:
-            raise FatalAgentError(self._refused(exc.status_code)) from None
+            raise _answered(FatalAgentError(self._refused(exc.status_code)), exc.status_code) from None
         except sdk.NotFoundError as exc:
-            raise FatalAgentError(f"agent {self.name!r}: model {self.config.model!r} or its endpoint was not found "
-                                  f"({exc.status_code}): {self.redact(exc.message)}") from None
+            raise _answered(FatalAgentError(f"agent {self.name!r}: model {self.config.model!r} or its endpoint was not "
+                                            f"found ({exc.status_code}): {self.redact(exc.message)}"), exc.status_code) from None
         except (sdk.BadRequestError, sdk.UnprocessableEntityError) as exc:
-            raise CallRefused(f"{exc.status_code}: {self.redact(exc.message)}") from None
+            raise _answered(CallRefused(f"{exc.status_code}: {self.redact(exc.message)}"), exc.status_code) from None
         except sdk.APIStatusError as exc:  # 408, 409, 429, 5xx, 529 overloaded
-            raise TransientError(f"{exc.status_code}: {self.redact(exc.message)}", retry_after_seconds(exc.response.headers)) from None
+            raise TransientError(f"{exc.status_code}: {self.redact(exc.message)}", retry_after_seconds(exc.response.headers),
+                                 status=exc.status_code) from None
         except (sdk.APIConnectionError, sdk.APIResponseValidationError) as exc:
             raise TransientError(f"{type(exc).__name__}: {self.redact(str(exc))}") from None
         except json.JSONDecodeError:  # HTTP 200 with a body that is not JSON: a broken proxy or server
@@ -403,6 +422,12 @@ class HostedAgent(LLMAgent):
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+def _answered(exc: Exception, status: int) -> Exception:
+    """``exc``, marked as the server's answer with ``status`` (see ``unbilled``)."""
+    exc.status = status  # type: ignore[attr-defined]
+    return exc
 
 
 def _cancellation(exc: BaseException) -> bool:

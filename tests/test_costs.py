@@ -63,9 +63,10 @@ def usage(run_dir: Path, cwd: Path) -> dict[str, dict]:
 
 def test_usage_splits_what_was_spent_from_what_the_cache_saved():
     def call(agent, cached=False, cost=0.01, latency=1.0, error=None, tokens=(100, 10)):
+        # a failure the server answered with a status spent nothing, as the backend records it
         return CallRecord(match="m#1", seat="Player 1", round=1, attempt=0, agent=agent, backend="openai", model="x",
-                          prompt_tokens=None if error else tokens[0], completion_tokens=None if error else tokens[1],
-                          cost=None if error else cost, latency=latency, cached=cached, error=error)
+                          prompt_tokens=0 if error else tokens[0], completion_tokens=0 if error else tokens[1],
+                          cost=0.0 if error else cost, latency=latency, cached=cached, error=error)
 
     rows = {u.agent: u for u in usage_by_agent([
         call("ada"), call("ada", latency=3.0, tokens=(200, 20)), call("ada", error="500: down", latency=0.5),
@@ -257,3 +258,56 @@ async def test_a_request_already_being_asked_is_waited_for_not_sent_twice(tmp_pa
     assert replies["alice"] == replies["bob"]
     assert [(r.agent, r.cached, r.prompt_tokens) for r in records] == [
         ("alice", False, records[0].prompt_tokens), ("bob", True, records[0].prompt_tokens)]
+
+
+class NoUsageMock(OpenAIMock):
+    """A server whose answers carry no ``usage``, as some local servers and proxies send them."""
+
+    def answer(self, route, body, handler, garbage=False):
+        status, headers, payload, text = super().answer(route, body, handler, garbage)
+        payload.pop("usage")
+        return status, headers, payload, text
+
+
+def test_tokens_nobody_counted_are_unknown_in_every_table_not_zero(tmp_path):
+    """Answers without usage: the run's and rank's tables, ``rank --json`` and the report say the
+    tokens and the cost are unknown; none of them shows 0 tokens or $0.0000 for them."""
+    with NoUsageMock() as mock:
+        path = write(tmp_path / "s.yaml", scenario(mock))
+        run_dir = tmp_path / "run"
+        ran = arena_offline("run", path, "--quiet", "--run-dir", run_dir, cwd=tmp_path)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert mock.count == 8
+    for agent, u in usage(run_dir, tmp_path).items():
+        assert (u["calls"], u["unknown"]) == (4, 4), agent
+        assert (u["prompt_tokens"], u["completion_tokens"], u["cost"]) == (None, None, None)
+    ranked = arena_offline("rank", run_dir, cwd=tmp_path)
+    assert ranked.returncode == 0, ranked.stderr
+    for output in (ran.stdout, ranked.stdout):
+        spent = table_rows(output, SPENT)
+        for agent in ("alice", "bob"):
+            assert spent[agent][5:8] == ["unknown", "unknown", "unknown"], spent[agent]
+    report = arena_offline("report", run_dir, "-o", tmp_path / "report.html", cwd=tmp_path)
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    section = html[html.index('<section id="cost">'):]
+    section = section[:section.index("</section>")]
+    assert "$0.0000" not in section and section.count("unknown") >= 3 * 3  # two agents and the total, three cells each
+
+
+def test_a_call_cut_off_is_unknown_and_a_refused_one_spent_nothing():
+    """What the backend records: a call the server refused with a status spent nothing (0 tokens,
+    $0); one the turn's deadline cut off, or whose connection dropped, may have been billed: unknown.
+    A total over them is unknown, never the known part alone."""
+    def call(agent, tokens, cost, error=None):
+        return CallRecord(match="m#1", seat="Player 1", round=1, attempt=0, agent=agent, backend="openai",
+                          model="gpt-4o-mini", prompt_tokens=tokens[0], completion_tokens=tokens[1], cost=cost,
+                          latency=1.0, error=error)
+
+    rows = {u.agent: u for u in usage_by_agent([
+        call("ada", (100, 10), 0.01), call("ada", (0, 0), 0.0, error="429: slow down (after 5 tries)"),
+        call("bo", (100, 10), 0.01), call("bo", (None, None), None, error="cut off by the turn's deadline after 60.0 s"),
+    ])}
+    assert (rows["ada"].prompt_tokens, rows["ada"].completion_tokens, rows["ada"].unknown) == (100, 10, 0)
+    assert rows["ada"].cost == pytest.approx(0.01)
+    assert (rows["bo"].prompt_tokens, rows["bo"].completion_tokens, rows["bo"].cost, rows["bo"].unknown) == (None, None, None, 1)

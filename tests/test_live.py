@@ -82,3 +82,23 @@ async def test_the_log_says_each_note_once_and_the_model_calls_of_each_match(not
     for i, line in enumerate(lines):
         if "calls: " in line:
             assert ("] end after 2 rounds" if plain else "ended after 2 rounds") in lines[i - 1], lines[i - 1:i + 1]
+
+
+def test_a_match_line_marks_token_counts_some_call_left_unknown():
+    """A call cut off by the deadline has no token counts: the match's line gives the known part
+    with `+?` and says how many calls went uncounted, never a plain total that reads as complete."""
+    from arena.cli.live import CallTally
+    from arena.contract.calls import CallRecord
+
+    def call(tokens, error=None):
+        return CallRecord(match="m#1", seat="Player 1", round=1, attempt=0, agent="a", backend="openai",
+                          model="gpt-4o-mini", prompt_tokens=tokens[0], completion_tokens=tokens[1],
+                          cost=None if None in tokens else 0.001, latency=1.0, error=error)
+
+    tally = CallTally()
+    tally.add(call((100, 10)))
+    tally.add(call((None, None), error="cut off by the turn's deadline after 60.0 s"))
+    line = tally.pop_line("m#1")
+    assert "tokens 100+? in / 10+? out (1 uncounted)" in line and "(+1 unpriced)" in line and "1 failed" in line
+    tally.add(call((100, 10)))
+    assert "tokens 100 in / 10 out," in tally.pop_line("m#1")

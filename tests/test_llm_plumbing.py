@@ -229,6 +229,8 @@ class Scripted(LLMAgent):
         await trio.sleep(0.5)
         if step == "fail":
             raise TransientError("503: overloaded")
+        if step == "503":  # the server itself answered with the status: it generated nothing
+            raise TransientError("503: overloaded", status=503)
         if step == "hang":
             await trio.sleep_forever()
         return Completion(text="fine", prompt_tokens=3, completion_tokens=1)
@@ -323,3 +325,18 @@ async def test_a_call_stopped_with_its_match_is_recorded_as_such(autojump_clock)
 def test_the_per_try_timeout_defaults_to_the_turns_time():
     config = LLMConfig(backend="x", model="y")
     assert config.timeout is None and config.retries * config.max_backoff < MatchSettings().turn_timeout
+
+
+async def test_a_call_every_try_of_which_the_server_refused_spent_nothing_known(autojump_clock):
+    """Tokens of a failed call: none when the server answered each try with an error status; unknown
+    (None, never 0) once a try failed in a way the server may have billed (no answer, a broken one)."""
+    refused = Scripted(["503"], retries=2, backoff=0.1)
+    mixed = Scripted(["fail", "503"], retries=2, backoff=0.1)
+    for agent in (refused, mixed):
+        with trio.move_on_after(60):
+            with pytest.raises(BackendUnavailable, match=r"after 3 tries"):
+                await agent.reply(a_turn())
+    (spent_nothing,) = refused.services.records
+    assert (spent_nothing.prompt_tokens, spent_nothing.completion_tokens) == (0, 0)
+    (unknown,) = mixed.services.records
+    assert (unknown.prompt_tokens, unknown.completion_tokens, unknown.cost) == (None, None, None)

@@ -364,8 +364,9 @@ class Dashboard(Observer):
             spend = "—" if f.calls == f.unpriced else f"${f.spend:.4f}" + ("+?" if f.unpriced else "")
             latency = "—" if f.mean_latency is None else f"{f.mean_latency:.2f} s"
             errors = f" ({f.errors} failed)" if f.errors else ""
-            table.add_row(Text(agent), f"{f.calls}{errors}", str(f.in_flight), f"{f.prompt_tokens:,}",
-                          f"{f.completion_tokens:,}", spend, latency, str(f.retries), str(f.invalid), str(f.timeouts),
+            more = "+?" if f.uncounted else ""  # the known part of a count some call left unknown
+            table.add_row(Text(agent), f"{f.calls}{errors}", str(f.in_flight), f"{f.prompt_tokens:,}{more}",
+                          f"{f.completion_tokens:,}{more}", spend, latency, str(f.retries), str(f.invalid), str(f.timeouts),
                           str(f.cached))
         return table
 

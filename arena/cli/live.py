@@ -40,6 +40,7 @@ class _MatchCalls:
     completion_tokens: int = 0
     cost: float = 0.0
     unpriced: int = 0
+    uncounted: int = 0  # calls whose tokens are unknown (cut off, or answered without usage)
     latency: float = 0.0
     answered: int = 0
     retries: int = 0
@@ -60,6 +61,7 @@ class CallTally:
         t.calls += 1
         t.prompt_tokens += call.prompt_tokens or 0
         t.completion_tokens += call.completion_tokens or 0
+        t.uncounted += call.prompt_tokens is None or call.completion_tokens is None
         if call.cost is None:
             t.unpriced += 1
         else:
@@ -78,7 +80,9 @@ class CallTally:
             return None
         parts = [f"calls: {t.calls}" + (f" ({t.cached} from the cache)" if t.cached else "")]
         if t.calls:
-            parts.append(f"tokens {t.prompt_tokens:,} in / {t.completion_tokens:,} out")
+            more = "+?" if t.uncounted else ""  # some call's tokens are unknown: these are the known part
+            parts.append(f"tokens {t.prompt_tokens:,}{more} in / {t.completion_tokens:,}{more} out"
+                         + (f" ({t.uncounted} uncounted)" if t.uncounted else ""))
             if t.calls > t.unpriced:
                 parts.append(f"${t.cost:.4f}" + (f" (+{t.unpriced} unpriced)" if t.unpriced else ""))
             if t.answered:

@@ -109,8 +109,8 @@ def print_usage(console: Console, rows: list[Usage]) -> None:
     for column in ("Agent", "Calls", "Cached", "Retries", "Failed", "Prompt tokens", "Reply tokens", "Cost", "Mean latency"):
         table.add_column(column, justify="left" if column == "Agent" else "right")
     for r in rows:
-        table.add_row(r.agent, str(r.calls), str(r.cached), str(r.retries), str(r.failed), str(r.prompt_tokens),
-                      str(r.completion_tokens), usd(r.cost), f"{r.latency:.2f} s")
+        table.add_row(r.agent, str(r.calls), str(r.cached), str(r.retries), str(r.failed), count(r.prompt_tokens),
+                      count(r.completion_tokens), usd(r.cost), f"{r.latency:.2f} s")
     console.print(table)
     saving = [r for r in rows if r.cached]
     if not saving:
@@ -119,9 +119,14 @@ def print_usage(console: Console, rows: list[Usage]) -> None:
     for column in ("Agent", "Cached replies", "Prompt tokens", "Reply tokens", "Cost", "Time"):
         table.add_column(column, justify="left" if column == "Agent" else "right")
     for r in saving:
-        table.add_row(r.agent, str(r.cached), str(r.saved_prompt_tokens), str(r.saved_completion_tokens),
+        table.add_row(r.agent, str(r.cached), count(r.saved_prompt_tokens), count(r.saved_completion_tokens),
                       usd(r.saved_cost), f"{r.saved_seconds:.2f} s")
     console.print(table)
+
+
+def count(tokens: int | None) -> str:
+    """A token count as the tables show it; None is a count nobody knows (a call cut off, an answer without usage)."""
+    return "unknown" if tokens is None else str(tokens)
 
 
 def usd(cost: float | None) -> str:

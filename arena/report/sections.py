@@ -11,6 +11,7 @@ from html import escape
 
 from . import svg
 from ..rank.places import competition_ranks
+from ..results.usage import known_sum
 from .figures import METHOD_NAMES
 from .svg import fmt
 
@@ -243,19 +244,21 @@ def usage(summary: dict) -> str:
     rows_in = summary["rank"]["usage"]
     if not rows_in:
         return ""
-    rows = [[u["agent"], u["calls"], u["cached"], u["retries"], u["failed"], u["prompt_tokens"], u["completion_tokens"],
-             _usd(u["cost"]), f"{u['latency']:.2f} s"] for u in rows_in]
-    rows.append(["total", *(sum(u[k] for u in rows_in) for k in ("calls", "cached", "retries", "failed", "prompt_tokens",
-                                                                  "completion_tokens")), _usd(_total(rows_in, "cost")), ""])
+    rows = [[u["agent"], u["calls"], u["cached"], u["retries"], u["failed"], _count(u["prompt_tokens"]),
+             _count(u["completion_tokens"]), _usd(u["cost"]), f"{u['latency']:.2f} s"] for u in rows_in]
+    rows.append(["total", *(sum(u[k] for u in rows_in) for k in ("calls", "cached", "retries", "failed")),
+                 *(_count(_total(rows_in, k)) for k in ("prompt_tokens", "completion_tokens")),
+                 _usd(_total(rows_in, "cost")), ""])
     spent = note("Spent: the calls that reached a model.") + table(
         ["Agent", "Calls", "Cached", "Retries", "Failed", "Prompt tokens", "Reply tokens", "Cost", "Mean latency"], rows,
         row_classes=[""] * len(rows_in) + ["total"])
     saving = [u for u in rows_in if u["cached"]]
     if not saving:
         return section("cost", "Cost and tokens", spent)
-    rows = [[u["agent"], u["cached"], u["saved_prompt_tokens"], u["saved_completion_tokens"], _usd(u["saved_cost"]),
-             f"{u['saved_seconds']:.2f} s"] for u in saving]
-    rows.append(["total", *(sum(u[k] for u in saving) for k in ("cached", "saved_prompt_tokens", "saved_completion_tokens")),
+    rows = [[u["agent"], u["cached"], _count(u["saved_prompt_tokens"]), _count(u["saved_completion_tokens"]),
+             _usd(u["saved_cost"]), f"{u['saved_seconds']:.2f} s"] for u in saving]
+    rows.append(["total", sum(u["cached"] for u in saving),
+                 *(_count(_total(saving, k)) for k in ("saved_prompt_tokens", "saved_completion_tokens")),
                  _usd(_total(saving, "saved_cost")), f"{sum(u['saved_seconds'] for u in saving):.2f} s"])
     saved = note("Saved: the replies the response cache gave back, at what they cost when they were first asked.") + table(
         ["Agent", "Cached replies", "Prompt tokens", "Reply tokens", "Cost", "Time"], rows,
@@ -264,8 +267,11 @@ def usage(summary: dict) -> str:
 
 
 def _total(rows: list[dict], field: str) -> float | None:
-    values = [u[field] for u in rows]
-    return None if any(v is None for v in values) else sum(values)
+    return known_sum(u.get(field) for u in rows)  # a stored summary from before the field counts as unknown
+
+
+def _count(tokens: int | None) -> str:
+    return "unknown" if tokens is None else str(tokens)
 
 
 def _usd(cost: float | None) -> str:

@@ -61,7 +61,8 @@ class AgentFigures:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     spend: float = 0.0
-    unpriced: int = 0  # calls whose cost is unknown (no price for the model)
+    unpriced: int = 0  # calls whose cost is unknown (no price for the model, or unknown tokens)
+    uncounted: int = 0  # calls whose tokens are unknown (cut off, or answered without usage)
     cached: int = 0  # replies the cache gave instead of a request
     cached_tokens: int = 0  # tokens those replies took when they were first paid for
     answered: int = 0
@@ -255,6 +256,7 @@ class RunProgress:
         figures.calls += 1
         figures.prompt_tokens += call.prompt_tokens or 0
         figures.completion_tokens += call.completion_tokens or 0
+        figures.uncounted += call.prompt_tokens is None or call.completion_tokens is None
         figures.retries += call.retries
         if call.cost is None:
             figures.unpriced += 1

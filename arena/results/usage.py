@@ -12,27 +12,35 @@ class Usage(BaseModel):
 
     Spent (``prompt_tokens``, ``completion_tokens``, ``cost``, ``seconds``): the calls that reached
     a model. Saved (``saved_*``): the replies the response cache gave back instead, at what they
-    cost when they were first asked. A cost is None when some call's price is unknown."""
+    cost when they were first asked. A count or a cost is None (unknown) when some call's is: a
+    call the turn's deadline cut off, an answer without usage, a model without a price. Such a
+    call is not taken for a free one; ``unknown`` counts the calls whose tokens nobody knows."""
 
     agent: str
     calls: int
     cached: int
     retries: int
     failed: int
-    prompt_tokens: int
-    completion_tokens: int
+    unknown: int  # calls that reached a model (or may have) whose token counts are unknown
+    prompt_tokens: int | None
+    completion_tokens: int | None
     cost: float | None  # USD
     latency: float  # mean seconds per call that reached the model
     seconds: float  # those calls' seconds, added up
-    saved_prompt_tokens: int
-    saved_completion_tokens: int
+    saved_prompt_tokens: int | None
+    saved_completion_tokens: int | None
     saved_cost: float | None
     saved_seconds: float  # what the cached replies took when they were first asked
 
 
-def _cost(calls: list[CallRecord]) -> float | None:
-    costs = [c.cost for c in calls if c.error is None]  # a failed call returns no usage and is not billed
-    return None if any(c is None for c in costs) else sum(costs)
+def known_sum(values) -> int | float | None:
+    """The sum, or None when any value is unknown: a partial total read as the whole is wrong."""
+    total = 0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
 
 
 def usage_by_agent(calls: list[CallRecord]) -> list[Usage]:
@@ -46,11 +54,13 @@ def usage_by_agent(calls: list[CallRecord]) -> list[Usage]:
         out.append(Usage(
             agent=agent, calls=len(mine), cached=len(cached), retries=sum(c.retries for c in mine),
             failed=sum(c.error is not None for c in mine),
-            prompt_tokens=sum(c.prompt_tokens or 0 for c in live), completion_tokens=sum(c.completion_tokens or 0 for c in live),
-            cost=_cost(live), latency=sum(c.latency for c in live) / len(live) if live else 0.0,
+            unknown=sum(c.prompt_tokens is None or c.completion_tokens is None for c in live),
+            prompt_tokens=known_sum(c.prompt_tokens for c in live),
+            completion_tokens=known_sum(c.completion_tokens for c in live),
+            cost=known_sum(c.cost for c in live), latency=sum(c.latency for c in live) / len(live) if live else 0.0,
             seconds=sum(c.latency for c in live),
-            saved_prompt_tokens=sum(c.prompt_tokens or 0 for c in cached),
-            saved_completion_tokens=sum(c.completion_tokens or 0 for c in cached),
-            saved_cost=_cost(cached), saved_seconds=sum(c.latency for c in cached),
+            saved_prompt_tokens=known_sum(c.prompt_tokens for c in cached),
+            saved_completion_tokens=known_sum(c.completion_tokens for c in cached),
+            saved_cost=known_sum(c.cost for c in cached), saved_seconds=sum(c.latency for c in cached),
         ))
     return out
