@@ -150,18 +150,32 @@ async def test_each_reviewer_reads_its_own_initial_review_before_the_others(back
 
 
 # -- ChatEval: simultaneous talk, with and without a summarizer -------------------------------------------
-async def test_debaters_talking_at_once_read_their_own_words_first_every_turn(backend, tmp_path):
+def signed_debate_reply(body) -> str:
+    """A debater that says which model it is: with the filter on, the others read that name withheld."""
+    return f"I am {body['model']}. " + debate_reply(body)
+
+
+@pytest.mark.parametrize("anonymity", [False, True])
+async def test_debaters_talking_at_once_read_their_own_words_first_every_turn(backend, anonymity, tmp_path):
     params = {"pairs": pairs_file(tmp_path), "case": "p1", "strategy": "simultaneous_talk", "turns": 3}
-    with mock_server(backend, debate_reply) as mock:
-        agents = {name: model_agent(backend, mock) for name in ("ann", "bob", "cid")}
+    models = {"ann": "gpt-4o", "bob": "claude-3-5-sonnet", "cid": "mistral-large"}
+    with mock_server(backend, signed_debate_reply) as mock:
+        agents = {name: model_agent(backend, mock, model=model) for name, model in models.items()}
+        extra = {"anonymity": {}} if anonymity else {}
         (record,) = await play(tmp_path, scenario("debate", agents, "chateval_debate", params,
-                                                  tournament={"role_swap": False}))
+                                                  tournament={"role_swap": False}, **extra))
         requests = mock.answered()
     assert len(requests) == 9
     # 3 debaters x 3 turns, each with the others; turn 2 reads turn 1 back, turn 3 reads turns 1 and 2
     assert check_every_turn(record, requests, backend) == {"answered": 9, "read": 9}
-    last = [t for t in seat_turns(record, requests)[0] if t.round == 3]
-    assert all(t.text.count(SIMULTANEOUS) == 2 for t in last)
+    turns = seat_turns(record, requests)[0]
+    assert all(t.text.count(SIMULTANEOUS) == 2 for t in turns if t.round == 3)
+    for turn in turns:  # its own words as it wrote them; the others' as the filter left them, when it is on
+        agent = next(s.agent for s in record.seats if s.label == turn.seat)
+        others = [m for m in models if m != agent]
+        if turn.round > 1:
+            assert f"I am {models[agent]}." in turn.text
+        assert any(f"I am {models[o]}." in turn.text for o in others) == (turn.round > 1 and not anonymity)
 
 
 async def test_with_a_summarizer_no_debater_hears_another_and_no_line_is_added(backend, tmp_path):
