@@ -101,12 +101,13 @@ class MessagePool:
         round (a seat posted later only because of its place in the seat order); everything else keeps
         its posting order. The log keeps the posting order."""
         released = tuple(self._log[self._staged_from:])
-        inbox, known = self._inbox, self._known
+        inbox = self._inbox
         others_from: dict[str, int] = {}  # seat -> where the first other seat's words of this round sit in its inbox
         for message in released:
             others = self._for_others.pop(message.index, None) or message.as_shown()
             sender = message.sender
-            if sender in inbox:
+            from_a_seat = sender in inbox  # not the referee
+            if from_a_seat:
                 own = inbox[sender]
                 at = others_from.get(sender)
                 if at is None:
@@ -114,7 +115,6 @@ class MessagePool:
                 else:  # it wrote this without having read them: it goes before them
                     own.insert(at, message)
                     others_from[sender] = at + 1
-            from_a_seat = sender in known
             for seat in message.recipients:
                 if seat != sender:
                     box = inbox[seat]
