@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from arena.contract.events import ActionTaken, TurnFailed
-from arena.contract.messages import REFEREE, Message
+from arena.contract.messages import REFEREE, SIMULTANEOUS, Message
 from arena.contract.records import MatchRecord
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
@@ -125,6 +125,24 @@ def seat_turns(record: MatchRecord, requests: list[Recorded]) -> tuple[list[Seat
     return sorted(turns, key=lambda t: (t.round, t.seat)), outside
 
 
+def as_lived(messages: list[Message], seat: str) -> list[str]:
+    """What ``seat`` read of these messages (posting order), in the order it lived them: in a round it
+    was asked in, its own reply before the other seats' replies of that round, which were written at
+    the same time and are introduced by the referee's line saying so."""
+    asked = {m.round for m in messages if m.kind == "prompt" and m.recipients == (seat,)}
+    order: list[Message] = []
+    for m in messages:
+        same_round = [i for i, o in enumerate(order) if o.round == m.round and o.kind == "reply" and o.sender != seat]
+        order.insert(same_round[0], m) if m.sender == seat and same_round else order.append(m)
+    parts, introduced = [], set()
+    for m in order:
+        if m.kind == "reply" and m.sender != seat and m.round in asked and m.round not in introduced:
+            parts.append(f"[{REFEREE}] {SIMULTANEOUS}")
+            introduced.add(m.round)
+        parts.append(seen(m, seat))
+    return parts
+
+
 def assert_in_order(text: str, parts: list[str], where: str) -> None:
     at = 0
     for part in parts:
@@ -139,7 +157,9 @@ def assert_conversation(record: MatchRecord, turn: SeatTurn, history: Callable[[
     seat, prompt = turn.seat, turn.prompt
     visible = [m for m in record.messages
                if m.index < prompt.index and m.round < prompt.round and m.visible_to(seat) and history(m)]
-    assert_in_order(turn.text, [seen(m, seat) for m in visible] + [seen(prompt, seat)], f"{seat}, round {turn.round}")
+    lived = as_lived(visible, seat)
+    assert_in_order(turn.text, lived + [seen(prompt, seat)], f"{seat}, round {turn.round}")
+    assert turn.text.count(SIMULTANEOUS) == lived.count(f"[{REFEREE}] {SIMULTANEOUS}"), f"{seat}, round {turn.round}"
     shown = {seen(m, seat) for m in visible} | {seen(prompt, seat)}
     hidden = [m for m in record.messages
               if m not in visible and m is not prompt and m.kind != "verdict" and seen(m, seat) not in shown]

@@ -1,7 +1,7 @@
 """The judging games' new flows, played by model agents against the local OpenAI and Anthropic
 mocks (tests/mock_llm.py), checked at every turn against what the request bodies carried:
 peer discussion run to PRD's fixed number of turns with reviewers who agree and then change
-their minds, the leader's review listed first; ChatEval's debate with position calibration, each
+their minds, each reviewer's own initial review listed before the other's; ChatEval's debate with position calibration, each
 order in a match of its own; and ChatEval's scoring of one dialogue response on named dimensions.
 The responders answer from the request text alone."""
 
@@ -14,6 +14,7 @@ from collections import Counter
 import pytest
 
 from arena.contract import plugins
+from arena.contract.messages import SIMULTANEOUS
 from arena.results.dimensions import dimension_scores
 from arena.results.verdicts import verdict_scores
 
@@ -89,11 +90,14 @@ async def test_peer_discussion_runs_its_turns_past_agreement_and_every_request_c
         if turn.round == 1:
             assert "[Reviewer" not in turn.text
             continue
-        # the initial reviews as PRD lists them: the leader's first, in every later request
+        # the initial reviews: the seat's own first, as it wrote it without the other's in front of it,
+        # then the other's, introduced as written at the same time (so the leader's comes first for the
+        # leader, as PRD lists them, and second for the follower)
         reviews = [m.content for m in replies(record) if m.round == 1]
         assert reviews[0].startswith(f"{leader}, message 1")
-        at = [turn.text.find(r) for r in reviews]
-        assert min(at) >= 0 and at == sorted(at)
+        own, others = sorted(reviews, key=lambda r: not r.startswith(f"{turn.seat},"))
+        at = [turn.text.find(p) for p in (own, f"[Referee] {SIMULTANEOUS}", others)]
+        assert min(at) >= 0 and at == sorted(at) and turn.text.count(SIMULTANEOUS) == 1
         other = follower if turn.seat == leader else leader
         assert replies(record, other, before=turn.round)[-1].content in turn.text
         assert f"Remember: you are {turn.seat}, and you answer {other}." in current_prompt(turn.text)

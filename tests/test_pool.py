@@ -13,6 +13,7 @@ from arena.contract.game import Game, Notice
 from arena.engine.match import play_match
 from arena.contract.records import MatchSpec
 from arena.engine.pool import MessagePool
+from arena.contract.messages import SIMULTANEOUS, Turn
 
 from helpers import Recording, scripted
 
@@ -29,6 +30,100 @@ def test_posts_are_staged_until_the_round_closes():
     assert [m.content for m in pool.visible_to("A")] == ["hello"]  # a sender sees its own words
     assert pool.visible_to("C") == ()
     assert pool.round == 2
+
+
+def simultaneous_round(pool: MessagePool) -> None:
+    """A round as the match loop posts it: every speaker's prompt, then the replies in seat order,
+    then the referee's notice; A, B and C all speak and all hear each other."""
+    for seat in pool.seats:
+        pool.post("Referee", f"{seat}, your move.", [seat], "prompt")
+    for seat in pool.seats:
+        pool.post(seat, f"{seat} moves.", [s for s in pool.seats if s != seat], "reply")
+    pool.post("Referee", "Round over.", pool.seats, "notice")
+    pool.close_round()
+
+
+def test_in_a_simultaneous_round_each_seat_gets_its_own_reply_before_the_others():
+    pool = MessagePool(["A", "B", "C"])
+    pool.close_round()
+    simultaneous_round(pool)
+    seen = {seat: [m.content for m in pool.visible_to(seat)] for seat in pool.seats}
+    assert seen == {
+        "A": ["A, your move.", "A moves.", "B moves.", "C moves.", "Round over."],
+        "B": ["B, your move.", "B moves.", "A moves.", "C moves.", "Round over."],
+        "C": ["C, your move.", "C moves.", "A moves.", "B moves.", "Round over."],
+    }
+    # the log keeps the order things were posted in: the record and the export do not change
+    assert [m.content for m in pool.log][3:6] == ["A moves.", "B moves.", "C moves."]
+    # a second round goes after the first, whole: earlier views are not disturbed
+    before = pool.visible_to("C")
+    simultaneous_round(pool)
+    assert len(before) == 5 and [m.content for m in pool.visible_to("C")][5:] == [
+        "C, your move.", "C moves.", "A moves.", "B moves.", "Round over."]
+
+
+def test_a_sequential_round_and_a_listener_keep_the_posting_order():
+    pool = MessagePool(["A", "B", "C"])
+    pool.close_round()
+    pool.post("Referee", "A, your move.", ["A"], "prompt")
+    pool.post("A", "A moves.", ["B", "C"], "reply")
+    pool.close_round()
+    pool.post("Referee", "B, your move.", ["B"], "prompt")
+    pool.post("B", "B answers A.", ["A", "C"], "reply")
+    pool.close_round()
+    assert [m.content for m in pool.visible_to("A")] == ["A, your move.", "A moves.", "B answers A."]
+    assert [m.content for m in pool.visible_to("B")] == ["A moves.", "B, your move.", "B answers A."]
+    assert [m.content for m in pool.visible_to("C")] == ["A moves.", "B answers A."]
+
+
+def turn_of(pool: MessagePool, seat: str) -> Turn:
+    return Turn(match="m", seat=seat, role="Player", round=pool.round, history=pool.visible_to(seat),
+                prompt="Next move.", seed=0)
+
+
+def test_the_model_is_told_which_replies_were_written_at_the_same_time_as_its_own():
+    pool = MessagePool(["A", "B", "C"])
+    pool.close_round()
+    simultaneous_round(pool)
+    pool.post("Referee", "A, your move.", ["A"], "prompt")  # then a round where only A speaks
+    pool.post("A", "A alone.", ["B", "C"], "reply")
+    pool.close_round()
+    line = f"[Referee] {SIMULTANEOUS}"
+    assert turn_of(pool, "B").as_chat() == [
+        {"role": "user", "content": "[Referee] B, your move."},
+        {"role": "assistant", "content": "B moves."},
+        {"role": "user", "content": line},
+        {"role": "user", "content": "[A] A moves."},
+        {"role": "user", "content": "[C] C moves."},
+        {"role": "user", "content": "[Referee] Round over."},
+        {"role": "user", "content": "[A] A alone."},  # said after B's turn, in a round B was not asked in: no line
+        {"role": "user", "content": "[Referee] Next move."},
+    ]
+    assert [c["content"] for c in turn_of(pool, "A").as_chat()].count(line) == 1
+
+
+def test_a_seat_that_only_listened_reads_no_line_about_simultaneous_replies():
+    pool = MessagePool(["A", "B", "S"])
+    pool.close_round()
+    for seat in ("A", "B"):
+        pool.post("Referee", f"{seat}, your move.", [seat], "prompt")
+    for seat in ("A", "B"):
+        pool.post(seat, f"{seat} moves.", ["S"], "reply")  # only the summarizer hears them
+    pool.close_round()
+    assert [m.content for m in pool.visible_to("S")] == ["A moves.", "B moves."]
+    assert SIMULTANEOUS not in str(turn_of(pool, "S").as_chat())
+    assert SIMULTANEOUS not in str(turn_of(pool, "B").as_chat())  # it heard nobody
+
+
+def test_a_seat_whose_turn_gave_no_reply_still_reads_the_others_as_simultaneous():
+    pool = MessagePool(["A", "B"])
+    pool.close_round()
+    for seat in ("A", "B"):
+        pool.post("Referee", f"{seat}, your move.", [seat], "prompt")
+    pool.post("A", "A moves.", ["B"], "reply")  # B's turn was defaulted: it said nothing
+    pool.close_round()
+    assert [c["content"] for c in turn_of(pool, "B").as_chat()] == [
+        "[Referee] B, your move.", f"[Referee] {SIMULTANEOUS}", "[A] A moves.", "[Referee] Next move."]
 
 
 def test_posting_to_an_unknown_seat_is_refused():
@@ -131,12 +226,19 @@ def test_no_seat_ever_sees_the_current_round_or_a_message_it_may_not_hear(seed, 
                 assert message.recipients == (turn.seat,) and turn.seat in game.speaking[message.round]
             else:
                 assert message.kind == "rules" and message.recipients == (turn.seat,)
-        # and nothing it was allowed to hear from earlier rounds is missing
-        expected = [
-            m for m in record.messages
-            if m.round < turn.round and (m.sender == turn.seat or turn.seat in m.recipients)
-        ]
-        assert list(turn.history) == expected
+        # and nothing it was allowed to hear from earlier rounds is missing; in each round, its own
+        # words come before the other seats' words of that round, written at the same time
+        mine = [m for m in record.messages if m.round < turn.round and (m.sender == turn.seat or turn.seat in m.recipients)]
+        first_other = {}
+        for m in mine:
+            if m.sender in game.seats and m.sender != turn.seat:
+                first_other.setdefault(m.round, m.index)
+        lived = lambda m: (m.round, m.sender != turn.seat and m.index >= first_other.get(m.round, m.index + 1), m.index)
+        assert list(turn.history) == sorted(mine, key=lived)
+        # and the model is told, once per such round, that those came at the same time as its turn
+        simultaneous = {m.round for m in turn.history if m.kind == "reply" and m.sender != turn.seat
+                        and turn.seat in game.speaking[m.round]}
+        assert sum(c["content"] == f"[Referee] {SIMULTANEOUS}" for c in turn.as_chat()) == len(simultaneous)
 
 
 def test_a_message_the_pool_makes_without_validation_is_one_pydantic_would_have_made():

@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, field_seriali
 
 REFEREE = "Referee"
 
+# What a seat reads before the other seats' replies of a round it was asked in: they were written at the
+# same time as its own, which it is shown first.
+SIMULTANEOUS = ("The other replies of that round follow. They were written at the same time as your turn: "
+                "no one saw another's reply before giving their own.")
+
 # prompt: what a seat was asked at a turn; verdict: a referee's judgment at the end
 MessageKind = Literal["rules", "prompt", "reply", "notice", "verdict"]
 
@@ -125,13 +130,25 @@ class Turn(BaseModel):
         return len(self.retries)
 
     def as_chat(self) -> list[dict[str, str]]:
-        """The turn as chat messages: the seat's own words are assistant turns, the rest user turns."""
+        """The turn as chat messages: the seat's own words are assistant turns, the rest user turns.
+
+        Other seats' replies of a round this seat was asked in were written at the same time as its
+        own (the pool shows them after it): a referee's line says so before the first of them, so the
+        model does not read its reply as an answer to words it had not seen."""
         chat: list[dict[str, str]] = []
+        seat = self.seat
+        asked = introduced = None  # the last round this seat was asked in; the last one said to be simultaneous
         for message in self.history:
-            if message.sender == self.seat:
+            if message.sender == seat:
                 chat.append({"role": "assistant", "content": message.content})
-            else:
-                chat.append({"role": "user", "content": f"[{message.sender}] {message.content}"})
+                asked = message.round
+                continue
+            if message.kind == "prompt":  # its own: a prompt reaches only the seat it asks
+                asked = message.round
+            elif message.kind == "reply" and message.round == asked and introduced != asked:
+                chat.append({"role": "user", "content": f"[{REFEREE}] {SIMULTANEOUS}"})
+                introduced = asked
+            chat.append({"role": "user", "content": f"[{message.sender}] {message.content}"})
         chat.append({"role": "user", "content": f"[{REFEREE}] {self.prompt}"})
         for retry in self.retries:
             if retry.reply is not None:

@@ -50,7 +50,8 @@ class MessagePool:
 
     Whatever is posted during round ``r`` is staged; it is delivered, to its
     recipients only, when round ``r`` closes. A seat answering round ``r`` can
-    therefore only ever see messages of rounds before ``r``.
+    therefore only ever see messages of rounds before ``r``, and in its inbox its own
+    words of round ``r`` come before the other seats' words of that round.
 
     A message may come with the version the other seats are shown (``Message.shown``,
     made by the anonymity filter when it was posted): its sender gets its own words
@@ -93,15 +94,33 @@ class MessagePool:
         return message
 
     def close_round(self) -> tuple[Message, ...]:
-        """Deliver what was posted this round and move on to the next one."""
+        """Deliver what was posted this round and move on to the next one.
+
+        The seats' words of one round were written at the same time: none of them had read another's.
+        So each seat gets the round as it lived it, its own words before any other seat's words of the
+        round (a seat posted later only because of its place in the seat order); everything else keeps
+        its posting order. The log keeps the posting order."""
         released = tuple(self._log[self._staged_from:])
+        inbox = self._inbox
+        others_from: dict[str, int] = {}  # seat -> where the first other seat's words of this round sit in its inbox
         for message in released:
             others = self._for_others.pop(message.index, None) or message.as_shown()
-            if message.sender in self._inbox:
-                self._inbox[message.sender].append(message)
+            sender = message.sender
+            from_a_seat = sender in inbox  # not the referee
+            if from_a_seat:
+                own = inbox[sender]
+                at = others_from.get(sender)
+                if at is None:
+                    own.append(message)
+                else:  # it wrote this without having read them: it goes before them
+                    own.insert(at, message)
+                    others_from[sender] = at + 1
             for seat in message.recipients:
-                if seat != message.sender:
-                    self._inbox[seat].append(others)
+                if seat != sender:
+                    box = inbox[seat]
+                    if from_a_seat and seat not in others_from:
+                        others_from[seat] = len(box)
+                    box.append(others)
         self._staged_from = len(self._log)
         self.round += 1
         return released
