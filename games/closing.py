@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-_MARKUP = re.compile(r"[*_`]")
+_MARKUP = re.compile(r"[*`]|(?<!\w)_+|_+(?!\w)")  # underscores inside a word (a dimension's name) stay
 
 
 def plain(line: str) -> str:

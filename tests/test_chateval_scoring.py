@@ -206,3 +206,15 @@ def test_scores_are_read_from_the_messages_closing_lines_only(responses):
                   "End with 'naturalness: N', 'coherence: N'"):
         with pytest.raises(InvalidReply, match="as its last lines"):
             game.parse_verdict(reply)
+
+
+def test_a_dimension_named_with_underscores_is_read_from_a_closing_line_with_emphasis(responses):
+    import random
+
+    from arena.contract.plugins import load
+
+    game_cls = load("game", "chateval_scoring")
+    seats = ("Debater 1", "Debater 2")
+    game = game_cls(game_cls.Params.model_validate({"responses": responses, "case": "r1", "dimensions": ["topic_depth"]}),
+                    seats, {s: "Debater" for s in seats}, random.Random(1))
+    assert game.parse_verdict("It goes deep.\n__topic_depth__: 4") == {"topic_depth": 4}
