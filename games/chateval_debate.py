@@ -9,8 +9,13 @@ with its verdict. Three ways to talk:
 - ``simultaneous_talk_with_summarizer``: all speak at once, privately; a summarizer (the last
   seat) condenses the turn, and the debaters see that summary, not each other's words.
 
-Each debater's last verdict counts: the majority for choices, the mean for scores. A debater's
-payoff is 1 when its final verdict matches the case's label (0 otherwise, or without a label).
+Each debater's last verdict counts: the majority for choices, the mean for scores. A verdict is
+only the message's own last line, alone (``Verdict: 2``, ``Scores: 7 4``; markdown emphasis
+aside): a debater that echoes the instruction ("End each message with a line 'Verdict: 1', ...")
+has stated none. A message without one is asked again with the reason, then the turn is recorded
+as defaulted and gives no verdict: the debater's previous verdict stands, and one that never gave
+a verdict has none (it counts in no vote, no mean, no review; never a tie). A debater's payoff is
+1 when its final verdict matches the case's label (0 otherwise, or without a label or verdict).
 
 Position calibration (``position_calibration: true``, as ChatEval runs its evaluations): every
 pair is also debated with its answers the other way round, in a match of its own (case
@@ -33,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
 
+from .closing import closing_lines, plain, shown
 from .questions import SWAPPED, load_pairs, pair_of
 
 if TYPE_CHECKING:
@@ -46,8 +52,10 @@ PERSONAS = {
     "Teacher": "You ask whether someone who did not know the answer would learn it from this text.",
 }
 
-_CHOICE = re.compile(r"verdict\W*(1|2|tie)\b", re.IGNORECASE)
-_SCORES = re.compile(r"scores\W*(\d+(?:\.\d+)?)\s*[, ]\s*(\d+(?:\.\d+)?)", re.IGNORECASE)
+# each the whole closing line of a message
+_CHOICE = re.compile(r"(?:(?:my|final)\s+)*verdict\s*[:=\-\u2013\u2014]?\s*(?:answer\s*)?(1|2|tie)\s*[.!]?", re.IGNORECASE)
+_SCORES = re.compile(r"(?:(?:my|final)\s+)*scores\s*[:=\-\u2013\u2014]?\s*(\d+(?:\.\d+)?)\s*(?:,|/|\s|and)\s*(\d+(?:\.\d+)?)\s*\.?",
+                     re.IGNORECASE)
 
 
 Talk = Literal["one_by_one", "simultaneous_talk", "simultaneous_talk_with_summarizer"]  # ChatEval's strategies
@@ -105,7 +113,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         self.summarizer = next((s for s in self.seats if self.roles[s] == "Summarizer"), None)
         personas = list((params.personas or PERSONAS).items())
         self.persona = {seat: personas[i] for i, seat in enumerate(self.debaters)}
-        self.verdicts: dict[str, list[float]] = {s: [] for s in self.debaters}
+        self.verdicts: dict[str, list[float]] = {s: [] for s in self.debaters}  # the verdicts each debater gave
+        self.first_turn: dict[str, Any] = {}  # each debater's verdict at its first turn (None: it gave none)
         self.schedule = self._schedule()  # speakers of each engine round
 
     def _schedule(self) -> list[list[str]]:
@@ -131,8 +140,9 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return f"[Question]\n{c.question}\n\n[Answer 1]\n{c.answer_a}\n[End of Answer 1]\n\n[Answer 2]\n{c.answer_b}\n[End of Answer 2]"
 
     def verdict_format(self) -> str:
-        return "a line 'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'" if self.params.output == "choice" else \
-            "a line 'Scores: X Y' (Answer 1's and Answer 2's score, from 1 to 10)"
+        return "your verdict alone on its last line: 'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'" \
+            if self.params.output == "choice" else \
+            "your scores alone on its last line: 'Scores: X Y' (Answer 1's and Answer 2's score, from 1 to 10)"
 
     def material_data(self) -> dict[str, Any]:
         return {"question": self.case.question, "answers": [self.case.answer_a, self.case.answer_b]}
@@ -192,19 +202,24 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
         return self.parse_verdict(reply)
 
     def parse_verdict(self, reply: str) -> Any:
+        last = closing_lines(reply)
+        line = plain(last[0]) if last else ""
+        said = f" Your last line was {shown(last[0])}." if last else " Your message was empty."
         if self.params.output == "choice":
-            found = _CHOICE.findall(reply)
-            if not found:
-                raise InvalidReply("End your message with a line 'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'.")
-            return {"1": -1, "2": 1, "tie": 0}[found[-1].lower()]
-        found = _SCORES.findall(reply)
-        scores = [float(x) for x in found[-1]] if found else []
+            found = _CHOICE.fullmatch(line)
+            if found is None:
+                raise InvalidReply("End your message with your verdict alone on its last line: 'Verdict: 1', "
+                                   "'Verdict: 2' or 'Verdict: tie'." + said)
+            return {"1": -1, "2": 1, "tie": 0}[found.group(1).lower()]
+        found = _SCORES.fullmatch(line)
+        scores = [float(x) for x in found.groups()] if found else []
         if not scores or not all(1 <= x <= 10 for x in scores):
-            raise InvalidReply("End your message with a line 'Scores: X Y', two scores from 1 to 10.")
+            raise InvalidReply("End your message with your scores alone on its last line: 'Scores: X Y', two scores "
+                               "from 1 to 10." + said)
         return scores[1] - scores[0]  # > 0: answer 2 better
 
     def default_action(self, seat: str, round: int) -> Any:
-        return None
+        return None  # no verdict (never a tie): a debater's previous verdict, if any, stands
 
     def example_reply(self, seat: str, round: int) -> str:
         if seat == self.summarizer:
@@ -216,7 +231,10 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
 
     def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
         for seat, value in actions.items():
-            if seat in self.verdicts and value is not None:
+            if seat not in self.verdicts:
+                continue
+            self.first_turn.setdefault(seat, value)
+            if value is not None:
                 self.verdicts[seat].append(value)
         if not self.is_over(round):
             return []
@@ -243,7 +261,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
                 "swapped": self.case.id.endswith(SWAPPED), "calibrated": self.params.position_calibration,
                 "label": self.case.label, "strategy": self.params.strategy,
                 "output": self.params.output, "finals": self.finals(), "verdict": self.verdict(),
-                "firsts": {s: v[0] for s, v in self.verdicts.items() if v},
+                "firsts": {s: v for s, v in self.first_turn.items() if v is not None},
                 "personas": {s: p[0] for s, p in self.persona.items()}}
 
     def is_over(self, round: int) -> bool:

@@ -6,7 +6,11 @@ One match is one response of a responses file (JSONL lines ``{"id", "context": [
 engagingness and groundedness). The debate runs as in ``chateval_debate``: the same personas,
 the same three ways of talking, a summarizer as the last seat under
 ``simultaneous_talk_with_summarizer``. Every message of a debater ends with one line per
-dimension, ``<dimension>: <score>``, on ``scale``.
+dimension, ``<dimension>: <score>``, on ``scale``: the scores are read from the message's closing
+lines only (the last lines that each score one dimension), so a score quoted earlier in the text
+is not one. A message that does not end so is asked again with the reason, then the turn is
+recorded as defaulted: no scores, the debater's previous ones standing (none if it never gave
+any, and then it counts in no mean).
 
 What the debate scores is each dimension's mean over the debaters' last scores, ChatEval's rule
 for scores. A single response has no right answer, so no seat gets a payoff; each debater's last
@@ -27,9 +31,12 @@ from arena.contract import InvalidReply, Task, path_field
 from arena.contract.game import example_prose
 
 from .chateval_debate import ChatEvalDebate, Talk
+from .closing import plain
 from .questions import case_of, load_responses
 
 TOPICAL_CHAT = ("naturalness", "coherence", "engagingness", "groundedness")  # the four ChatEval scores
+# one closing line: "naturalness: 4", "- Coherence: 3/5", "engagingness: 2 (flat)"
+_SCORE_LINE = re.compile(r"[-\u2022\s]*([A-Za-z][\w -]*?)\s*:\s*(\d+(?:\.\d+)?)(?:\s*/\s*\d+)?(?:\s*[-\u2013\u2014(,;.].*)?")
 
 
 class ScoringParams(BaseModel):
@@ -86,7 +93,7 @@ class ChatEvalScoring(ChatEvalDebate):
     def verdict_format(self) -> str:
         low, high = self.params.scale
         lines = ", ".join(f"'{d}: N'" for d in self.params.dimensions)
-        return f"one line per dimension, each a whole number from {low} to {high}: {lines}"
+        return f"your scores as its last lines, one line per dimension, each a whole number from {low} to {high}: {lines}"
 
     def material_data(self) -> dict[str, Any]:
         c = self.case
@@ -106,13 +113,20 @@ class ChatEvalScoring(ChatEvalDebate):
 
     def parse_verdict(self, reply: str) -> dict[str, float]:
         low, high = self.params.scale
+        names = {d.lower(): d for d in self.params.dimensions}
+        closing: dict[str, float] = {}  # the closing lines, read from the end up to the first that scores nothing
+        for line in reversed([line for line in reply.splitlines() if line.strip()]):
+            found = _SCORE_LINE.fullmatch(plain(line))
+            name = found and names.get(found.group(1).strip().lower())
+            if not name:
+                break
+            closing.setdefault(name, float(found.group(2)))  # the line nearest the end
         scores, wrong = {}, []
         for dimension in self.params.dimensions:
-            found = re.findall(rf"^\W*{re.escape(dimension)}\W*?:[\s*_]*(\d+(?:\.\d+)?)", reply, re.IGNORECASE | re.MULTILINE)
-            if not found or not low <= float(found[-1]) <= high:
-                wrong.append(dimension)
+            if dimension in closing and low <= closing[dimension] <= high:
+                scores[dimension] = closing[dimension]
             else:
-                scores[dimension] = float(found[-1])
+                wrong.append(dimension)
         if wrong:
             raise InvalidReply(f"Give {', '.join(wrong)} a score from {low} to {high}: end your message with "
                                + self.verdict_format() + ".")

@@ -9,6 +9,13 @@ optionally ``"canonical_solution"``. ``test`` defines ``check(candidate)``, Huma
 The game's own rule only records whether the reviewer accepted the code; the scores come from
 the referees: ``execution`` runs the final code against the problem's tests in the sandbox,
 ``llm_judge`` has a model rate programmer and reviewer 1-10 with reasons.
+
+No turn on nothing: when the programmer's turn gives no code (no valid reply after the re-asks,
+or none in time), the reviewer is not asked to review it. The match ends there with a notice
+saying so (``skipped: Reviewer`` in its data), and the last code written stands: it is what the
+referees score. A programmer that never gave code has the empty program run and judged, credited
+to it alone; the reviewer, who had no turn, gets no score. A reviewer that says nothing neither
+accepts nor comments.
 """
 
 from __future__ import annotations
@@ -104,6 +111,7 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
         self.versions: list[str] = []  # the programmer's code, draft first
         self.comments: list[str] = []
         self.accepted = False
+        self.stopped = False  # the programmer's last turn gave no code: the reviewer was not asked
 
     def _writes(self, round: int) -> bool:
         return round % 2 == 1  # rounds 1, 3, 5...: the programmer; 2, 4...: the reviewer
@@ -162,12 +170,19 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
 
     def default_action(self, seat: str, round: int) -> str | None:
         if seat == PROGRAMMER:
-            return self.versions[-1] if self.versions else ""  # no new code: the last version stands
+            return None  # no code: nothing for the reviewer to review
         return ""  # a reviewer who said nothing neither accepts nor comments
 
     def apply(self, round: int, actions: Mapping[str, str | None]) -> list[Notice]:
         if self._writes(round):
-            self.versions.append(actions[PROGRAMMER])
+            code = actions[PROGRAMMER]
+            if code is None:
+                self.stopped = True
+                what = "no revision; the code it revised last stands" if self.versions else "no code"
+                return [Notice(to=(), text=f"The {PROGRAMMER.lower()} gave {what}, so the {REVIEWER.lower()} was not "
+                               "asked: there was nothing new to review.",
+                               data={"skipped": REVIEWER, "versions": len(self.versions)})]
+            self.versions.append(code)
             return []
         review = actions[REVIEWER]
         if review is None:
@@ -177,20 +192,25 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
         return []
 
     def is_over(self, round: int) -> bool:
-        if self.accepted:
+        if self.accepted or self.stopped:
             return True
         return self._writes(round) and len(self.comments) >= self.params.max_reviews
 
     def payoffs(self) -> dict[str, float]:
-        """The rule's only verdict: 1 to both when the reviewer accepted the code."""
-        return {seat: float(self.accepted) for seat in self.seats}
+        """The rule's only verdict: 1 to both when the reviewer accepted the code; none for a reviewer
+        that was never asked (the programmer gave no code at all)."""
+        return {seat: float(self.accepted) for seat in self._scored()}
+
+    def _scored(self) -> tuple[str, ...]:
+        """The seats that played: the reviewer only once it had code to review."""
+        return tuple(self.seats) if self.versions else (PROGRAMMER,)
 
     def metrics(self) -> dict[str, dict[str, float]]:
         return {"revisions": {PROGRAMMER: float(max(len(self.versions) - 1, 0))}}
 
     def programs(self) -> list[Program]:
         final = self.versions[-1] if self.versions else ""
-        return [Program(code=final, tests=self.problem.test, entry_point=self.problem.entry_point, seats=tuple(self.seats))]
+        return [Program(code=final, tests=self.problem.test, entry_point=self.problem.entry_point, seats=self._scored())]
 
     def judge_request(self) -> JudgeRequest:
         dialogue = []
@@ -200,6 +220,9 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
                 dialogue.append(f"[{REVIEWER}]\n{self.comments[i]}")
         if self.accepted:
             dialogue.append(f"[{REVIEWER}]\n{self.params.done_word}")
+        if self.stopped:
+            dialogue.append(f"[{PROGRAMMER}] gave " + ("no revision; the conversation ended there." if self.versions
+                                                       else "no code; the reviewer was not asked."))
         text = ("You are an experienced software developer rating a programmer and a code reviewer from their "
                 "conversation. Criteria: (1) does the programmer's code meet the problem's requirements; (2) did the "
                 "programmer improve the code following the reviewer's suggestions; (3) was the reviewer's feedback "
@@ -207,4 +230,6 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
         data = {"source": self.problem.prompt, "drafts": list(self.versions),
                 "first": self.versions[0] if self.versions else "", "final": self.versions[-1] if self.versions else "",
                 "reviews": list(self.comments), "accepted": self.accepted, "writer": PROGRAMMER, "editor": REVIEWER}
-        return JudgeRequest(text=text, seats=(PROGRAMMER, REVIEWER), data=data)
+        if self.stopped:
+            data["skipped"] = REVIEWER
+        return JudgeRequest(text=text, seats=self._scored(), data=data)

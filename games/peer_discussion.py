@@ -13,12 +13,23 @@ after they have agreed: that is ``stop: turns``, the default, where ``max_turns`
 turns. ``stop: agreement`` ends the discussion as soon as both state the same preference, after
 at most ``max_turns``.
 
+A preference is only what a reviewer wrote as the last line of its message, alone:
+``Preference: 1``, ``Preference: 2`` or ``Preference: tie`` (markdown emphasis aside). A reply whose
+last line is anything else, an echo of the instruction included ("End every message with a line
+'Preference: 1', ..."), states none: it is asked again with the reason, and when no valid reply
+comes the turn is recorded as defaulted and the reviewer's last stated preference stands. A
+reviewer that never stated one has no preference: never a tie. It gives no review (nothing for
+peer rank), its payoff is 0, and the discussion has no outcome and is neither agreed nor
+disagreed at the start (that takes two stated initial preferences); agreement at any turn takes
+two stated preferences.
+
 A reviewer's payoff is 1 when its final preference matches the case's label (0 otherwise, and
-when there is no label). The match's last notice records, per reviewer, its position (leader or
+when there is no label or no preference). The match's last notice records, per reviewer, its position (leader or
 follower), initial and final preference, whether it altered or held its opinion (PRD's OA/OH:
 final against initial) and whether it changed its mind after the two had agreed; and for the
-discussion, whether they began in disagreement, the turn they first agreed at and every stated
-preference in order. ``arena.results.discussion`` aggregates these over a run.
+discussion, whether they began in disagreement or in agreement (both None without two stated
+initial preferences), the turn they first agreed at, every stated preference in order and the
+turns each reviewer left without one. ``arena.results.discussion`` aggregates these over a run.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, everyone_hears_everyone, path_field
 from arena.contract.game import example_prose
 
+from .closing import closing_lines, plain, shown
 from .questions import case_of, load_pairs
 
 
@@ -51,8 +63,11 @@ class DiscussionParams(BaseModel):
         "tie", description="The outcome when they still disagree at the end.")
 
 
-_PREFERENCE = re.compile(r"preference\W*(1|2|tie)\b", re.IGNORECASE)
+# the whole closing line: "Preference: 1", "My preference is: Answer 2", "Final preference - tie."
+_PREFERENCE = re.compile(r"(?:(?:my|final|current)\s+)*preference\s*(?:is\s*)?[:=\-\u2013\u2014]?\s*(?:answer\s*)?(1|2|tie)\s*[.!]?",
+                         re.IGNORECASE)
 _WORD = {"1": -1, "2": 1, "tie": 0}  # -1: answer 1 (A) better
+_ASK = "End your message with your preference alone on its last line: 'Preference: 1', 'Preference: 2' or 'Preference: tie'."
 
 
 class PeerDiscussion(Game, HasCases, ReportsReviews):
@@ -77,8 +92,11 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         self.case = case_of(load_pairs(params.pairs), params.case)
         first, second = self.seats
         self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]
-        self.preferences: dict[str, list[int]] = {s: [] for s in self.seats}
-        self.stated: dict[str, int] = {}  # the last preference each reviewer wrote (a defaulted turn writes none)
+        # each reviewer's standing preference after each of its turns: the last it stated (a defaulted
+        # turn states none), None until it has stated one
+        self.preferences: dict[str, list[int | None]] = {s: [] for s in self.seats}
+        self.missed: dict[str, list[int]] = {s: [] for s in self.seats}  # turns a reviewer left without a preference
+        self.stated: dict[str, int] = {}  # the last preference each reviewer wrote
         self.said: list[dict[str, Any]] = []  # every stated preference in order: turn (0: the initial reviews), seat
         self.agreed_at: int | None = None  # the first turn after which both held the same preference
         self.agreed_on: int | None = None  # and that preference
@@ -87,8 +105,8 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         other = next(s for s in self.seats if s != seat)
         return (f"You are {seat}, one of two reviewers (the other is {other}). You will compare two answers to a "
                 "question and then discuss your reviews with the other reviewer, aiming at a verdict you both "
-                "accept; change your mind only when the other's arguments convince you. End every message with a "
-                "line 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")
+                "accept; change your mind only when the other's arguments convince you. End every message with your "
+                "preference alone on its last line: 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")
 
     def _material(self) -> str:
         c = self.case
@@ -121,13 +139,15 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         return everyone_hears_everyone(self.seats)  # initial reviews are shown once round 1 closes
 
     def parse(self, seat: str, reply: str, round: int) -> int:
-        found = _PREFERENCE.findall(reply)
-        if not found:
-            raise InvalidReply("End your message with a line 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")
-        return _WORD[found[-1].lower()]
+        last = closing_lines(reply)
+        found = _PREFERENCE.fullmatch(plain(last[0])) if last else None
+        if found is None:
+            said = f" Your last line was {shown(last[0])}." if last else " Your message was empty."
+            raise InvalidReply(_ASK + said)
+        return _WORD[found.group(1).lower()]
 
     def default_action(self, seat: str, round: int) -> int | None:
-        return None  # no stated preference: the previous one stands
+        return None  # no preference stated: never a tie; the previous one, if any, stands
 
     def example_reply(self, seat: str, round: int) -> str:
         # the reviewers hold opposite views to the end: the discussion takes all its turns
@@ -142,21 +162,36 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
                 self.stated[seat] = preference
                 self.said.append({"turn": round - 1, "seat": seat, "preference": preference})
             else:
-                preference = self.preferences[seat][-1] if self.preferences[seat] else 0
+                self.missed[seat].append(round - 1)
+                preference = self.stated.get(seat)
             self.preferences[seat].append(preference)
         if self.agreed_at is None and self._agree():
             self.agreed_at, self.agreed_on = round - 1, self.preferences[self.seats[0]][-1]
         if not self.is_over(round):
             return []
-        return [Notice(to=(), text=f"Outcome: {self.outcome()}.", data=self.summary())]
+        return [Notice(to=(), text=self._outcome_text(), data=self.summary())]
+
+    def _outcome_text(self) -> str:
+        silent = [s for s in self.seats if self._standing(s) is None]
+        if silent:
+            return f"Outcome: none: {' and '.join(silent)} stated no preference."
+        return f"Outcome: {self.outcome()}."
+
+    def _standing(self, seat: str) -> int | None:
+        return self.preferences[seat][-1] if self.preferences[seat] else None
 
     def _agree(self) -> bool:
-        return all(self.preferences[s] for s in self.seats) and len({self.preferences[s][-1] for s in self.seats}) == 1
+        """Both reviewers hold the same stated preference (one without a preference agrees with nothing)."""
+        now = [self._standing(s) for s in self.seats]
+        return None not in now and len(set(now)) == 1
 
     def is_over(self, round: int) -> bool:
         return round >= 1 + self.params.max_turns or (self.params.stop == "agreement" and self._agree())
 
-    def outcome(self) -> int:
+    def outcome(self) -> int | None:
+        """The discussion's verdict; None when a reviewer never stated a preference."""
+        if any(self._standing(s) is None for s in self.seats):
+            return None
         if self._agree():
             return self.preferences[self.seats[0]][-1]
         rule = self.params.on_disagreement
@@ -164,12 +199,16 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
 
     def summary(self) -> dict[str, Any]:
         leader, follower = self.order
+        initial = (self.preferences[leader][0], self.preferences[follower][0])
+        stated = None not in initial  # agreeing or not at the start takes two stated initial preferences
         return {
             "case": self.case.id, "label": self.case.label, "outcome": self.outcome(), "agreed": self._agree(),
             "stop": self.params.stop, "leader": leader, "follower": follower,
             "turns": sum(len(p) for p in self.preferences.values()) - len(self.seats),
-            "disagreed_at_start": self.preferences[leader][0] != self.preferences[follower][0],
+            "disagreed_at_start": initial[0] != initial[1] if stated else None,
+            "agreed_at_start": initial[0] == initial[1] if stated else None,
             "agreed_at": self.agreed_at, "said": list(self.said),
+            "missed": {s: list(t) for s, t in self.missed.items()},  # turns (0: the initial reviews) without a preference
             "reviewers": {s: self._reviewer(s) for s in self.seats},
         }
 
@@ -178,16 +217,19 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
         mine = [x for x in self.said if x["seat"] == seat]
         after = [x["preference"] for x in mine if self.agreed_at is not None and x["turn"] > self.agreed_at]
         p = self.preferences[seat]
+        known = p[0] is not None  # then its final preference is a stated one too
         return {"position": "leader" if seat == self.order[0] else "follower", "initial": p[0], "final": p[-1],
-                "altered": p[0] != p[-1], "held": p[0] == p[-1],
+                "altered": p[0] != p[-1] if known else None, "held": p[0] == p[-1] if known else None,
                 "changes": sum(a["preference"] != b["preference"] for a, b in zip(mine, mine[1:])),
                 "changed_after_agreement": any(x != self.agreed_on for x in after)}
 
     def payoffs(self) -> dict[str, float]:
         label = self.case.label
-        return {s: float(label is not None and p[-1] == label) for s, p in self.preferences.items()}
+        return {s: float(label is not None and p[-1] is not None and p[-1] == label) for s, p in self.preferences.items()}
 
     def reviews(self) -> list[Review]:
-        """Each reviewer's final preference: one verdict of one sample, in the case's order."""
+        """Each reviewer's final preference: one verdict of one sample, in the case's order. A reviewer
+        that never stated a preference gave no verdict, so no review."""
         c = self.case
-        return [Review(c.id, c.source_a, c.source_b, seat, p[-1], sample=0) for seat, p in self.preferences.items()]
+        return [Review(c.id, c.source_a, c.source_b, seat, p[-1], sample=0) for seat, p in self.preferences.items()
+                if p[-1] is not None]

@@ -7,6 +7,12 @@ and optionally ``"reference"``. ``language_pair`` (``de-en``) keeps one pair, so
 gives each pair its own entry and its own tables, as the paper does. When a text has a
 reference, the rules score each seat's text by chrF against it (sacrebleu): the translator's
 draft and the proofreader's polished version. ``llm_judge`` rates both 1-10 with reasons.
+
+No turn on nothing: when the translator gives no translation (no valid reply after the re-asks,
+or none in time), the proofreader is not asked to polish an empty draft. The match ends after
+the translator's turn with a notice saying so (``skipped: Proofreader`` in its data): the
+translator scores chrF 0 and the judge rates the translator alone; the proofreader, who had no
+turn, gets no score. A proofreader that gives nothing leaves the draft as it was.
 """
 
 from __future__ import annotations
@@ -132,32 +138,49 @@ class Translation(Game, HasCases, Judged):
         # a translation is about as long as the reference, or else the source
         return self.text.reference or self.text.source
 
-    def default_action(self, seat: str, round: int) -> str:
-        return "" if seat == TRANSLATOR else (self.draft or "")  # a silent proofreader leaves the draft as it was
+    def default_action(self, seat: str, round: int) -> str | None:
+        return None if seat == TRANSLATOR else self.draft  # no translation; a silent proofreader leaves the draft as it was
 
-    def apply(self, round: int, actions: Mapping[str, str]) -> list[Notice]:
+    def apply(self, round: int, actions: Mapping[str, str | None]) -> list[Notice]:
         if round == 1:
             self.draft = actions[TRANSLATOR]
+            if self.draft is None:
+                return [Notice(to=(), text=f"The {TRANSLATOR.lower()} gave no translation, so the {PROOFREADER.lower()} "
+                               "was not asked: there was nothing to polish.",
+                               data={"draft": None, "polished": None, "skipped": PROOFREADER})]
             return []
         self.polished = actions[PROOFREADER]
         return [Notice(to=(), text="Translation finished.", data={"draft": self.draft, "polished": self.polished})]
 
     def is_over(self, round: int) -> bool:
-        return round >= 2
+        return round >= 2 or self.draft is None  # no draft: no proofreading
+
+    def _skipped(self) -> bool:
+        """The proofreader was not asked: the translator gave nothing to polish."""
+        return self.draft is None
 
     def _chrf(self) -> dict[str, float]:
         if self.text.reference is None:
             return {}
+        if self._skipped():
+            return {TRANSLATOR: 0.0}
         return {TRANSLATOR: chrf(self.draft or "", self.text.reference),
                 PROOFREADER: chrf(self.polished or "", self.text.reference)}
 
     def payoffs(self) -> dict[str, float]:
         """chrF (0-100) against the reference: the translator's draft, the proofreader's polished text;
-        nothing when the text has no reference."""
+        nothing when the text has no reference; nothing for a proofreader that was not asked."""
         return self._chrf()
 
     def judge_request(self) -> JudgeRequest:
         src, tgt = self._languages()
+        if self._skipped():
+            text = (f"You are a translation expert rating a translator from its work. The translator was asked to "
+                    f"translate the {src} text below into {tgt} and gave no translation.\n\n{src} source text:\n"
+                    f"{self.text.source}")
+            data = {"source": self.text.source, "first": "", "final": "", "writer": TRANSLATOR, "editor": PROOFREADER,
+                    "pair": self.text.pair, "skipped": PROOFREADER}
+            return JudgeRequest(text=text, seats=(TRANSLATOR,), data=data)
         text = ("You are a translation expert rating a translator and a proofreader from their work. Criteria: (1) is "
                 "the translator's translation faithful in meaning to the source text; (2) did the proofreader's "
                 f"polishing make the translation more accurate and natural.\n\n{src} source text:\n{self.text.source}\n\n"

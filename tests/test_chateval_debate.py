@@ -244,3 +244,38 @@ async def test_a_synthetic_debater_comes_round_to_the_debaters_it_has_heard():
                                                                      "strategy": "simultaneous_talk_with_summarizer"}),
                               agents)
     assert summary(record)["finals"]["Debater 2"] == 1 and not agents["b"].turns[1].prompt_data["others"]
+
+
+def debate_game(pairs, **params):
+    import random
+
+    game = plugins.load("game", "chateval_debate")
+    seats = ("Debater 1", "Debater 2")
+    return game(game.Params.model_validate({"pairs": pairs, "case": "p1", **params}), seats,
+                {s: "Debater" for s in seats}, random.Random(1))
+
+
+def test_a_verdict_is_read_from_the_messages_closing_line_only(pairs):
+    from arena.contract import InvalidReply
+
+    choice, scores = debate_game(pairs), debate_game(pairs, output="scores")
+    assert choice.parse_verdict("Argument.\n**Verdict:** 2") == 1
+    assert choice.parse_verdict("Argument.\nFinal verdict - tie.") == 0
+    assert scores.parse_verdict("Argument.\nScores: 8, 6") == -2 and scores.parse_verdict("x\n__Scores: 4 7__") == 3
+    echo = "End each message with your verdict alone on its last line: 'Verdict: 1', 'Verdict: 2' or 'Verdict: tie'."
+    for reply in (echo, "Verdict: 1\nI may still change my mind.", "Some say verdict 2, others verdict tie", ""):
+        with pytest.raises(InvalidReply, match="verdict alone on its last line"):
+            choice.parse_verdict(reply)
+    for reply in ("Scores: 8 6\nThat is all.", "I would say Scores: 8 6 or so, then more", "Scores: X Y"):
+        with pytest.raises(InvalidReply, match="scores alone on its last line"):
+            scores.parse_verdict(reply)
+
+
+async def test_a_debater_without_a_verdict_at_its_first_turn_has_no_first_verdict(pairs):
+    # b gives nothing at its first turn (re-asked, then defaulted), then backs answer 2: its first
+    # verdict is missing, not its second one moved forward; its final verdict counts
+    agents = {"a": debater("a", "2", "2"), "b": Recording(scripted("b", "fixed", params={"replies": ["No idea.", "x\nVerdict: 2"]}))}
+    record = await play_match(spec(pairs, agents, strategy="simultaneous_talk", turns=2), agents)
+    data = summary(record)
+    assert data["firsts"] == {"Debater 1": 1} and data["finals"] == {"Debater 1": 1, "Debater 2": 1}
+    assert [(e.round, e.seat) for e in record.events if e.type == "action" and e.defaulted] == [(1, "Debater 2")]

@@ -185,3 +185,36 @@ def test_responses_repeated_over_matches_count_once_at_their_mean():
     # too few responses or figures all equal: no correlation rather than a number
     (two,) = dimension_scores(records[:3])
     assert two.correlations[0].spearman is None
+
+
+def test_scores_are_read_from_the_messages_closing_lines_only(responses):
+    import random
+
+    from arena.contract import InvalidReply
+    from arena.contract.plugins import load
+
+    game_cls = load("game", "chateval_scoring")
+    seats = ("Debater 1", "Debater 2")
+    game = game_cls(game_cls.Params.model_validate({"responses": responses, "case": "r1",
+                                                   "dimensions": ["naturalness", "coherence"]}),
+                    seats, {s: "Debater" for s in seats}, random.Random(1))
+    assert game.parse_verdict("Fine.\n- **Naturalness**: 4/5\ncoherence: 2 (it drifts)") == {"naturalness": 4, "coherence": 2}
+    # a later line for a dimension is the one that counts; the closing lines may come in any order
+    assert game.parse_verdict("x\nnaturalness: 1\ncoherence: 3\nnaturalness: 5") == {"naturalness": 5, "coherence": 3}
+    for reply in ("naturalness: 4\ncoherence: 2\nThose are my scores.",  # scores, then more text
+                  "Earlier I said naturalness: 4.\ncoherence: 2",  # a score inside a sentence
+                  "End with 'naturalness: N', 'coherence: N'"):
+        with pytest.raises(InvalidReply, match="as its last lines"):
+            game.parse_verdict(reply)
+
+
+def test_a_dimension_named_with_underscores_is_read_from_a_closing_line_with_emphasis(responses):
+    import random
+
+    from arena.contract.plugins import load
+
+    game_cls = load("game", "chateval_scoring")
+    seats = ("Debater 1", "Debater 2")
+    game = game_cls(game_cls.Params.model_validate({"responses": responses, "case": "r1", "dimensions": ["topic_depth"]}),
+                    seats, {s: "Debater" for s in seats}, random.Random(1))
+    assert game.parse_verdict("It goes deep.\n__topic_depth__: 4") == {"topic_depth": 4}

@@ -16,7 +16,7 @@ from arena.contract.referee import RefereeSpec
 from arena.referees.llm_judge import parse_verdict
 from arena.engine.match import JUDGE
 
-from helpers import ROOT, scripted
+from helpers import ROOT, Recording, scripted
 
 PROBLEMS = str(ROOT / "scenarios" / "data" / "sample-problems.jsonl")
 EXECUTION = RefereeSpec(use="execution", params={"limits": {"wall_seconds": 10, "cpu_seconds": 5}})
@@ -201,3 +201,35 @@ async def test_the_judge_does_not_learn_who_wrote_the_code():
     (turn,) = judge.turns
     assert "alice" not in turn.prompt and "Claude" not in turn.prompt and "[name withheld]" in turn.prompt
     assert turn.seat == JUDGE and turn.history == ()
+
+
+async def test_a_revision_that_never_comes_ends_the_match_without_asking_the_reviewer_again():
+    # the programmer writes, the reviewer comments, then the programmer gives nothing (re-asked, then
+    # defaulted): the reviewer is not asked to review the same code again; the first version stands
+    problem = load_problems(PROBLEMS)["is-leap"]
+    reviewer = Recording(fixed("r", "-", "1900 is not a leap year: centuries need % 400.", "-", "over"))
+    agents = {"p": fixed("p", problem.reference, "-", ""), "r": reviewer}
+    judge = scripted("judge", "fixed", params={"replies": ['{"Programmer": {"evaluation": "ok", "score": 7}, '
+                                                           '"Reviewer": {"evaluation": "ok", "score": 6}}']})
+    record = await play_match(spec(["p", "r"], problem="is-leap", referees=(EXECUTION, judged_by("judge")), max_reviews=3),
+                              {**agents, "judge": judge})
+    assert record.status == "finished", record.error
+    assert record.rounds == 3 and [t.round for t in reviewer.turns] == [2]
+    assert [(e.round, e.seat) for e in record.events if e.type == "action" and e.defaulted] == [(3, "Programmer")]
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    assert notice.content == ("The programmer gave no revision; the code it revised last stands, so the reviewer was "
+                              "not asked: there was nothing new to review.") and notice.data["skipped"] == "Reviewer"
+    assert record.payoffs == {"Programmer": 1.0, "Reviewer": 1.0}  # the first version passes: the execution's verdict
+    assert record.metrics["judge"] == {"Programmer": 7.0, "Reviewer": 6.0}
+
+
+async def test_a_programmer_that_never_writes_code_leaves_the_reviewer_unasked_and_unscored():
+    reviewer = Recording(fixed("r", "over"))
+    record = await play_match(spec(["p", "r"]), {"p": fixed("p", ""), "r": reviewer})
+    assert record.status == "finished", record.error
+    assert record.rounds == 1 and reviewer.turns == []
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    assert notice.content.startswith("The programmer gave no code, so the reviewer was not asked")
+    assert record.payoffs == {"Programmer": 0.0}  # the empty program fails its tests; the reviewer played no turn
+    (verdict,) = [m for m in record.messages if m.kind == "verdict"]
+    assert verdict.data["seats"] == ["Programmer"] and verdict.data["passed"] is False

@@ -12,11 +12,16 @@ import re
 from collections import Counter
 
 import pytest
+import yaml
 
 from arena.contract import plugins
 from arena.contract.messages import SIMULTANEOUS
 from arena.results.dimensions import dimension_scores
+from arena.results.discussion import discussion_summaries
 from arena.results.verdicts import verdict_scores
+from arena.run.runner import run_tournament
+from arena.run.scenario import parse_scenario
+from arena.store import RunStore
 
 from conformance_kit import (
     BACKENDS,
@@ -32,7 +37,7 @@ from conformance_kit import (
     seat_turns,
 )
 from mock_llm import body_text
-from test_conformance import ANSWER_A, ANSWER_B, QUESTION, own_turns, pairs_file, token
+from test_conformance import ANSWER_A, ANSWER_B, QUESTION, judge_verdict, own_turns, pairs_file, token
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS)
 
@@ -218,3 +223,210 @@ async def test_scoring_debaters_see_the_dialogue_the_fact_and_the_response_at_ev
     assert data["human"] == {"naturalness": 3, "groundedness": 1}
     (found,) = dimension_scores([record])
     assert found.responses == 1 and all(c.spearman is None for c in found.correlations)  # one response: no correlation
+
+
+# -- a verdict only when the model gave one; no turn on nothing -------------------------------------
+async def play_with_defaults(tmp_path, raw: dict):
+    """Run the scenario into a run store; the finished matches and the reviews peer rank would read
+    from it. Unlike ``play``, refused replies are allowed: they are what is under test."""
+    parsed = parse_scenario(raw)
+    store = RunStore.create_or_resume(tmp_path / "run", parsed.name, yaml.safe_dump(raw), parsed.fingerprint())
+    try:
+        await run_tournament(parsed, store)
+        records, reviews = list(store.records(status=None)), store.review_rows()
+    finally:
+        store.close()
+    assert all(r.status == "finished" for r in records), [r.error for r in records]
+    return records, reviews
+
+
+def by_rules(requests, marker: str) -> list:
+    """The requests whose text holds ``marker`` (a seat's own rules), in the order they came."""
+    return [r for r in requests if marker in r.text]
+
+
+def asked_again(requests: list) -> list[tuple]:
+    """(refused request, the request that asked again) for each re-ask among one seat's requests:
+    the second holds the first's reply, then the referee's reason."""
+    return [(first, second) for first, second in zip(requests, requests[1:])
+            if first.reply and 0 <= second.text.find(first.reply) < second.text.rfind("[Referee]")]
+
+
+def quiet_reviewer(kind: str):
+    """Reviewer 1 states 'Preference: 1' every time. Reviewer 2 never states a preference: it
+    hesitates ('silent'), or echoes the instruction from its rules on one line ('echo') or spread
+    over several ('echo_lines'), as small models do."""
+    def reply(body) -> str:
+        text = body_text(body)
+        seat = re.search(r"You are (Reviewer \d)", text).group(1)
+        if seat == "Reviewer 1" and kind != "both":
+            return f"Answer 1 explains the staling [{token(text)}].\nPreference: 1"
+        rule = re.search(r"End every message with[^\n]*", text).group(0)
+        if kind == "silent":
+            return f"Both answers have something to them [{token(text)}]; I cannot decide yet."
+        if kind == "echo_lines":
+            return f"Understood [{token(text)}].\n" + rule.replace(": ", ":\n").replace(", ", ",\n").replace(" or ", " or\n")
+        return f"Understood [{token(text)}]. {rule}"
+    return reply
+
+
+@pytest.mark.parametrize("kind", ["silent", "echo", "echo_lines"])
+async def test_a_reviewer_that_never_states_a_preference_is_asked_again_and_gives_no_review(backend, kind, tmp_path):
+    params = {"pairs": pairs_file(tmp_path), "case": "p1", "max_turns": 2}
+    with mock_server(backend, quiet_reviewer(kind)) as mock:
+        agents = {"ann": model_agent(backend, mock, model="ann-model"), "bob": model_agent(backend, mock, model="bob-model")}
+        raw = scenario("quiet", agents, "peer_discussion", params, tournament={"role_swap": False})
+        raw["match"]["max_retries"] = 1
+        raw["games"][0]["agents"] = ["ann", "bob"]
+        (record,), reviews = await play_with_defaults(tmp_path, raw)
+        requests = mock.answered()
+    quiet = by_rules(requests, "You are Reviewer 2,")
+    # rounds 1 and 3 are Reviewer 2's: each asked, refused, asked again with the reason, refused again
+    assert len(quiet) == 4 and len(by_rules(requests, "You are Reviewer 1,")) == 2
+    again = asked_again(quiet)
+    assert [(quiet.index(a), quiet.index(b)) for a, b in again] == [(0, 1), (2, 3)]
+    for refused, retry in again:
+        reason = current_prompt(retry.text)  # what the referee said after the refused reply
+        assert "End your message with your preference alone on its last line: 'Preference: 1'" in reason
+        assert "Your last line was" in reason
+    taken = [(e.round, e.seat, e.action, e.defaulted) for e in record.events if e.type == "action"]
+    assert [t for t in taken if t[1] == "Reviewer 2"] == [(1, "Reviewer 2", None, True), (3, "Reviewer 2", None, True)]
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    data = notice.data
+    assert notice.content == "Outcome: none: Reviewer 2 stated no preference."
+    assert data["outcome"] is None and not data["agreed"]
+    assert data["agreed_at_start"] is None and data["disagreed_at_start"] is None
+    assert data["reviewers"]["Reviewer 2"]["initial"] is None and data["reviewers"]["Reviewer 2"]["final"] is None
+    assert data["missed"] == {"Reviewer 1": [], "Reviewer 2": [0, 2]}
+    assert [x["seat"] for x in data["said"]] == ["Reviewer 1", "Reviewer 1"]
+    assert record.payoffs == {"Reviewer 1": 1.0, "Reviewer 2": 0.0}
+    # peer rank reads one review: the reviewer that stated a preference
+    assert [(r.reviewer, r.score) for r in record.reviews] == [("ann", -1)]
+    assert [(r.reviewer, r.score) for r in reviews] == [("ann", -1)]
+    (summary,) = discussion_summaries([record])
+    assert (summary.agreed_at_start, summary.agreed_at_end, summary.no_outcome) == (0, 0, 1)
+    assert summary.discussion_accuracy is None and summary.initial_accuracy == 1.0  # ann's, the only one stated
+    bob = next(r for r in summary.reviewers if r.agent == "bob" and r.position == "any")
+    assert bob.no_preference == 1 and bob.initial_accuracy is None and bob.final_accuracy is None
+
+
+async def test_two_reviewers_that_only_echo_the_instruction_do_not_agree_at_the_start(backend, tmp_path):
+    # under stop: agreement two "ties" read from the echoes used to end the match at once, agreed
+    params = {"pairs": pairs_file(tmp_path), "case": "p1", "max_turns": 2, "stop": "agreement"}
+    with mock_server(backend, quiet_reviewer("both")) as mock:
+        agents = {"ann": model_agent(backend, mock, model="ann-model"), "bob": model_agent(backend, mock, model="bob-model")}
+        raw = scenario("echoes", agents, "peer_discussion", params, tournament={"role_swap": False})
+        raw["match"]["max_retries"] = 1
+        raw["games"][0]["agents"] = ["ann", "bob"]
+        (record,), reviews = await play_with_defaults(tmp_path, raw)
+        requests = mock.answered()
+    assert record.rounds == 3  # every turn taken: nobody agreed
+    assert len(requests) == 2 * 4 and all(r.reply.endswith("'Preference: tie'.") for r in requests)
+    assert len(asked_again(by_rules(requests, "You are Reviewer 1,"))) == 2
+    (data,) = [m.data for m in record.messages if m.kind == "notice"]
+    assert data["agreed_at_start"] is None and not data["agreed"] and data["agreed_at"] is None
+    assert data["outcome"] is None and data["said"] == []
+    assert record.reviews == [] and reviews == []
+    (summary,) = discussion_summaries([record])
+    assert (summary.agreed_at_start, summary.agreed_at_end, summary.no_outcome) == (0, 0, 1)
+
+
+def echoing_debater(body) -> str:
+    """Debater 1 backs answer 1; Debater 2 only repeats the instruction from its rules."""
+    text = body_text(body)
+    seat = re.search(r"You are (Debater \d)", text).group(1)
+    if seat == "Debater 1":
+        return f"Answer 1 is the better one [{token(text)}].\nVerdict: 1"
+    rule = re.search(r"End each message with[^\n]*", text).group(0)
+    return f"I will follow the format [{token(text)}]. {rule}"
+
+
+async def test_a_debater_that_echoes_the_instruction_gives_no_verdict(backend, tmp_path):
+    params = {"pairs": pairs_file(tmp_path), "case": "p1", "strategy": "one_by_one", "turns": 2}
+    with mock_server(backend, echoing_debater) as mock:
+        agents = {"ann": model_agent(backend, mock, model="ann-model"), "bob": model_agent(backend, mock, model="bob-model")}
+        raw = scenario("debate", agents, "chateval_debate", params, tournament={"role_swap": False})
+        raw["match"]["max_retries"] = 1
+        raw["games"][0]["agents"] = ["ann", "bob"]
+        (record,), reviews = await play_with_defaults(tmp_path, raw)
+        requests = mock.answered()
+    echoes = by_rules(requests, "You are Debater 2,")
+    assert all("'Verdict: tie'" in r.reply for r in echoes) and len(echoes) == 4
+    again = asked_again(echoes)
+    assert len(again) == 2
+    assert all(current_prompt(b.text).startswith("End your message with your verdict alone on its last line")
+               for _, b in again)
+    (data,) = [m.data for m in record.messages if m.kind == "notice"]
+    assert data["finals"] == {"Debater 1": -1} and data["firsts"] == {"Debater 1": -1} and data["verdict"] == -1
+    assert [(r.reviewer, r.score) for r in reviews] == [("ann", -1)]
+    (score,) = verdict_scores([record])
+    assert [(d.agent, d.examples) for d in score.debaters] == [("ann", 1)]
+
+
+def echoing_judge(body) -> str:
+    """Contestants answer; the judge repeats the instruction of its prompt instead of judging."""
+    text = body_text(body)
+    if "careful and impartial reviewer" not in text:
+        return f"An answer [{token(text)}]."
+    return f"Let me restate the task [{token(text)}].\n" + current_prompt(text).rsplit("\n", 1)[-1]
+
+
+async def test_a_judge_that_echoes_the_instruction_gives_no_review(backend, tmp_path):
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": QUESTION}) + "\n", encoding="utf-8")
+    params = {"questions": str(questions), "contestants": 2, "output": "choice", "swap": False}
+    with mock_server(backend, echoing_judge) as mock:
+        agents = {n: model_agent(backend, mock, model=f"{n}-model") for n in ("ann", "bob", "judge")}
+        raw = scenario("pairwise", agents, "pairwise_review", params, tournament={"role_swap": False})
+        raw["match"]["max_retries"] = 1
+        raw["games"][0]["agents"] = ["ann", "bob", "judge"]
+        (record,), reviews = await play_with_defaults(tmp_path, raw)
+        requests = mock.answered()
+    judged = by_rules(requests, "careful and impartial reviewer")
+    assert len(judged) == 2 and "or tie" in judged[0].reply.splitlines()[-1]
+    assert asked_again(judged) and current_prompt(judged[1].text).startswith("The last line must be only 1, 2 or tie")
+    (data,) = [m.data for m in record.messages if m.kind == "notice"]
+    assert [v["verdict"] for v in data["verdicts"]] == [None]
+    assert record.reviews == [] and reviews == []
+
+
+def editor_after_a_silent_writer(body) -> str | dict:
+    """The editor polishes or reviews whatever it is sent; the judge scores whom it is asked about."""
+    text = body_text(body)
+    if "You are a professional translation editor" in text or "You are the code reviewer" in text:
+        return f"Edited [{token(text)}]."
+    return judge_verdict(text)
+
+
+@pytest.mark.parametrize("game", ["translation", "code_review"])
+async def test_the_editor_is_not_asked_to_edit_nothing_after_the_writer_gave_nothing(backend, game, tmp_path):
+    if game == "translation":
+        source = tmp_path / "texts.jsonl"
+        source.write_text(json.dumps({"id": "t1", "source_lang": "de", "target_lang": "en", "source": "Die Katze schläft.",
+                                      "reference": "The cat sleeps."}) + "\n", encoding="utf-8")
+        params, writer, editor = {"texts": str(source)}, "Translator", "Proofreader"
+        referees = [{"use": "llm_judge", "agent": "judge"}, {"use": "rules", "metric": "chrf"}]
+    else:
+        source = tmp_path / "problems.jsonl"
+        source.write_text(json.dumps({"id": "add", "entry_point": "add", "prompt": "def add(a, b):\n",
+                                      "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}) + "\n")
+        params, writer, editor = {"problems": str(source)}, "Programmer", "Reviewer"
+        referees = [{"use": "execution", "limits": {"wall_seconds": 30, "cpu_seconds": 10}}, {"use": "llm_judge", "agent": "judge"}]
+    with mock_server(backend, editor_after_a_silent_writer) as mock:
+        agents = {"ann": {"backend": "scripted", "strategy": "fixed", "params": {"replies": [""]}},
+                  "bob": model_agent(backend, mock), "judge": model_agent(backend, mock)}
+        raw = scenario("silent", agents, game, params, referee=referees, tournament={"role_swap": False})
+        raw["match"]["max_retries"] = 1
+        raw["games"][0]["agents"] = ["ann", "bob"]
+        (record,), _ = await play_with_defaults(tmp_path, raw)
+        requests = mock.answered()
+    # the editor was never sent a request: only the judge's brief reached the server
+    (brief,) = requests
+    assert "Edited [" not in brief.reply and f"Score each of {writer} on a scale" in brief.text
+    assert f"{editor}" not in re.search(r"Score each of .*", brief.text).group(0)
+    assert [(e.round, e.seat, e.defaulted) for e in record.events
+            if e.type == "action" and e.seat in (writer, editor)] == [(1, writer, True)]
+    assert record.rounds == 1 and not [m for m in record.messages if m.kind == "prompt" and m.recipients == (editor,)]
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    assert notice.data["skipped"] == editor and f"the {editor.lower()} was not asked" in notice.content
+    assert editor not in record.payoffs and set(record.metrics["judge"]) == {writer}

@@ -237,3 +237,57 @@ def test_arena_rank_reports_opinion_altering_and_holding_by_leader_and_follower(
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert 'id="judging"' in html and "Opinion altering and holding, by position" in html
     assert "<td>pliable</td><td>follower</td>" in html.replace(' class="name"', "").replace(' class=""', "")
+
+
+def reviewer_game(pairs):
+    import random
+
+    game = plugins.load("game", "peer_discussion")
+    return game(game.Params.model_validate({"pairs": pairs, "case": "p1"}), ("Reviewer 1", "Reviewer 2"),
+                {"Reviewer 1": "Reviewer", "Reviewer 2": "Reviewer"}, random.Random(1))
+
+
+def test_a_preference_is_read_from_the_replys_closing_line_only(pairs):
+    from arena.contract import InvalidReply
+
+    game = reviewer_game(pairs)
+    read = lambda reply: game.parse("Reviewer 1", reply, 1)  # noqa: E731
+    assert read("Answer 1 is supported.\nPreference: 1") == -1
+    assert read("Long review.\n\n**Preference:** 2\n\n") == 1
+    assert read("Review.\nMy preference is: Answer 2.") == 1
+    assert read("Review.\n## Final preference - tie") == 0
+    # what is not a verdict: the instruction echoed (on one line or several), a verdict followed by
+    # more text, a quoted verdict, a verdict in the middle of a sentence, nothing
+    rule = "End every message with your preference alone on its last line: 'Preference: 1', 'Preference: 2' or 'Preference: tie'."
+    for reply in (rule, "Sure.\n" + rule.replace(", ", ",\n").replace(" or ", " or\n"), "Preference: 2\nThat is all.",
+                  "Review.\n'Preference: 1'", "I lean to preference 1 but tie is possible", "", "  \n "):
+        with pytest.raises(InvalidReply, match="alone on its last line") as refused:
+            read(reply)
+        assert ("Your last line was" in refused.value.reason) is bool(reply.strip())
+
+
+async def test_with_stop_agreement_two_reviewers_without_preferences_never_agree(pairs):
+    # before: two defaulted initial reviews were both read as "tie" and ended the match at once, agreed
+    agents = {"a": says("a", "-"), "b": says("b", "-")}
+    record = await play_match(spec(pairs, agents, stop="agreement", max_turns=2), agents)
+    assert record.rounds == 3
+    data = summary(record)
+    assert data["agreed_at_start"] is None and data["disagreed_at_start"] is None and not data["agreed"]
+    assert data["outcome"] is None and data["missed"] == {"Reviewer 1": [0, 1], "Reviewer 2": [0, 2]}
+    assert record.reviews == [] and record.payoffs == {"Reviewer 1": 0.0, "Reviewer 2": 0.0}
+
+
+async def test_a_reviewer_that_states_its_first_preference_late_starts_no_agreement_at_the_start(pairs):
+    # Reviewer 2 gives nothing in round 1, then backs answer 1 in round 3: they agree then, not at the start
+    agents = {"a": says("a", "1", "1", "-"), "b": says("b", "-", "-", "1")}
+    record = await play_match(spec(pairs, agents, max_turns=2), agents)
+    data = summary(record)
+    assert data["agreed_at_start"] is None and data["agreed"] and data["agreed_at"] == 2 and data["outcome"] == -1
+    assert data["reviewers"]["Reviewer 2"]["initial"] is None and data["reviewers"]["Reviewer 2"]["final"] == -1
+    assert data["reviewers"]["Reviewer 2"]["altered"] is None
+    assert sorted(r.battle for r in record.reviews) == [("p1", "expert", "bot", "a", -1), ("p1", "expert", "bot", "b", -1)]
+    from arena.results.discussion import discussion_summaries
+
+    (s,) = discussion_summaries([record])
+    assert (s.agreed_at_start, s.agreed_at_end, s.no_outcome, s.discussion_accuracy) == (0, 1, 0, 1.0)
+    assert s.initial_accuracy == 1.0  # a's initial preference, the only one stated

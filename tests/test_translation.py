@@ -111,3 +111,43 @@ def test_a_judge_referee_naming_an_unknown_agent_is_caught_before_running():
     raw["games"][0]["referee"] = ["rules", {"use": "llm_judge", "agent": "a", "metric": "payoff"}]
     with pytest.raises(ConfigError, match=r"games\[0\]\.referee\[1\]\.metric: referees 0 and 1 both report the metric 'payoff'"):
         parse_scenario(raw)
+
+
+def test_a_translator_that_gives_nothing_ends_the_match_and_arena_show_says_the_proofreader_was_not_asked(
+        run_cli, tmp_path):
+    import json
+
+    import yaml
+
+    agents = {"mute": {"backend": "scripted", "strategy": "fixed", "params": {"replies": [""]}},
+              "editor": {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["Polished."]}}}
+    raw = {"name": "mute", "seed": 1, "agents": agents,
+           "games": [{"game": "translation", "agents": ["mute", "editor"],
+                      "params": {"texts": TEXTS, "language_pair": "de-en", "limit": 1}}],
+           "tournament": {"role_swap": False}, "match": {"max_retries": 1}}
+    (tmp_path / "mute.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    result = run_cli("run", tmp_path / "mute.yaml", "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (record,) = [json.loads(line) for line in run_cli("export", tmp_path / "run", cwd=tmp_path).stdout.splitlines()]
+    assert record["status"] == "finished" and record["rounds"] == 1
+    assert [m["recipients"] for m in record["messages"] if m["kind"] == "prompt"] == [["Translator"]]
+    assert record["payoffs"] == {"Translator": 0.0}  # chrF of no translation; the proofreader had no turn
+    shown = run_cli("show", tmp_path / "run", "--match", record["key"], cwd=tmp_path,
+                    env={**__import__("os").environ, "COLUMNS": "200"})
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "→ Translator action: None (default) — no valid reply in 2 attempts" in text
+    assert "The translator gave no translation, so the proofreader was not asked: there was nothing to polish." in text
+
+
+def test_the_judge_rates_only_the_translator_when_there_was_no_draft():
+    import random
+
+    params = TranslationParams(texts=TEXTS, case="de-en-1")
+    game = Translation(params, ("Translator", "Proofreader"), {"Translator": "Translator", "Proofreader": "Proofreader"},
+                       random.Random(1))
+    (notice,) = game.apply(1, {"Translator": game.default_action("Translator", 1)})
+    assert game.is_over(1) and notice.data == {"draft": None, "polished": None, "skipped": "Proofreader"}
+    request = game.judge_request()
+    assert request.seats == ("Translator",) and "gave no translation" in request.text
+    assert load_texts(TEXTS)["de-en-1"].source in request.text

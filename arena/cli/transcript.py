@@ -44,7 +44,7 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
             console.print(Text(f"  {who} [{message.kind}; {seen}]", style="bold"))
             console.print(Text("    " + message.content.replace("\n", "\n    ")))
         for action in actions.get(rnd, []):
-            tag = " (default)" if action.defaulted else ""
+            tag = f" (default) — {_default(action, failures.get(rnd, []))}" if action.defaulted else ""
             console.print(Text(f"  → {action.seat} action: {action.action}{tag}", style="red" if action.defaulted else "green"))
     payoffs = ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items())
     if record.status == "finished":
@@ -55,3 +55,12 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
     elif record.error:
         style = "bold yellow" if record.status == "interrupted" else "bold red"
         console.print(Text(f"\n{record.status}: {record.error}", style=style))
+
+
+def _default(action, failures) -> str:
+    """Why a turn took the game's default: the last way it failed, and after how many attempts."""
+    last = [f for f in failures if f.seat == action.seat][-1:]
+    if last and last[0].failure == "timeout":
+        return "no reply in time"
+    attempts = "attempt" if action.attempts == 1 else "attempts"
+    return f"no valid reply in {action.attempts} {attempts}"

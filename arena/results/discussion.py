@@ -12,6 +12,13 @@ and ``final`` preference, ``altered``/``held`` and ``changed_after_agreement``; 
 - Accuracy against the label: each reviewer's initial and final preference, and the
   discussion's outcome (PRD's peer discussion accuracy, PDA), per reviewer, per position and
   per pair of reviewers with who led (PRD's Table 8: R1 lead, R2 lead, either).
+
+Only preferences a reviewer stated count. An ``initial`` or ``final`` of None (a reviewer that
+stated no preference) is left out of every accuracy and counted as ``no_preference``; a
+discussion without an ``outcome`` is left out of the discussion accuracy and counted as
+``no_outcome``; a discussion is agreed (or disagreed) at the start only when both initial
+preferences were stated (``agreed_at_start``; older runs without it: both initial preferences
+given and not ``disagreed_at_start``).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class OpinionRow(BaseModel):
     held: int
     altered_share: float | None
     changed_after_agreement: int
+    no_preference: int = 0  # discussions in which this reviewer never stated a preference
 
 
 class PairRow(BaseModel):
@@ -53,6 +61,7 @@ class PairRow(BaseModel):
     discussions: int
     labelled: int
     agreed: int  # discussions that ended in agreement
+    no_outcome: int = 0  # discussions without an outcome: a reviewer stated no preference
     initial_accuracy: dict[str, float | None]
     final_accuracy: dict[str, float | None]
     discussion_accuracy: float | None  # the outcome against the label: PRD's PDA
@@ -63,8 +72,9 @@ class DiscussionSummary(BaseModel):
     discussions: int
     labelled: int
     mean_turns: float
-    agreed_at_start: int
+    agreed_at_start: int  # both initial preferences stated, and the same
     agreed_at_end: int
+    no_outcome: int = 0  # discussions in which a reviewer never stated a preference: no outcome, no agreement
     changed_after_agreement: int  # discussions in which a reviewer changed its mind after they had agreed
     initial_accuracy: float | None  # every reviewer's initial preference
     final_accuracy: float | None
@@ -79,8 +89,8 @@ class _Stand:
 
     agent: str
     position: str
-    initial: int
-    final: int
+    initial: int | None  # None: stated no preference
+    final: int | None
     altered: bool
     after_agreement: bool
     label: int | None
@@ -91,9 +101,10 @@ class _Stand:
 class _Discussion:
     stands: list[_Stand]
     label: int | None
-    outcome: int
+    outcome: int | None
     agreed: bool
     turns: int
+    agreed_at_start: bool
 
     @property
     def leader(self) -> str:
@@ -107,9 +118,25 @@ def _discussion(record: MatchRecord) -> _Discussion | None:
             {r.get("position") for r in reviewers.values() if isinstance(r, dict)} != set(POSITIONS):
         return None
     label, disagreed = data.get("label"), bool(data.get("disagreed_at_start"))
-    stands = [_Stand(record.agent_of(seat), r["position"], r["initial"], r["final"], bool(r["altered"]),
+    stands = [_Stand(record.agent_of(seat), r["position"], r.get("initial"), r.get("final"), bool(r.get("altered")),
                      bool(r.get("changed_after_agreement")), label, disagreed) for seat, r in reviewers.items()]
-    return _Discussion(stands, label, data["outcome"], bool(data.get("agreed")), int(data.get("turns", 0)))
+    stated = all(s.initial is not None for s in stands)
+    agreed_at_start = bool(data["agreed_at_start"]) if "agreed_at_start" in data else stated and not disagreed
+    return _Discussion(stands, label, data.get("outcome"), bool(data.get("agreed")), int(data.get("turns", 0)),
+                       agreed_at_start)
+
+
+def _right(stands: list[_Stand], which: str) -> tuple[int, int]:
+    """How many of these stands' stated (``which``: initial or final) preferences match the label,
+    out of how many were stated on a labelled case."""
+    given = [s for s in stands if s.label is not None and getattr(s, which) is not None]
+    return sum(getattr(s, which) == s.label for s in given), len(given)
+
+
+def _outcomes(found: list[_Discussion]) -> tuple[int, int]:
+    """Discussions whose outcome matches the label, out of the labelled ones with an outcome."""
+    given = [d for d in found if d.label is not None and d.outcome is not None]
+    return sum(d.outcome == d.label for d in given), len(given)
 
 
 def _opinions(agent: str | None, position: str, stands: list[_Stand]) -> OpinionRow:
@@ -118,10 +145,10 @@ def _opinions(agent: str | None, position: str, stands: list[_Stand]) -> Opinion
     altered = sum(s.altered for s in disagreed)
     return OpinionRow(
         agent=agent, position=position, discussions=len(stands), labelled=len(labelled),
-        initial_accuracy=share(sum(s.initial == s.label for s in labelled), len(labelled)),
-        final_accuracy=share(sum(s.final == s.label for s in labelled), len(labelled)),
+        initial_accuracy=share(*_right(stands, "initial")), final_accuracy=share(*_right(stands, "final")),
         disagreed=len(disagreed), altered=altered, held=len(disagreed) - altered,
-        altered_share=share(altered, len(disagreed)), changed_after_agreement=sum(s.after_agreement for s in stands))
+        altered_share=share(altered, len(disagreed)), changed_after_agreement=sum(s.after_agreement for s in stands),
+        no_preference=sum(s.final is None for s in stands))
 
 
 def _pair(reviewers: tuple[str, str], leader: str | None, found: list[_Discussion]) -> PairRow:
@@ -129,14 +156,13 @@ def _pair(reviewers: tuple[str, str], leader: str | None, found: list[_Discussio
     stands = [s for d in labelled for s in d.stands]
 
     def accuracy(agent: str, which: str) -> float | None:
-        mine = [s for s in stands if s.agent == agent]
-        return share(sum(getattr(s, which) == s.label for s in mine), len(mine))
+        return share(*_right([s for s in stands if s.agent == agent], which))
 
     return PairRow(reviewers=reviewers, leader=leader, discussions=len(found), labelled=len(labelled),
-                   agreed=sum(d.agreed for d in found),
+                   agreed=sum(d.agreed for d in found), no_outcome=sum(d.outcome is None for d in found),
                    initial_accuracy={a: accuracy(a, "initial") for a in dict.fromkeys(reviewers)},
                    final_accuracy={a: accuracy(a, "final") for a in dict.fromkeys(reviewers)},
-                   discussion_accuracy=share(sum(d.outcome == d.label for d in labelled), len(labelled)))
+                   discussion_accuracy=share(*_outcomes(found)))
 
 
 def discussion_summaries(records: Iterable[MatchRecord]) -> list[DiscussionSummary]:
@@ -172,10 +198,10 @@ def discussion_summaries(records: Iterable[MatchRecord]) -> list[DiscussionSumma
         out.append(DiscussionSummary(
             group=group, discussions=len(found), labelled=len(labelled),
             mean_turns=sum(d.turns for d in found) / len(found),
-            agreed_at_start=sum(not d.stands[0].disagreed for d in found), agreed_at_end=sum(d.agreed for d in found),
+            agreed_at_start=sum(d.agreed_at_start for d in found), agreed_at_end=sum(d.agreed for d in found),
+            no_outcome=sum(d.outcome is None for d in found),
             changed_after_agreement=sum(any(s.after_agreement for s in d.stands) for d in found),
-            initial_accuracy=share(sum(s.initial == s.label for d in labelled for s in d.stands), 2 * len(labelled)),
-            final_accuracy=share(sum(s.final == s.label for d in labelled for s in d.stands), 2 * len(labelled)),
-            discussion_accuracy=share(sum(d.outcome == d.label for d in labelled), len(labelled)),
+            initial_accuracy=share(*_right(stands, "initial")), final_accuracy=share(*_right(stands, "final")),
+            discussion_accuracy=share(*_outcomes(found)),
             reviewers=[r for r in rows if r.discussions], pairs=pair_rows))
     return out

@@ -13,6 +13,10 @@ orders, by their mean: the sign of the mean score difference for scores; for cho
 the sign of their sum, so two opposite verdicts make a tie and a verdict beside a tie stands.
 A pair with only one order finished (or none labelled) is left out and counted. Each debater's
 own final verdicts are combined the same way, which scores it as a single judge would be.
+
+Only verdicts a debater gave are read: ``finals`` and ``firsts`` hold none for a debater whose
+turns were defaulted (``firsts``: the verdict of its first turn, none when that turn gave none),
+so it is left out of its own accuracy there rather than counted as a tie.
 """
 
 from __future__ import annotations
