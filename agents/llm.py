@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 from arena.contract import (Agent, AgentConfig, ArenaError, BackendUnavailable, CachedReply, CallRecord, CallStarted,
                             FatalAgentError, Turn)
 from arena.contract import ReplyCut
+from arena.contract.errors import shorten
 
 from .prices import PRICES, cost
 
@@ -88,6 +89,10 @@ REPLY_CEILING = 1_000_000
 # character outside the BMP as two \u escapes), plus the answer's envelope (ids, usage, tool wrapping).
 JSON_BYTES_PER_CHAR = 12
 ENVELOPE_BYTES = 64 * 1024
+
+
+# What is shown and stored of an error: the SDKs put a server's whole error body in their message.
+ERROR_CHARS = 2000
 
 
 def body_limit(cap: int) -> int:
@@ -322,12 +327,13 @@ class LLMAgent(Agent):
         return value
 
     def redact(self, text: str) -> str:
-        """Errors are shown and stored: make sure no key is among them."""
+        """Errors are shown and stored: make sure no key is among them, and that a server's error
+        quoting a body of any length is kept to its first ``ERROR_CHARS`` characters."""
         variable = self.key_variable()
         key = os.environ.get(variable) if variable else None
         if key:
             text = text.replace(key, "***")
-        return text
+        return shorten(text, ERROR_CHARS)
 
 
 # Asks the SDK for the response before its body is read (the header its own ``with_streaming_response``

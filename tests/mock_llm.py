@@ -22,6 +22,7 @@ called for every request (``count`` starts at 1). A behaviour is one of
     "flood" / "flood:N"    ignores max_tokens: a reply of N characters (default 2,000,000), a game reply
                            whose reason runs on, streamed in chunks without a length, as a server that
                            streams sends it; "flood:N:sized" announces its Content-Length first
+    "flood_error:N"        a 400 whose error message runs on to N characters (default 2,000,000)
 
 ``responder`` replaces the public goods reply: a function ``(body) -> str | dict`` given the
 request body as the server received it, so a test plays any game the way a model would,
@@ -315,6 +316,11 @@ class _Handler(BaseHTTPRequestHandler):
             status, extra, payload, text = mock.answer(route, body, self, garbage=kind == "garbage")
             if not late:
                 recorded.reply = text
+            self._send(status, extra, payload)
+            return
+        if kind == "flood_error":
+            status, extra, payload = mock.error(400, {}, self)
+            payload["error"]["message"] = _flood_text(int(arg or 2_000_000))
             self._send(status, extra, payload)
             return
         extra = {}

@@ -212,3 +212,62 @@ def test_four_matches_against_servers_sending_two_megabytes_per_reply_stay_small
         assert sum(json.dumps(b).count(CUT) for b in bodies) == len(model_turns) * (0 + 1 + 2)
         assert not any(FLOOD_WORDS in json.dumps(b) for b in bodies)
         print(f"peak growth {growth_mb:.1f} MB, store {store_bytes:,} bytes, cache {cache_bytes:,} bytes")
+
+
+async def test_a_server_error_quoting_megabytes_is_kept_to_its_first_two_thousand_characters(tmp_path):
+    """The SDKs put a server's whole error body in their message: what the store keeps of it is bounded."""
+    with OpenAIMock() as mock:
+        mock.set_script(lambda count, body: "flood_error")
+        records, store = await play(tmp_path / "run", scenario({"alice": model(mock, "openai")}))
+        try:
+            (record,) = records
+            assert record.status == "failed"
+            assert record.error.startswith("CallRefused: 400: Error code: 400 - I weigh what the others gave")
+            assert len(record.error) < 2100 and re.search(r"… \(\d[\d,]* more characters\)", record.error)
+            (call,) = [c for c in store.calls() if c.agent == "alice"]
+            assert call.error.startswith("CallRefused: 400: Error code: 400") and len(call.error) <= 2000
+        finally:
+            store.close()
+        assert (tmp_path / "run" / "run.sqlite").stat().st_size < 1_000_000
+
+
+async def test_a_cached_reply_longer_than_the_cap_now_set_is_cut_too(tmp_path):
+    """The cache answers the same request whatever max_reply_chars is: a reply it holds from a run with a
+    larger cap is cut like one that came from the server, and so is the answer to the re-ask."""
+    cache = str(tmp_path / "cache.sqlite")
+    with OpenAIMock() as mock:
+        first, store = await play(tmp_path / "first", {**scenario({"alice": model(mock, "openai")}), "cache": cache})
+        store.close()
+        (taken,) = [e for e in first[0].events if isinstance(e, ActionTaken) and first[0].agent_of(e.seat) == "alice"]
+        assert not taken.defaulted and 10 < len(taken.reply) < 1600
+        asked = mock.count
+
+        raw = {**scenario({"alice": model(mock, "openai", max_reply_chars=10)}), "cache": cache}
+        again, store = await play(tmp_path / "again", raw)
+        try:
+            (record,) = again
+            (taken,) = [e for e in record.events if isinstance(e, ActionTaken) and record.agent_of(e.seat) == "alice"]
+            assert taken.defaulted and taken.attempts == 3 and taken.reply is None
+            calls = sorted((c for c in store.calls() if c.agent == "alice"), key=lambda c: c.attempt)
+            assert [c.cached for c in calls] == [True, False, False]
+            assert calls[0].error == (f"ReplyCut: reply cut: longer than max_reply_chars (10 characters); "
+                                      f"{len(mock.requests[0].reply)} characters in the cache")
+            assert all(re.fullmatch(r"ReplyCut: reply cut: longer than max_reply_chars \(10 characters\); \d+ characters came",
+                                    c.error) for c in calls[1:])
+            assert mock.count == asked + 2  # the re-asks, which the cache had not seen
+        finally:
+            store.close()
+
+
+def test_max_reply_chars_defaults_from_max_tokens_and_has_a_ceiling():
+    from arena.agents.openai_backend import OpenAIConfig
+
+    assert OpenAIConfig(model="m").reply_cap() == 16 * 512
+    assert OpenAIConfig(model="m", max_tokens=100).reply_cap() == 1600
+    assert OpenAIConfig(model="m", max_tokens=10**7).reply_cap() == REPLY_CEILING  # derived, held to the ceiling
+    assert OpenAIConfig(model="m", max_reply_chars=300).reply_cap() == 300
+    assert body_limit(1600) == 12 * 1600 + ENVELOPE_BYTES
+    raw = scenario({"alice": {"backend": "openai", "model": "m", "max_reply_chars": REPLY_CEILING + 1}})
+    with pytest.raises(ConfigError) as caught:
+        parse_scenario(raw)
+    assert "agents.alice.max_reply_chars: expected less than or equal to 1000000 (given: 1000001)" in caught.value.render()
