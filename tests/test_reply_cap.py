@@ -271,3 +271,26 @@ def test_max_reply_chars_defaults_from_max_tokens_and_has_a_ceiling():
     with pytest.raises(ConfigError) as caught:
         parse_scenario(raw)
     assert "agents.alice.max_reply_chars: expected less than or equal to 1000000 (given: 1000001)" in caught.value.render()
+
+
+async def test_the_embedded_model_stops_generating_at_the_cap(tmp_path):
+    """llama.cpp in this process: generation is stopped where the reply passes max_reply_chars, long
+    before max_tokens, and the reply is cut like a server's."""
+    pytest.importorskip("llama_cpp")
+    tiny = {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 200, "max_reply_chars": 8,
+            "temperature": 0.8, "structured": False}
+    raw = {**scenario({"tiny": tiny}), "match": {"max_retries": 1, "turn_timeout": 300}}
+    records, store = await play(tmp_path / "run", raw)
+    try:
+        (record,) = records
+        (taken,) = [e for e in record.events if isinstance(e, ActionTaken) and record.agent_of(e.seat) == "tiny"]
+        assert taken.defaulted and taken.attempts == 2 and taken.reply is None
+        calls = [c for c in store.calls() if c.agent == "tiny"]
+        assert len(calls) == 2
+        for call in calls:
+            found = re.fullmatch(r"ReplyCut: reply cut: longer than max_reply_chars \(8 characters\); (\d+) characters "
+                                 r"generated when generation stopped", call.error)
+            assert found, call.error
+            assert 8 < int(found.group(1)) <= 8 + 40  # one token past the cap, not 200 tokens on
+    finally:
+        store.close()
