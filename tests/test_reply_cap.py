@@ -294,3 +294,14 @@ async def test_the_embedded_model_stops_generating_at_the_cap(tmp_path):
             assert 8 < int(found.group(1)) <= 8 + 40  # one token past the cap, not 200 tokens on
     finally:
         store.close()
+
+
+async def test_the_connection_of_a_cut_reply_is_closed_not_drained(tmp_path):
+    """A 20 MB reply: the client hangs up once past the limit, so the server cannot send it all (what
+    it did send sits in the kernel's buffers, a few MB at most)."""
+    with OpenAIMock() as mock:
+        mock.set_script(lambda count, body: "flood:20000000")
+        records, store = await play(tmp_path / "run", scenario({"alice": model(mock, "openai")}))
+        store.close()
+        assert len(mock.requests) == 3
+        assert all(r.sent is not None and r.sent < 20_000_000 for r in mock.requests), [r.sent for r in mock.requests]
