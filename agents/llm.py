@@ -89,8 +89,6 @@ REPLY_CEILING = 1_000_000
 # character outside the BMP as two \u escapes), plus the answer's envelope (ids, usage, tool wrapping).
 JSON_BYTES_PER_CHAR = 12
 ENVELOPE_BYTES = 64 * 1024
-
-
 # What is shown and stored of an error: the SDKs put a server's whole error body in their message.
 ERROR_CHARS = 2000
 

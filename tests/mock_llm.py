@@ -23,6 +23,7 @@ called for every request (``count`` starts at 1). A behaviour is one of
                            whose reason runs on, streamed in chunks without a length, as a server that
                            streams sends it; "flood:N:sized" announces its Content-Length first
     "flood_error:N"        a 400 whose error message runs on to N characters (default 2,000,000)
+    "broken_off"           HTTP 200 announcing a whole answer, then the connection closed halfway through it
 
 ``responder`` replaces the public goods reply: a function ``(body) -> str | dict`` given the
 request body as the server received it, so a test plays any game the way a model would,
@@ -318,6 +319,13 @@ class _Handler(BaseHTTPRequestHandler):
                 recorded.reply = text
             self._send(status, extra, payload)
             return
+        if kind == "broken_off":
+            status, extra, payload, text = mock.answer(route, body, self)
+            data = json.dumps(payload).encode()
+            self._stream(status, {"Content-Type": "application/json", **extra}, data[: len(data) // 2], True,
+                         announced=len(data))
+            self._drop()
+            return
         if kind == "flood_error":
             status, extra, payload = mock.error(400, {}, self)
             payload["error"]["message"] = _flood_text(int(arg or 2_000_000))
@@ -359,16 +367,19 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
-    def _stream(self, status: int, headers: dict[str, str], data: bytes, sized: bool, chunk: int = 64 * 1024) -> int:
+    def _stream(self, status: int, headers: dict[str, str], data: bytes, sized: bool, chunk: int = 64 * 1024,
+                announced: int | None = None) -> int:
         """Send ``data`` in chunks as they come (chunked transfer, or after a Content-Length when
-        ``sized``); returns how many bytes of it left before the client hung up."""
+        ``sized``: ``announced``, else the data's length); returns how many bytes of it left before
+        the client hung up."""
         sent = 0
         self.close_connection = True  # one flood per connection: a client that stops reading leaves it unusable
         try:
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
-            self.send_header("Content-Length" if sized else "Transfer-Encoding", str(len(data)) if sized else "chunked")
+            length = str(len(data) if announced is None else announced)
+            self.send_header("Content-Length" if sized else "Transfer-Encoding", length if sized else "chunked")
             self.end_headers()
             for start in range(0, len(data), chunk):
                 piece = data[start:start + chunk]

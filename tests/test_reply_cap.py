@@ -305,3 +305,22 @@ async def test_the_connection_of_a_cut_reply_is_closed_not_drained(tmp_path):
         store.close()
         assert len(mock.requests) == 3
         assert all(r.sent is not None and r.sent < 20_000_000 for r in mock.requests), [r.sent for r in mock.requests]
+
+
+@pytest.mark.parametrize("mock_class, backend", [(OpenAIMock, "openai"), (AnthropicMock, "anthropic")],
+                         ids=["openai", "anthropic"])
+async def test_an_answer_broken_off_midway_is_tried_again(tmp_path, mock_class, backend):
+    """The body is read here, not by the SDK: a connection that closes halfway through it is a
+    transient failure, tried again within the call, and the second answer is the move."""
+    with mock_class() as mock:
+        mock.set_script(["broken_off"])
+        records, store = await play(tmp_path / "run", scenario({"alice": model(mock, backend)}))
+        try:
+            (record,) = records
+            (taken,) = [e for e in record.events if isinstance(e, ActionTaken) and record.agent_of(e.seat) == "alice"]
+            assert not taken.defaulted and taken.attempts == 1 and taken.reply == mock.requests[1].reply
+            (call,) = [c for c in store.calls() if c.agent == "alice"]
+            assert call.retries == 1 and call.error is None
+            assert [r.behaviour for r in mock.requests] == ["broken_off", "ok"] and mock.bodies()[0] == mock.bodies()[1]
+        finally:
+            store.close()
