@@ -16,6 +16,7 @@ import trio
 from pydantic import Field
 
 from arena.contract import ConfigError, FatalAgentError, Problem
+from arena.contract import ReplyCut
 
 from .llm import CallRefused, ChatRequest, Completion, LLMAgent, LLMConfig
 from .structured import complete_structured
@@ -121,20 +122,50 @@ class LlamaCppAgent(LLMAgent):
         if mode == "grammar":  # llama.cpp turns the schema into a grammar
             options["response_format"] = {"type": "json_object", "schema": request.schema_}
 
-        def generate() -> dict:
+        def generate() -> Completion:
+            from llama_cpp import LogitsProcessorList
+
             llama, lock = _load(path, config.n_ctx, config.n_threads, layout)
+            counter = _Counter()
+            text: list[str] = []
+            size = 0
             with lock:
                 try:
-                    return llama.create_chat_completion(messages=messages, **options)
+                    # streamed, so that generation stops where the reply passes the cap: llama.cpp makes
+                    # each token as its chunk is taken
+                    chunks = llama.create_chat_completion(messages=messages, stream=True,
+                                                          logits_processor=LogitsProcessorList([counter]), **options)
+                    for chunk in chunks:
+                        piece = chunk["choices"][0]["delta"].get("content") or ""
+                        size += len(piece)
+                        if size > cap:
+                            chunks.close()
+                            raise ReplyCut(cap, size, how="generated when generation stopped")
+                        text.append(piece)
                 except ValueError as exc:  # e.g. the prompt does not fit the context window
                     raise CallRefused(str(exc)) from None
+            return Completion(text="".join(text), prompt_tokens=counter.prompt, completion_tokens=counter.sampled)
 
+        cap = config.reply_cap()
         # abandon_on_cancel: a timed-out generation finishes in its thread (holding the model's
         # lock) while the match moves on.
-        response = await trio.to_thread.run_sync(generate, abandon_on_cancel=True)
-        usage = response.get("usage") or {}
-        return Completion(text=response["choices"][0]["message"].get("content") or "",
-                          prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
+        return await trio.to_thread.run_sync(generate, abandon_on_cancel=True)
+
+
+class _Counter:
+    """A streamed completion reports no usage: llama.cpp shows a logits processor the tokens so far
+    before each token it samples, so the prompt's length is the first it sees, and the calls count
+    the tokens sampled (the end-of-turn token among them)."""
+
+    def __init__(self) -> None:
+        self.prompt: int | None = None
+        self.sampled = 0
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if self.prompt is None:
+            self.prompt = len(input_ids)
+        self.sampled += 1
+        return scores
 
 
 def _system_in_first_turn(system: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:

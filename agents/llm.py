@@ -30,6 +30,8 @@ from pydantic import BaseModel, Field
 
 from arena.contract import (Agent, AgentConfig, ArenaError, BackendUnavailable, CachedReply, CallRecord, CallStarted,
                             FatalAgentError, Turn)
+from arena.contract import ReplyCut
+from arena.contract.errors import shorten
 
 from .prices import PRICES, cost
 
@@ -85,6 +87,27 @@ def token_counts(answer: dict[str, Any], prompt: str, completion: str) -> tuple[
                  for value in (usage.get(prompt), usage.get(completion)))
 
 
+# A reply's size. English runs about 4 characters to a token and code or other languages fewer; tokens
+# of 16 characters or more (long runs of spaces, long words) are rare, so a reply within max_tokens is
+# never cut in practice, while a server that ignores max_tokens is stopped a few kilobytes on.
+CHARS_PER_TOKEN = 16
+# The most any reply may have, whatever the settings: the longest replies models give today (about
+# 128k tokens) come to about half a million characters; a million holds them with room, and bounds
+# what one call may hold in memory (the body limit below: 12 MB) and what one stored row may hold.
+REPLY_CEILING = 1_000_000
+# The body a reply of n characters can come in: JSON may spell one character in up to 12 bytes (a
+# character outside the BMP as two \u escapes), plus the answer's envelope (ids, usage, tool wrapping).
+JSON_BYTES_PER_CHAR = 12
+ENVELOPE_BYTES = 64 * 1024
+# What is shown and stored of an error: the SDKs put a server's whole error body in their message.
+ERROR_CHARS = 2000
+
+
+def body_limit(cap: int) -> int:
+    """The most bytes read of an answer whose reply may have ``cap`` characters."""
+    return JSON_BYTES_PER_CHAR * cap + ENVELOPE_BYTES
+
+
 class LLMConfig(AgentConfig):
     backend: str
     model: str = Field(description="The model's name as the backend knows it.")
@@ -108,6 +131,16 @@ class LLMConfig(AgentConfig):
     backoff: float = Field(1.0, gt=0, description="First wait between tries, doubled each time, with jitter.")
     max_backoff: float = Field(10.0, gt=0, description="Longest wait between tries.")
     structured: bool = Field(True, description="Use the backend's structured output when the game declares its action.")
+    max_reply_chars: int | None = Field(
+        None, ge=1, le=REPLY_CEILING,
+        description="Most characters one reply may have; reading (or generating) stops there and the reply counts as "
+        "invalid: asked again with the reason, then the game's default. Default: 16 per token of max_tokens; "
+        "at most 1,000,000.",
+    )
+
+    def reply_cap(self) -> int:
+        """The most characters a reply may have: ``max_reply_chars``, else derived from ``max_tokens``."""
+        return self.max_reply_chars or min(REPLY_CEILING, CHARS_PER_TOKEN * self.max_tokens)
 
 
 # How long a server that let a call hang until the turn's deadline has to answer a probe, before
@@ -166,8 +199,13 @@ class LLMAgent(Agent):
                 return await self._ask(turn, request, key, base)
         # recorded at what it cost when first asked: reports count it as saved, the budget not at all
         cost = hit.cost if hit.cost is not None else self.cost_of(hit.prompt_tokens, hit.completion_tokens, services.prices)
+        # a cache filled under a larger max_reply_chars may hold a reply longer than this agent may send now
+        cut = ReplyCut(config.reply_cap(), len(hit.text), how="in the cache") if len(hit.text) > config.reply_cap() else None
         services.record_call(CallRecord(**base, prompt_tokens=hit.prompt_tokens, completion_tokens=hit.completion_tokens,
-                                        cost=cost, latency=hit.latency or 0.0, cached=True))
+                                        cost=cost, latency=hit.latency or 0.0, cached=True,
+                                        error=f"ReplyCut: {cut}" if cut else None))
+        if cut:
+            raise cut
         return hit.text
 
     async def _ask(self, turn: Turn, request: ChatRequest, key: dict[str, Any], base: dict[str, Any]) -> str:
@@ -263,12 +301,21 @@ class LLMAgent(Agent):
         """One try, under the per-try timeout when one is set (the turn's deadline bounds it anyway)."""
         timeout = self.config.timeout
         if timeout is None:
-            return await self.complete(request)
+            return await self._within_cap(request)
         try:
             with trio.fail_after(timeout):
-                return await self.complete(request)
+                return await self._within_cap(request)
         except trio.TooSlowError:
             raise TransientError(f"no answer within {timeout:g} s") from None
+
+    async def _within_cap(self, request: ChatRequest) -> Completion:
+        """``complete``, refusing a reply longer than ``max_reply_chars``: the backends stop reading
+        or generating near the cap, and this holds it exactly, so nothing longer is stored or cached."""
+        completion = await self.complete(request)
+        cap = self.config.reply_cap()
+        if len(completion.text) > cap:
+            raise ReplyCut(cap, len(completion.text), how="came")
+        return completion
 
     def unavailable(self, last: TransientError, tries: int, cut_off: bool = False) -> BackendUnavailable:
         when = "when the turn's time ran out" if cut_off else f"after {tries} {'try' if tries == 1 else 'tries'}"
@@ -296,12 +343,18 @@ class LLMAgent(Agent):
         return value
 
     def redact(self, text: str) -> str:
-        """Errors are shown and stored: make sure no key is among them."""
+        """Errors are shown and stored: make sure no key is among them, and that a server's error
+        quoting a body of any length is kept to its first ``ERROR_CHARS`` characters."""
         variable = self.key_variable()
         key = os.environ.get(variable) if variable else None
         if key:
             text = text.replace(key, "***")
-        return text
+        return shorten(text, ERROR_CHARS)
+
+
+# Asks the SDK for the response before its body is read (the header its own ``with_streaming_response``
+# sets), and the server for a body as it is: the limit counts the bytes that will be parsed.
+STREAMED = {"X-Stainless-Raw-Response": "stream", "Accept-Encoding": "identity"}
 
 
 class HostedConfig(LLMConfig):
@@ -395,8 +448,35 @@ class HostedAgent(LLMAgent):
         import httpx2  # what both SDKs are built on; `post` hands back its raw response when asked
 
         client = self.client  # its timeout given again: without it the anthropic SDK sends a header saying NOT_GIVEN
-        response = await client.post(path, body=body, cast_to=httpx2.Response, options={"timeout": client.timeout})
-        return response.json()
+        response = await client.post(path, body=body, cast_to=httpx2.Response,
+                                     options={"timeout": client.timeout, "headers": STREAMED})
+        return json.loads(await self._bounded_body(response))
+
+    async def _bounded_body(self, response: Any) -> bytes:
+        """The body of a response not yet read, read in chunks up to what a reply within
+        ``max_reply_chars`` can take (``body_limit``), then closed. A longer body is cut there and
+        never parsed: a JSON document cut short cannot be read, and whatever it held is too long.
+        A body announced longer is not read at all."""
+        import httpx2
+
+        cap = self.config.reply_cap()
+        limit = body_limit(cap)
+        chunks: list[bytes] = []
+        try:
+            announced = response.headers.get("content-length", "")
+            if announced.isdigit() and int(announced) > limit:
+                raise ReplyCut(cap, int(announced), "bytes", "announced by the server, none read")
+            size = 0
+            async for chunk in response.aiter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise ReplyCut(cap, size, "bytes", f"had come when reading stopped (the most read is {limit:,})")
+                chunks.append(chunk)
+        except httpx2.RequestError as exc:  # the connection dropped or stalled mid-body, as the SDK's own read would say
+            raise TransientError(f"the response broke off: {type(exc).__name__}: {self.redact(str(exc))}") from None
+        finally:
+            await response.aclose()  # a body left unread closes its connection rather than going back to the pool
+        return b"".join(chunks)
 
     async def send(self, create, **kwargs) -> Any:
         """One request through the SDK, its errors translated into ours."""

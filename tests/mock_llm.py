@@ -19,6 +19,11 @@ called for every request (``count`` starts at 1). A behaviour is one of
     "drop"                 close the connection without any response
     "malformed"            HTTP 200 with a body that is not JSON
     "garbage"              a valid API response whose text is not a valid game reply
+    "flood" / "flood:N"    ignores max_tokens: a reply of N characters (default 2,000,000), a game reply
+                           whose reason runs on, streamed in chunks without a length, as a server that
+                           streams sends it; "flood:N:sized" announces its Content-Length first
+    "flood_error:N"        a 400 whose error message runs on to N characters (default 2,000,000)
+    "broken_off"           HTTP 200 announcing a whole answer, then the connection closed halfway through it
 
 ``responder`` replaces the public goods reply: a function ``(body) -> str | dict`` given the
 request body as the server received it, so a test plays any game the way a model would,
@@ -69,6 +74,7 @@ class Recorded:
     behaviour: Behaviour
     at: float = field(default_factory=time.monotonic)
     reply: str | None = None  # the reply text sent back, when the request was answered
+    sent: int | None = None  # bytes of a flooded body that left before the client hung up (None: not flooded)
 
     @property
     def messages(self) -> list[dict]:
@@ -301,10 +307,28 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "malformed":
             self._send_raw(200, {"Content-Type": "application/json"}, b'{"id": "chatcmpl-broken", "choices": [{"mess')
             return
+        if kind == "flood":
+            size, _, sized = arg.partition(":")
+            status, extra, payload, text = mock.answer(route, body, self)
+            data = json.dumps(mock.flooded(payload, text, int(size or 2_000_000))).encode()
+            recorded.sent = self._stream(status, {"Content-Type": "application/json", **extra}, data, sized == "sized")
+            return
         if kind in ("ok", "garbage"):
             status, extra, payload, text = mock.answer(route, body, self, garbage=kind == "garbage")
             if not late:
                 recorded.reply = text
+            self._send(status, extra, payload)
+            return
+        if kind == "broken_off":
+            status, extra, payload, text = mock.answer(route, body, self)
+            data = json.dumps(payload).encode()
+            self._stream(status, {"Content-Type": "application/json", **extra}, data[: len(data) // 2], True,
+                         announced=len(data))
+            self._drop()
+            return
+        if kind == "flood_error":
+            status, extra, payload = mock.error(400, {}, self)
+            payload["error"]["message"] = _flood_text(int(arg or 2_000_000))
             self._send(status, extra, payload)
             return
         extra = {}
@@ -343,6 +367,49 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
 
+    def _stream(self, status: int, headers: dict[str, str], data: bytes, sized: bool, chunk: int = 64 * 1024,
+                announced: int | None = None) -> int:
+        """Send ``data`` in chunks as they come (chunked transfer, or after a Content-Length when
+        ``sized``: ``announced``, else the data's length); returns how many bytes of it left before
+        the client hung up."""
+        sent = 0
+        self.close_connection = True  # one flood per connection: a client that stops reading leaves it unusable
+        try:
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            length = str(len(data) if announced is None else announced)
+            self.send_header("Content-Length" if sized else "Transfer-Encoding", length if sized else "chunked")
+            self.end_headers()
+            for start in range(0, len(data), chunk):
+                piece = data[start:start + chunk]
+                self.wfile.write(piece if sized else b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+                sent += len(piece)
+            if not sized:
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+        except OSError:  # the client stopped reading and closed: what it wanted
+            pass
+        return sent
+
+
+def _flood_text(length: int) -> str:
+    """Prose that runs on to ``length`` characters."""
+    words = "I weigh what the others gave last round against what the pot returns to each of us. "
+    return (words * (length // len(words) + 1))[:length]
+
+
+def _flooded_reply(text: str, length: int) -> dict:
+    """A game reply (the mock's own, when it is a JSON object) whose reason runs on to ``length`` characters."""
+    try:
+        reply = json.loads(text)
+    except ValueError:
+        reply = None
+    reply = reply if isinstance(reply, dict) else {}
+    return {**reply, "reason": _flood_text(length)}
+
+
 def _presented_key(handler: _Handler) -> str:
     auth = handler.headers.get("authorization") or ""
     return auth.removeprefix("Bearer ").strip() or handler.headers.get("x-api-key") or ""
@@ -377,6 +444,11 @@ class OpenAIMock(MockServer):
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }, text
+
+    def flooded(self, payload, text, length):
+        """The answer with its reply run on to ``length`` characters (a game reply's reason made long)."""
+        payload["choices"][0]["message"]["content"] = json.dumps(_flooded_reply(text, length))
+        return payload
 
     def error(self, status, headers, handler):
         kinds = {
@@ -425,6 +497,16 @@ class AnthropicMock(MockServer):
             "usage": {"input_tokens": input_tokens, "output_tokens": _tokens(reply),
                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0},
         }, text
+
+    def flooded(self, payload, text, length):
+        """The answer with its reply run on to ``length`` characters: the tool's input, or the text."""
+        block = payload["content"][0]
+        reply = _flooded_reply(text, length)
+        if block["type"] == "tool_use":
+            block["input"] = reply
+        else:
+            block["text"] = json.dumps(reply)
+        return payload
 
     def error(self, status, headers, handler):
         kinds = {

@@ -5,6 +5,7 @@ from outside itself.
 """
 
 from arena.contract.agent import Agent, AgentConfig, FatalAgentError
+from arena.contract.agent import ReplyCut
 from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services
 from arena.contract.errors import ArenaError, BackendUnavailable, ConfigError, MatchSetupError, Problem
 from arena.contract.events import Event, SeatInfo
@@ -24,3 +25,4 @@ __all__ = [
     "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Stage", "Strategy",
     "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "everyone_hears_everyone", "nobody_hears_anyone", "path_field",
 ]
+__all__ += ["ReplyCut"]

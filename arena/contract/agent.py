@@ -25,7 +25,26 @@ class FatalAgentError(ArenaError):
     interrupts the match (it is replayed once the server is back); any other exception
     (a refused request, a bug) fails it with that error. Only a reply the game rejects
     is asked again, and only a reply that does not come in time gets the game's default.
+    A reply too long to be read (``ReplyCut``) counts as one the game rejected.
     """
+
+
+class ReplyCut(ArenaError):
+    """A reply longer than the agent may send: reading (or generating) stopped where it passed the
+    limit, so what came is no move and is never parsed, stored or cached. The match takes it as an
+    invalid reply: the seat is asked again with ``reason``, then defaulted.
+
+    ``limit``: the most characters a reply may have; ``seen``: how much had come when it stopped,
+    in the unit it was counted in (bytes of the response, characters of the text)."""
+
+    def __init__(self, limit: int, seen: int, unit: str = "characters", how: str = "seen"):
+        self.limit, self.seen, self.unit = limit, seen, unit
+        super().__init__(f"reply cut: longer than max_reply_chars ({limit:,} characters); {seen:,} {unit} {how}")
+
+    @property
+    def reason(self) -> str:
+        """What the seat is told when it is asked again."""
+        return f"Your reply was cut off unread: it ran past {self.limit:,} characters, the most a reply may have."
 
 
 class Agent(ABC):

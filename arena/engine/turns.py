@@ -3,7 +3,8 @@
 Seats and a referee's judges are asked the same way, by the match's ``Asker``. Only what an agent
 said can become its move: an invalid reply is asked again with the reason and then defaulted, a
 reply that does not come in time is defaulted at once. What the agent raises is not caught here:
-it is not a move, and it ends the match (an unreachable backend interrupts it).
+it is not a move, and it ends the match (an unreachable backend interrupts it); a reply too long to
+be read (``ReplyCut``) is the one exception, taken as an invalid reply with nothing of it kept.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import trio
 from pydantic import BaseModel
 
 from arena.contract import seeding
-from arena.contract.agent import Agent
+from arena.contract.agent import Agent, ReplyCut
 from arena.contract.events import ActionTaken, Event, TurnFailed
 from arena.contract.game import InvalidReply
 from arena.contract.messages import Message, Retry, Turn
@@ -98,13 +99,19 @@ class Asker:
             if attempt:
                 turn = turn.model_copy(update={"retries": tuple(retries), "seed": self._seed(turn.seat, turn.round, attempt)})
                 reply = agent.reply_now(turn)
+            cut: ReplyCut | None = None
             if reply is None:
                 with trio.move_on_after(settings.turn_timeout) as timer:
-                    reply = await agent.reply(turn)
+                    try:
+                        reply = await agent.reply(turn)
+                    except ReplyCut as exc:  # too long to be read: no move, and asked again like any invalid reply
+                        cut = exc
                 if timer.cancelled_caught:
                     self._failed(turn, attempt, "timeout", None, f"No reply arrived within {settings.turn_timeout:g} seconds.")
                     return Outcome(default(), last_reply, attempt + 1, "timeout")
-            if not isinstance(reply, str):
+            if cut is not None:
+                reason = cut.reason
+            elif not isinstance(reply, str):
                 reason = "The reply was not text."
                 reply = None if reply is None else repr(reply)
             else:
