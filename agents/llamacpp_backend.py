@@ -113,7 +113,7 @@ class LlamaCppAgent(LLMAgent):
         layout = chat_format(config)
         messages = ([{"role": "system", "content": request.system}] if request.system else []) + request.messages
         if request.system and layout in SYSTEM_IN_FIRST_TURN:
-            messages = _system_in_first_turn(request.system, request.messages)
+            messages = system_in_first_turn(request.system, request.messages)
         options: dict[str, Any] = {"max_tokens": request.max_tokens, "seed": request.seed}
         for name in ("temperature", "top_p", "stop"):
             if getattr(request, name) is not None:
@@ -137,7 +137,9 @@ class LlamaCppAgent(LLMAgent):
                           prompt_tokens=usage.get("prompt_tokens"), completion_tokens=usage.get("completion_tokens"))
 
 
-def _system_in_first_turn(system: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+def system_in_first_turn(system: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The chat with the system text at the top of the first user turn, as Gemma's own template lays it
+    out (also used by the openai backend for a server whose chat format drops system messages)."""
     out = [dict(m) for m in messages]
     first = next((m for m in out if m["role"] == "user"), None)
     if first is None:

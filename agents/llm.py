@@ -37,9 +37,10 @@ from .prices import PRICES, cost
 class TransientError(ArenaError):
     """Worth another try: rate limits, overload, server errors, timeouts, dropped connections."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None):
         super().__init__(message)
         self.retry_after = retry_after
+        self.status = status  # the HTTP status the server answered with, when it answered at all
 
 
 class CallRefused(ArenaError):
@@ -393,7 +394,8 @@ class HostedAgent(LLMAgent):
         except (sdk.BadRequestError, sdk.UnprocessableEntityError) as exc:
             raise CallRefused(f"{exc.status_code}: {self.redact(exc.message)}") from None
         except sdk.APIStatusError as exc:  # 408, 409, 429, 5xx, 529 overloaded
-            raise TransientError(f"{exc.status_code}: {self.redact(exc.message)}", retry_after_seconds(exc.response.headers)) from None
+            raise TransientError(f"{exc.status_code}: {self.redact(exc.message)}", retry_after_seconds(exc.response.headers),
+                                 status=exc.status_code) from None
         except (sdk.APIConnectionError, sdk.APIResponseValidationError) as exc:
             raise TransientError(f"{type(exc).__name__}: {self.redact(str(exc))}") from None
         except json.JSONDecodeError:  # HTTP 200 with a body that is not JSON: a broken proxy or server

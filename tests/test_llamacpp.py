@@ -74,14 +74,14 @@ async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow
 
 
 def test_the_packaged_model_is_laid_out_in_gemmas_turns_with_the_system_text_in_the_first_turn():
-    from arena.agents.llamacpp_backend import LlamaCppConfig, _load, _system_in_first_turn, chat_format
+    from arena.agents.llamacpp_backend import LlamaCppConfig, _load, system_in_first_turn, chat_format
 
     config = LlamaCppConfig(model="gemma3-270m")
     llama, _ = _load(model_path(config.model), config.n_ctx, config.n_threads, chat_format(config))
     assert "tokenizer.chat_template" not in llama.metadata  # why llama.cpp alone would fall back to llama-2
     assert llama.chat_format == "gemma"
     chat = [{"role": "user", "content": "[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
-    assert _system_in_first_turn("Be brief.", chat) == [
+    assert system_in_first_turn("Be brief.", chat) == [
         {"role": "user", "content": "Be brief.\n\n[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
 
 

@@ -250,7 +250,8 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
     schema = contribution_schema(10)  # the game's schema, narrowed to the default endowment
     assert openai_mock.count == 8
     for body in openai_mock.bodies():
-        assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
+        assert body["response_format"] == {"type": "json_schema", "json_schema": {
+            "name": "action", "schema": {**schema, "additionalProperties": False}, "strict": True}}
         assert body["model"] == "mock-model" and body["messages"][-1]["role"] == "user"
     assert set(schema["properties"]) == {"reason", "coins"}
 
