@@ -9,6 +9,10 @@ way that is answered is kept for the rest of the run (per endpoint and model, sh
 agent on them, since one server may serve models that differ) and said once through
 ``Services.note`` (topic "output mode"), which the runner prints and keeps in the run store.
 
+A server refuses a mode by saying so (400, 422, or an error naming the field), or by behaviour:
+a request in the mode fails with a bare error while the same request without the schema is
+answered. A server failing both ways is failing, not refusing, and nothing is concluded.
+
 The last resort, plain text, spells the schema out in the prompt: the game's parser judges
 every reply either way.
 """

@@ -181,6 +181,34 @@ async def test_the_llama_cpp_server_with_default_agent_settings_gets_valid_moves
     store.close()
 
 
+async def test_the_gemma_server_drops_the_system_text_unless_it_goes_in_the_first_user_turn(tmp_path, llama_server,
+                                                                                          monkeypatch):
+    """llama-cpp-python's server with --chat_format gemma drops system messages without a word: the
+    prompt's token count is the same with the system text and persona as without them. With
+    system_in_first_user the openai backend lays them out as the embedded backend does, and the
+    model reads them: the count grows by their tokens."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url, _ = llama_server
+    system = {"system": "Always keep your coins.", "persona": "You are a careful saver."}
+    counts = {}
+    for layout, extra in {"none": {}, "system message": system,
+                          "first user turn": {**system, "system_in_first_user": True}}.items():
+        # the same agent name, seed and seating each time: only the layout differs
+        served = {"backend": "openai", "base_url": url, "model": "gemma", "max_tokens": 4, "structured": False, **extra}
+        scenario = parse_scenario(public_goods({"gemma": served, "freerider": {"backend": "scripted",
+                                                                                "strategy": "free_rider"}}, rounds=1))
+        store = RunStore.create_or_resume(tmp_path / layout.replace(" ", "-"), scenario.name, "text", scenario.fingerprint())
+        result, records = await play(scenario, store)
+        assert records[0].status == "finished", records[0].error
+        (call,) = [c for c in store.calls() if c.agent == "gemma" and c.attempt == 0]  # (a poor reply is re-asked)
+        assert call.error is None
+        counts[layout] = call.prompt_tokens
+        store.close()
+    assert counts["system message"] == counts["none"]  # dropped: the model never saw it
+    assert counts["first user turn"] > counts["none"] + 8, counts  # carried: about a dozen tokens more
+    print("prompt tokens by layout:", counts)
+
+
 async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_path, monkeypatch):
     """A real (poor) model in every seat and as the judge: each match finishes, whatever it
     says is recorded, its code really runs in the sandbox, a verdict it could not give in
