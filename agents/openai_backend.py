@@ -164,11 +164,12 @@ def strict_problem(schema: Any) -> str | None:
     if not isinstance(schema, dict) or schema.get("type") != "object":
         return "the schema's root is not an object"
 
-    def walk(node: Any, where: str) -> str | None:
+    def walk(node: Any, path: str) -> str | None:
         if isinstance(node, list):
-            return next((p for p in (walk(n, where) for n in node) if p), None)
+            return next((p for p in (walk(n, path) for n in node) if p), None)
         if not isinstance(node, dict):
             return None
+        where = f"field {path}" if path else "the schema"
         for word in _NOT_STRICT:
             if word in node:
                 return f"{where} uses {word}"
@@ -180,16 +181,16 @@ def strict_problem(schema: Any) -> str | None:
                 return f"{where} allows extra fields"
         for key, value in node.items():
             if key in ("properties", "$defs", "definitions"):
-                found = next((p for p in (walk(v, f"{where}.{k}") for k, v in value.items()) if p), None)
+                found = next((p for p in (walk(v, f"{path}.{k}".lstrip(".")) for k, v in value.items()) if p), None)
             elif key in ("items", "anyOf", "prefixItems"):
-                found = walk(value, where)
+                found = walk(value, path)
             else:
                 continue
             if found:
                 return found
         return None
 
-    return walk(schema, "the schema")
+    return walk(schema, "")
 
 
 def strict_schema(schema: Any) -> dict[str, Any] | None:

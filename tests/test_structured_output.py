@@ -140,6 +140,45 @@ async def test_a_server_taking_json_schema_gets_it_with_the_games_narrowed_schem
         store.close()
 
 
+def test_strict_goes_only_with_a_schema_strict_mode_takes_every_object_closed():
+    from arena.agents.openai_backend import strict_problem, strict_schema
+
+    nested = {"type": "object", "required": ["move"], "properties": {"move": {
+        "type": "object", "required": ["to"], "properties": {"to": {"type": "array", "items": {
+            "type": "object", "required": ["x"], "properties": {"x": {"type": "integer", "minimum": 0}}}}}}}}
+    closed = strict_schema(nested)
+    assert closed["additionalProperties"] is False
+    assert closed["properties"]["move"]["additionalProperties"] is False
+    assert closed["properties"]["move"]["properties"]["to"]["items"] == {
+        "type": "object", "required": ["x"], "properties": {"x": {"type": "integer", "minimum": 0}},
+        "additionalProperties": False}
+    assert "additionalProperties" not in nested  # the game's own schema is left as it was
+    optional = {"type": "object", "required": ["coins"], "properties": {"coins": {"type": "integer"},
+                                                                      "note": {"type": "string"}}}
+    assert strict_schema(optional) is None and strict_problem(optional) == "the schema has optional fields (note)"
+    unique = {"type": "object", "required": ["picks"], "properties": {"picks": {"type": "array", "uniqueItems": True}}}
+    assert strict_problem(unique) == "field picks uses uniqueItems"
+    assert strict_problem({**nested, "properties": {"move": {**nested["properties"]["move"], "required": []}}}) == \
+        "field move has optional fields (to)"
+    assert "extra fields" in strict_problem({**optional, "required": ["coins", "note"], "additionalProperties": True})
+    assert strict_problem({"anyOf": [{"type": "object"}]}) == "the schema's root is not an object"
+
+
+async def test_strict_off_sends_the_schema_as_the_game_gave_it_and_the_note_says_it_is_a_guide(tmp_path, openai_mock):
+    raw = scenario({"alice": model(openai_mock, strict=False), "bob": model(openai_mock, strict=False)}, rounds=1)
+    result, records, store = await play(tmp_path / "run", raw)
+    try:
+        assert records[0].status == "finished"
+        for body in openai_mock.bodies():
+            assert body["response_format"] == {"type": "json_schema", "json_schema": {
+                "name": "action", "schema": contribution_schema(10)}}
+        (note,) = mode_notes(store)
+        assert "output mode json_schema" in note["text"] and "OpenAI's API takes it as a guide only" in note["text"]
+        assert "(not strict: strict is off for this agent)" in note["text"]
+    finally:
+        store.close()
+
+
 async def test_llama_cpps_500_to_json_schema_moves_to_json_object_once_for_the_endpoint(tmp_path):
     with LlamaCppLikeMock() as server:
         log = io.StringIO()
