@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from arena.agents.llamacpp_backend import model_path
+from arena.agents.llamacpp_backend import model_path, system_in_first_turn
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 from arena.engine.match import JUDGE
@@ -83,6 +83,25 @@ def test_the_packaged_model_is_laid_out_in_gemmas_turns_with_the_system_text_in_
     chat = [{"role": "user", "content": "[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
     assert system_in_first_turn("Be brief.", chat) == [
         {"role": "user", "content": "Be brief.\n\n[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
+
+
+@pytest.mark.parametrize("layout, drops", [
+    ("gemma", True), ("mistral-instruct", True), ("phind", True), ("open-orca", True),
+    ("chatml", False), ("llama-2", False), ("llama-3", False), ("baichuan-2", False),
+    ("chat_template.default", False), (None, False),  # a file's own template handles its system text itself
+])
+def test_the_embedded_backend_moves_the_system_text_for_every_layout_that_drops_it(layout, drops):
+    from llama_cpp import llama_chat_format
+
+    from arena.agents.llamacpp_backend import drops_system
+
+    assert drops_system(layout) is drops
+    if layout in ("gemma", "mistral-instruct"):  # what it means: the formatter lays the text out, or not
+        chat = system_in_first_turn("Be brief.", [{"role": "user", "content": "Your move?"}])
+        formatter = getattr(llama_chat_format, "format_" + layout.replace("-", "_"))
+        assert "Be brief.\n\nYour move?" in formatter(messages=chat).prompt
+        assert "Be brief." not in formatter(messages=[{"role": "system", "content": "Be brief."}] + chat[1:] +
+                                            [{"role": "user", "content": "Your move?"}]).prompt
 
 
 async def test_a_gguf_file_without_a_chat_template_is_said_once(tmp_path):
