@@ -7,8 +7,14 @@ from typing import Any
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from arena.contract import Turn
+
 from .llm import CallRefused, ChatRequest, Completion, HostedAgent, HostedConfig, TransientError, token_counts
 from .structured import complete_structured, described
+
+# What an empty reply of the agent's own shows as in its history: the Messages API refuses an assistant
+# turn without text (400), and dropping the turn would show the model a history where it never answered.
+EMPTY_REPLY = "(empty reply)"
 
 
 class AnthropicConfig(HostedConfig):
@@ -41,6 +47,14 @@ class AnthropicAgent(HostedAgent):
 
     def make_client(self, key: str):
         return self.sdk().AsyncAnthropic(api_key=key, base_url=self.config.base_url, max_retries=0, timeout=self.client_timeout())
+
+    def chat_request(self, turn: Turn) -> ChatRequest:
+        request = super().chat_request(turn)
+        if not any(m["role"] == "assistant" and not m["content"].strip() for m in request.messages):
+            return request
+        messages = [{**m, "content": EMPTY_REPLY} if m["role"] == "assistant" and not m["content"].strip() else m
+                    for m in request.messages]
+        return request.model_copy(update={"messages": messages})  # in the request, so the cache key is what is sent
 
     async def complete(self, request: ChatRequest) -> Completion:
         return await complete_structured(self, request, ("tool", "text"), self._attempt, _refuses_tools)

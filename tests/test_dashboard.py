@@ -19,6 +19,7 @@ import trio
 import yaml
 from rich.console import Console
 
+from arena.agents.openai_backend import STRICT
 from arena.cli.dashboard import Dashboard
 from arena.results.progress import Snapshot
 from arena.run.runner import Observer, run_tournament
@@ -248,7 +249,7 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
     assert model.spend == pytest.approx((prompt * 1.0 + completion * 2.0) / 1e6)
     assert model.mean_latency > 0
     assert end.calls_per_match == pytest.approx(len(requests) / 3)
-    mode = f"mock-model at {url}: output mode json_schema, the server holds replies to the game's JSON schema (response_format json_schema)"
+    mode = f"mock-model at {url}: output mode json_schema, {STRICT}"
     assert sorted(end.notes) == sorted([f"agent model at {url}: answers in JSON", mode])  # each said once
     assert set(end.agents) == {"model"}  # the scripted players made no calls and no mistakes
 

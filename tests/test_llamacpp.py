@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from arena.agents.llamacpp_backend import model_path
+from arena.agents.llamacpp_backend import model_path, system_in_first_turn
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 from arena.engine.match import JUDGE
@@ -74,15 +74,34 @@ async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow
 
 
 def test_the_packaged_model_is_laid_out_in_gemmas_turns_with_the_system_text_in_the_first_turn():
-    from arena.agents.llamacpp_backend import LlamaCppConfig, _load, _system_in_first_turn, chat_format
+    from arena.agents.llamacpp_backend import LlamaCppConfig, _load, system_in_first_turn, chat_format
 
     config = LlamaCppConfig(model="gemma3-270m")
     llama, _ = _load(model_path(config.model), config.n_ctx, config.n_threads, chat_format(config))
     assert "tokenizer.chat_template" not in llama.metadata  # why llama.cpp alone would fall back to llama-2
     assert llama.chat_format == "gemma"
     chat = [{"role": "user", "content": "[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
-    assert _system_in_first_turn("Be brief.", chat) == [
+    assert system_in_first_turn("Be brief.", chat) == [
         {"role": "user", "content": "Be brief.\n\n[Referee] rules"}, {"role": "user", "content": "[Referee] Round 1"}]
+
+
+@pytest.mark.parametrize("layout, drops", [
+    ("gemma", True), ("mistral-instruct", True), ("phind", True), ("open-orca", True),
+    ("chatml", False), ("llama-2", False), ("llama-3", False), ("baichuan-2", False),
+    ("chat_template.default", False), (None, False),  # a file's own template handles its system text itself
+])
+def test_the_embedded_backend_moves_the_system_text_for_every_layout_that_drops_it(layout, drops):
+    from llama_cpp import llama_chat_format
+
+    from arena.agents.llamacpp_backend import drops_system
+
+    assert drops_system(layout) is drops
+    if layout in ("gemma", "mistral-instruct"):  # what it means: the formatter lays the text out, or not
+        chat = system_in_first_turn("Be brief.", [{"role": "user", "content": "Your move?"}])
+        formatter = getattr(llama_chat_format, "format_" + layout.replace("-", "_"))
+        assert "Be brief.\n\nYour move?" in formatter(messages=chat).prompt
+        assert "Be brief." not in formatter(messages=[{"role": "system", "content": "Be brief."}] + chat[1:] +
+                                            [{"role": "user", "content": "Your move?"}]).prompt
 
 
 async def test_a_gguf_file_without_a_chat_template_is_said_once(tmp_path):
@@ -179,6 +198,34 @@ async def test_the_llama_cpp_server_with_default_agent_settings_gets_valid_moves
     assert note["endpoint"] == url and "output mode json_object" in note["text"]
     assert "refused: json_schema (500: " in note["text"]
     store.close()
+
+
+async def test_the_gemma_server_drops_the_system_text_unless_it_goes_in_the_first_user_turn(tmp_path, llama_server,
+                                                                                          monkeypatch):
+    """llama-cpp-python's server with --chat_format gemma drops system messages without a word: the
+    prompt's token count is the same with the system text and persona as without them. With
+    system_in_first_user the openai backend lays them out as the embedded backend does, and the
+    model reads them: the count grows by their tokens."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    url, _ = llama_server
+    system = {"system": "Always keep your coins.", "persona": "You are a careful saver."}
+    counts = {}
+    for layout, extra in {"none": {}, "system message": system,
+                          "first user turn": {**system, "system_in_first_user": True}}.items():
+        # the same agent name, seed and seating each time: only the layout differs
+        served = {"backend": "openai", "base_url": url, "model": "gemma", "max_tokens": 4, "structured": False, **extra}
+        scenario = parse_scenario(public_goods({"gemma": served, "freerider": {"backend": "scripted",
+                                                                                "strategy": "free_rider"}}, rounds=1))
+        store = RunStore.create_or_resume(tmp_path / layout.replace(" ", "-"), scenario.name, "text", scenario.fingerprint())
+        result, records = await play(scenario, store)
+        assert records[0].status == "finished", records[0].error
+        (call,) = [c for c in store.calls() if c.agent == "gemma" and c.attempt == 0]  # (a poor reply is re-asked)
+        assert call.error is None
+        counts[layout] = call.prompt_tokens
+        store.close()
+    assert counts["system message"] == counts["none"]  # dropped: the model never saw it
+    assert counts["first user turn"] > counts["none"] + 8, counts  # carried: about a dozen tokens more
+    print("prompt tokens by layout:", counts)
 
 
 async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_path, monkeypatch):

@@ -61,7 +61,8 @@ async def test_openai_sends_the_request_as_the_api_takes_it_and_reads_the_text_a
     assert path == "/v1/chat/completions"
     assert body == {"model": "m-1", "max_tokens": 32, "seed": 7, "temperature": 0.5,
                     "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Your move?"}],
-                    "response_format": {"type": "json_schema", "json_schema": {"name": "action", "schema": SCHEMA}}}
+                    "response_format": {"type": "json_schema", "json_schema": {
+                        "name": "action", "schema": {**SCHEMA, "additionalProperties": False}, "strict": True}}}
     assert headers["authorization"] == "Bearer sk-test-not-real" and headers["content-type"] == "application/json"
     assert all(value != "NOT_GIVEN" for value in headers.values()), headers
 

@@ -250,7 +250,8 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
     schema = contribution_schema(10)  # the game's schema, narrowed to the default endowment
     assert openai_mock.count == 8
     for body in openai_mock.bodies():
-        assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
+        assert body["response_format"] == {"type": "json_schema", "json_schema": {
+            "name": "action", "schema": {**schema, "additionalProperties": False}, "strict": True}}
         assert body["model"] == "mock-model" and body["messages"][-1]["role"] == "user"
     assert set(schema["properties"]) == {"reason", "coins"}
 
@@ -324,6 +325,107 @@ async def test_anthropic_messages_alternate_carry_the_system_prompt_and_use_a_fo
         assert all(c.backend == "anthropic" and c.prompt_tokens and c.completion_tokens for c in calls)
     finally:
         store.close()
+
+
+async def test_an_empty_anthropic_reply_is_shown_back_marked_never_as_an_empty_assistant_turn(tmp_path):
+    """The Messages API refuses a message without text (400), as the mock does: an agent's empty reply,
+    re-asked, goes back as a marked assistant turn followed by the referee's complaint, and the match plays."""
+    from arena.agents.anthropic_backend import EMPTY_REPLY
+
+    asked: Counter = Counter()
+
+    def first_empty(body):  # each seat's first turn is answered with no text at all; every later one validly
+        seat = re.search(r"You are (Player \d)", json.dumps(body)).group(1)
+        asked[seat] += 1
+        return "" if asked[seat] == 1 else {"reason": "a fair share", "coins": 5}
+
+    with AnthropicMock(responder=first_empty) as server:
+        raw = scenario("empty", {"ann": anthropic_agent(server), "ben": anthropic_agent(server)},
+                       rounds=2, repeats=1, match={"max_retries": 1})
+        result, records, store = await play(tmp_path / "run", raw)
+        try:
+            (record,) = records
+            assert record.status == "finished", record.error
+            assert all(r.behaviour == "ok" for r in server.requests) and server.count == 6  # nothing refused
+            for body in server.bodies():  # no message without text ever left the backend
+                assert all(m["content"].strip() for m in body["messages"]), body["messages"]
+            reasked = [b for b in server.bodies() if any(m["content"] == EMPTY_REPLY for m in b["messages"])]
+            assert len(reasked) == 2  # each seat's second attempt at round 1
+            for body in reasked:
+                (mine,) = [i for i, m in enumerate(body["messages"]) if m["content"] == EMPTY_REPLY]
+                assert body["messages"][mine]["role"] == "assistant"
+                assert body["messages"][mine + 1]["role"] == "user"  # the referee says what was wrong with it
+            failed = [e for e in record.events if isinstance(e, TurnFailed)]
+            assert len(failed) == 2 and all(f.reply == "" for f in failed)  # recorded as it was: empty
+            turns = list(model_turns(records, {"ann", "ben"}))
+            assert len(turns) == 4 and not any(t.defaulted for _, t in turns)
+        finally:
+            store.close()
+
+
+class RefusesMaxTokens(OpenAIMock):
+    """Answers as OpenAI's API does for a reasoning model sent max_tokens."""
+
+    def answer(self, route, body, handler, garbage=False):
+        if "max_tokens" in (body or {}):
+            return 400, {}, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+                                                  "Use 'max_completion_tokens' instead.", "type": "invalid_request_error",
+                                       "param": "max_tokens", "code": "unsupported_parameter"}}, None
+        return super().answer(route, body, handler, garbage)
+
+
+async def test_reasoning_models_get_max_completion_tokens_and_the_field_can_be_forced(tmp_path, openai_mock):
+    agents = {"reasoner": openai_agent(openai_mock, model="o3-mini", max_tokens=900),
+              "gpt5": openai_agent(openai_mock, model="gpt-5-mini", max_tokens=900),
+              "forced": openai_agent(openai_mock, max_tokens_field="max_completion_tokens", max_tokens=900),
+              "classic": openai_agent(openai_mock, model="gpt-4o-mini", max_tokens=700)}
+    raw = scenario("reasoning", agents, rounds=1, repeats=1)
+    result, records, store = await play(tmp_path / "run", raw)
+    store.close()
+    assert records[0].status == "finished"
+    by_model = {}
+    for body in openai_mock.bodies():
+        by_model.setdefault(body["model"], []).append(body)
+    for name in ("o3-mini", "gpt-5-mini", "mock-model"):
+        for body in by_model[name]:
+            assert body["max_completion_tokens"] == 900 and "max_tokens" not in body
+    for body in by_model["gpt-4o-mini"]:
+        assert body["max_tokens"] == 700 and "max_completion_tokens" not in body
+
+
+async def test_a_server_refusing_max_tokens_for_max_completion_tokens_gets_it_from_then_on(tmp_path):
+    with RefusesMaxTokens() as server:
+        raw = scenario("renamed", {"alice": openai_agent(server, model="my-reasoner"),
+                                   "carol": {"backend": "scripted", "strategy": "tit_for_tat"}}, rounds=3, repeats=1)
+        result, records, store = await play(tmp_path / "run", raw)
+        try:
+            assert records[0].status == "finished"
+            assert ["max_tokens" in b for b in server.bodies()] == [True, False, False, False]
+            assert all(b.get("max_completion_tokens") == 512 for b in server.bodies()[1:])
+            calls = store.calls()
+            assert len(calls) == 3 and all(c.error is None and c.retries == 0 for c in calls)
+            (note,) = [n for n in store.notes() if n["topic"] == "token limit"]
+            assert note["agent"] == "alice" and "max_completion_tokens is sent instead" in note["text"]
+        finally:
+            store.close()
+
+
+async def test_system_in_first_user_carries_the_system_text_and_persona_in_the_first_user_turn(tmp_path, openai_mock):
+    agents = {"gemma": openai_agent(openai_mock, system="Be terse.", persona="You are a miser.", system_in_first_user=True),
+              "plain": openai_agent(openai_mock, system="Be terse."),
+              "carol": {"backend": "scripted", "strategy": "tit_for_tat"}}
+    result, records, store = await play(tmp_path / "run", scenario("layout", agents, rounds=2, repeats=1))
+    store.close()
+    assert records[0].status == "finished"
+    laid_out = [b for b in openai_mock.bodies() if "You are a miser." in json.dumps(b)]
+    assert len(laid_out) == 2
+    for body in laid_out:
+        assert [m["role"] for m in body["messages"]][0] == "user" and "system" not in [m["role"] for m in body["messages"]]
+        first = body["messages"][0]["content"]
+        assert first.startswith("Be terse.\n\nYou are a miser.\n\n[Referee] ")
+        assert sum("Be terse." in m["content"] for m in body["messages"]) == 1  # said once, at the top
+    plain = [b for b in openai_mock.bodies() if b not in laid_out]
+    assert len(plain) == 2 and all(b["messages"][0] == {"role": "system", "content": "Be terse."} for b in plain)
 
 
 def test_the_first_call_is_not_timed_while_the_sdk_loads(tmp_path):

@@ -23,7 +23,7 @@ from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
-from mock_llm import AnthropicMock, OpenAIMock
+from mock_llm import AnthropicMock, OpenAIMock, _tokens
 
 LOCAL = "127.0.0.1,localhost"
 
@@ -124,15 +124,57 @@ async def test_a_server_taking_json_schema_gets_it_with_the_games_narrowed_schem
         assert schema["properties"]["coins"]["maximum"] == 7 and schema["properties"]["coins"]["enum"] == list(range(8))
         bodies = openai_mock.bodies()
         assert len(bodies) == 6  # 2 seats x 3 rounds, none asked twice
-        for body in bodies:  # every turn: the schema of this match's endowment, enforced by the server
-            assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "action", "schema": schema}}
+        for body in bodies:  # every turn: the schema of this match's endowment, closed and strict, for the server to enforce
+            assert body["response_format"] == {"type": "json_schema", "json_schema": {
+                "name": "action", "schema": {**schema, "additionalProperties": False}, "strict": True}}
+            assert "max_tokens" in body and "max_completion_tokens" not in body  # not a reasoning model
             assert "JSON schema" not in last_user_text(body)  # nothing added to the prompt
         turns = turns_of(records, {"alice", "bob"})
         assert len(turns) == 6 and not any(t.defaulted for t in turns)
         (note,) = mode_notes(store)  # two agents on one endpoint: found and said once
         assert note["endpoint"] == openai_mock.base_url and note["agent"] in ("alice", "bob")
         assert "output mode json_schema" in note["text"] and "refused" not in note["text"]
+        assert "strict: true" in note["text"] and "not strict" not in note["text"]
         assert rank_json(store)["notes"] == store.notes()  # the results carry it
+    finally:
+        store.close()
+
+
+def test_strict_goes_only_with_a_schema_strict_mode_takes_every_object_closed():
+    from arena.agents.openai_backend import strict_problem, strict_schema
+
+    nested = {"type": "object", "required": ["move"], "properties": {"move": {
+        "type": "object", "required": ["to"], "properties": {"to": {"type": "array", "items": {
+            "type": "object", "required": ["x"], "properties": {"x": {"type": "integer", "minimum": 0}}}}}}}}
+    closed = strict_schema(nested)
+    assert closed["additionalProperties"] is False
+    assert closed["properties"]["move"]["additionalProperties"] is False
+    assert closed["properties"]["move"]["properties"]["to"]["items"] == {
+        "type": "object", "required": ["x"], "properties": {"x": {"type": "integer", "minimum": 0}},
+        "additionalProperties": False}
+    assert "additionalProperties" not in nested  # the game's own schema is left as it was
+    optional = {"type": "object", "required": ["coins"], "properties": {"coins": {"type": "integer"},
+                                                                      "note": {"type": "string"}}}
+    assert strict_schema(optional) is None and strict_problem(optional) == "the schema has optional fields (note)"
+    unique = {"type": "object", "required": ["picks"], "properties": {"picks": {"type": "array", "uniqueItems": True}}}
+    assert strict_problem(unique) == "field picks uses uniqueItems"
+    assert strict_problem({**nested, "properties": {"move": {**nested["properties"]["move"], "required": []}}}) == \
+        "field move has optional fields (to)"
+    assert "extra fields" in strict_problem({**optional, "required": ["coins", "note"], "additionalProperties": True})
+    assert strict_problem({"anyOf": [{"type": "object"}]}) == "the schema's root is not an object"
+
+
+async def test_strict_off_sends_the_schema_as_the_game_gave_it_and_the_note_says_it_is_a_guide(tmp_path, openai_mock):
+    raw = scenario({"alice": model(openai_mock, strict=False), "bob": model(openai_mock, strict=False)}, rounds=1)
+    result, records, store = await play(tmp_path / "run", raw)
+    try:
+        assert records[0].status == "finished"
+        for body in openai_mock.bodies():
+            assert body["response_format"] == {"type": "json_schema", "json_schema": {
+                "name": "action", "schema": contribution_schema(10)}}
+        (note,) = mode_notes(store)
+        assert "output mode json_schema" in note["text"] and "OpenAI's API takes it as a guide only" in note["text"]
+        assert "(not strict: strict is off for this agent)" in note["text"]
     finally:
         store.close()
 
@@ -237,18 +279,118 @@ async def test_a_server_refusing_every_request_is_not_taken_for_one_refusing_a_m
         store.close()
 
 
-async def test_a_server_error_that_is_not_about_the_format_is_retried_not_taken_for_a_refusal(tmp_path, openai_mock):
-    openai_mock.set_script(["500"])
+async def test_a_passing_server_error_is_not_taken_for_a_refusal(tmp_path, openai_mock):
+    openai_mock.set_script(["500"])  # one bare 500, then every request answered
     raw = scenario({"alice": model(openai_mock), "x": {"backend": "scripted", "strategy": "free_rider"}}, rounds=2)
     result, records, store = await play(tmp_path / "run", raw)
     try:
         assert records[0].status == "finished"
-        assert [kind(b) for b in openai_mock.bodies()] == ["json_schema"] * 3
-        assert [c.retries for c in store.calls()] == [1, 0]
+        # the try after it asks without the schema and is answered, and so is the schema asked once more: the
+        # 500 was the server's passing failure, and json_schema stays
+        assert [kind(b) for b in openai_mock.bodies()] == ["json_schema", "text", "json_schema", "json_schema"]
+        calls = store.calls()
+        assert [c.retries for c in calls] == [1, 0] and all(c.error is None for c in calls)
+        answered = openai_mock.answered()
+        # the first call paid for two answers, and counts both
+        assert calls[0].completion_tokens == sum(_tokens(r.reply) for r in answered[:2])
         (note,) = mode_notes(store)
-        assert "output mode json_schema" in note["text"]
+        assert "output mode json_schema" in note["text"] and "refused" not in note["text"]
     finally:
         store.close()
+
+
+class Bare500Mock(OpenAIMock):
+    """A server that fails every request carrying a schema with a bare 500 that names nothing (as
+    llama.cpp's server does when a schema is more than it can take), and answers the rest."""
+
+    def answer(self, route, body, handler, garbage=False):
+        if "response_format" in (body or {}) or "grammar" in (body or {}):
+            return 500, {}, {"error": {"message": "Internal Server Error", "type": "internal_server_error",
+                                       "param": None, "code": None}}, None
+        return super().answer(route, body, handler, garbage)
+
+
+async def test_a_bare_500_to_the_schema_alone_is_a_refused_mode_plain_text_for_the_run_said_once(tmp_path):
+    with Bare500Mock() as server:
+        raw = scenario({"alice": model(server), "bob": model(server)}, rounds=2)
+        result, records, store = await play(tmp_path / "run", raw)
+        try:
+            (record,) = records
+            assert record.status == "finished"
+            kinds = [kind(b) for b in server.bodies()]
+            # json_schema failed; the next try carries no schema and is answered; json_schema asked once more to
+            # be sure fails again: plain text, the schema in the prompt, for every call after
+            assert kinds == ["json_schema", "text", "json_schema"] + ["text"] * 3, kinds
+            for body in server.bodies()[3:]:
+                assert "response_format" not in body and "grammar" not in body
+                assert last_user_text(body).endswith(
+                    "follows this JSON schema: " + json.dumps(contribution_schema(10), ensure_ascii=False,
+                                                              separators=(",", ":")))
+            assert not any(t.defaulted for t in turns_of(records, {"alice", "bob"}))
+            calls = store.calls()
+            assert len(calls) == 4 and all(c.error is None for c in calls)
+            assert sorted(c.retries for c in calls) == [0, 0, 0, 1]  # the bare 500 was tried again, as any failure is
+            (note,) = mode_notes(store)
+            assert "output mode text" in note["text"] and "nothing is enforced" in note["text"]
+            assert "refused: json_schema (500: " in note["text"]
+            assert "Internal Server Error; answered without the schema)" in note["text"]
+        finally:
+            store.close()
+        # a rerun of the same scenario (a new run) finds the same, and plays
+        server.reset()
+        result, records, store = await play(tmp_path / "again", raw)
+        try:
+            assert records[0].status == "finished"
+            assert [kind(b) for b in server.bodies()] == ["json_schema", "text", "json_schema"] + ["text"] * 3
+        finally:
+            store.close()
+
+
+def test_arena_run_on_a_server_refusing_the_schema_with_bare_500s_exits_0_and_so_does_a_rerun(tmp_path, run_cli):
+    with Bare500Mock() as server:
+        path = tmp_path / "s.yaml"
+        path.write_text(yaml.safe_dump(scenario({"alice": model(server), "bob": model(server)}, rounds=2, repeats=2)))
+        for run_dir in ("run", "run", "fresh"):  # the run, the same command again, and a new run of the scenario
+            done = run_cli("run", path, "--plain", "--run-dir", tmp_path / run_dir, cwd=tmp_path)
+            assert done.returncode == 0, done.stdout + done.stderr
+        said = " ".join((done.stdout + done.stderr).split())
+        assert said.count(f"note: mock-model at {server.base_url}: output mode text") == 1, said  # said once as it played
+        assert "json_schema (500: " in said
+
+
+async def test_a_server_failing_with_and_without_the_schema_is_down_not_refusing(tmp_path):
+    """A bare 500 to everything: no mode is concluded, every try is one request (with the schema and
+    without, in turn), and the backend is unavailable: the match interrupted, not scored."""
+    with OpenAIMock(lambda count, body: "500") as server:
+        raw = scenario({"alice": model(server, retries=3), "x": {"backend": "scripted", "strategy": "free_rider"}},
+                       rounds=1, match={"max_retries": 1, "outage_wait": 0.2})
+        result, records, store = await play(tmp_path / "run", raw)
+        try:
+            assert {r.status for r in records} == {"interrupted"}
+            assert all(r.payoffs == {} and "500" in r.error for r in records)
+            calls = store.calls()
+            assert calls and all(c.error for c in calls)
+            kinds = [kind(b) for b in server.bodies()]
+            assert kinds[:4] == ["json_schema", "text", "json_schema", "text"], kinds
+            assert kinds == ["json_schema", "text"] * (len(kinds) // 2) + ["json_schema"] * (len(kinds) % 2)
+            assert len(kinds) <= sum(c.retries + 1 for c in calls)  # one request per try
+            assert mode_notes(store) == []
+        finally:
+            store.close()
+
+
+async def test_a_forced_json_schema_refused_by_a_bare_500_stops_the_agent(tmp_path):
+    with Bare500Mock() as server:
+        raw = scenario({"alice": model(server, response_format="json_schema"),
+                        "x": {"backend": "scripted", "strategy": "free_rider"}}, rounds=2)
+        result, records, store = await play(tmp_path / "run", raw)
+        try:
+            (record,) = records
+            assert record.status != "finished" and record.payoffs == {}
+            assert "refuses the output mode json_schema" in record.error
+            assert [kind(b) for b in server.bodies()] == ["json_schema", "text", "json_schema"]
+        finally:
+            store.close()
 
 
 async def test_a_forced_mode_is_used_as_set(tmp_path):
