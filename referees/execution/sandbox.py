@@ -13,6 +13,7 @@ namespace or credential work between fork and exec.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -30,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import ArenaError
 
-__all__ = ["Limits", "Outcome", "SandboxError", "run_python", "run_tests"]
+__all__ = ["Limits", "Outcome", "SandboxError", "run_python", "run_tests", "sweep_leftovers"]
 
 LAUNCHER = Path(__file__).with_name("sandbox_child.py")
 
@@ -93,69 +94,260 @@ async def run_python(
     *,
     namespaces: bool = True,
     seccomp: bool = True,
+    memory_group: bool = True,
 ) -> Outcome:
     """Run ``code`` as ``main.py`` in a fresh directory holding ``files``.
 
     ``namespaces=False`` skips the kernel namespaces (network, mount, PID...),
     for machines where they misbehave; ``seccomp=False`` skips the system-call
     filter alone, so a test can show a call the filter refuses working without
-    it. The outcome's ``missing`` says what either gave up.
+    it; ``memory_group=False`` puts the watchdog in the cgroup's place. The
+    outcome's ``missing`` says what each gave up.
     """
     limits = limits or Limits()
     all_files = dict(files or {})
     all_files["main.py"] = code
-    raw = await _execute(all_files, "main.py", limits, namespaces, seccomp)
+    raw = await _execute(all_files, "main.py", limits, namespaces, seccomp, memory_group=memory_group)
     return _judge(raw, limits)
 
 
-# The program's name is not "__main__", as in HumanEval's own harness, so a
-# "main" block left in a solution does not run (and, say, wait for input).
-_TEST_RUNNER = """\
-import os, sys, traceback
+# How a value crosses between the tests and the program: JSON, with the types JSON lacks tagged.
+# Only plain data crosses, so nothing the program returns can run code in the tests (an object
+# whose __eq__ always says True arrives as "cannot be sent"). Both runners embed this text.
+_CODEC = """\
+import json, sys
+sys.set_int_max_str_digits(0)
+_TAGS = {"tuple": tuple, "set": set, "frozenset": frozenset}
 
-def load(name, namespace):
-    with open(name, encoding="utf-8") as f:
-        exec(compile(f.read(), name, "exec"), namespace)
+def encode(v, depth=0):
+    if depth > 200:
+        raise TypeError("values nested more than 200 deep")
+    if v is None or type(v) in (bool, str, float) or (type(v) is int):
+        return v
+    if isinstance(v, bool):
+        return bool(v)
+    if isinstance(v, int):
+        return int(v)
+    if isinstance(v, float):
+        return float(v)
+    if isinstance(v, str):
+        return str(v)
+    if isinstance(v, list):
+        return [encode(x, depth + 1) for x in v]
+    if isinstance(v, dict):
+        return {"dict": [[encode(k, depth + 1), encode(x, depth + 1)] for k, x in v.items()]}
+    for tag, kind in _TAGS.items():
+        if isinstance(v, kind):
+            return {tag: [encode(x, depth + 1) for x in v]}
+    if isinstance(v, (bytes, bytearray)):
+        return {"bytes": bytes(v).hex()}
+    if isinstance(v, complex):
+        return {"complex": [v.real, v.imag]}
+    raise TypeError(type(v).__name__)
+
+def decode(v):
+    if v is None or type(v) in (bool, int, float, str):
+        return v
+    if type(v) is list:
+        return [decode(x) for x in v]
+    if type(v) is dict and len(v) == 1:
+        (tag, body), = v.items()
+        if tag == "dict" and type(body) is list:
+            return {decode(k): decode(x) for k, x in body}
+        if tag in _TAGS and type(body) is list:
+            return _TAGS[tag](decode(x) for x in body)
+        if tag == "bytes" and type(body) is str:
+            return bytes.fromhex(body)
+        if tag == "complex" and type(body) is list and len(body) == 2:
+            return complex(float(body[0]), float(body[1]))
+    raise ValueError("not a value")
+
+def summary(e, filename):
+    head = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+    where = None
+    if isinstance(e, SyntaxError) and e.filename == filename:
+        head = f"SyntaxError: {e.msg}"
+        where = f"{filename}, line {e.lineno}" + (f": {e.text.strip()}" if e.text and e.text.strip() else "")
+    else:
+        import traceback
+        frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename == filename]
+        if frames:
+            where = f"{filename}, line {frames[-1].lineno}" + (f": {frames[-1].line}" if frames[-1].line else "")
+    return (f"{head} ({where})" if where else head)[:2000]
+"""
+
+# The program's side of run_tests: load the solution, then answer calls until the tests hang up.
+# Whatever it sends is only ever the program's answer: the verdict is not its to give.
+# The program's name is not "__main__", as in HumanEval's own harness, so a "main" block left
+# in a solution does not run (and, say, wait for input).
+_SERVER = _CODEC + """\
+import os
+requests = os.fdopen(3, "rb")
+replies = os.fdopen(4, "wb")
+
+def send(message):
+    replies.write(json.dumps(message).encode() + b"\\n")
+    replies.flush()
 
 namespace = {"__name__": "solution"}
 try:
-    load("solution.py", namespace)
-    if ENTRY_POINT not in namespace:
-        raise NameError(f"the program defines no {ENTRY_POINT!r}")
-    load("tests.py", namespace)
-    namespace["check"](namespace[ENTRY_POINT])
-except SystemExit as e:
-    print(f"SystemExit: the program exited (code {e.code!r}) before the tests finished", file=sys.stderr)
+    with open("solution.py", encoding="utf-8") as f:
+        exec(compile(f.read(), "solution.py", "exec"), namespace)
+except (SystemExit, KeyboardInterrupt) as e:
+    send({"load_error": f"the program exited ({type(e).__name__} {e.args[0] if e.args else None!r}) before the tests could call it"})
     sys.exit(1)
 except BaseException as e:
-    traceback.print_exception(type(e), e, e.__traceback__.tb_next)  # not this runner's own frame
+    import traceback
+    traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+    send({"load_error": summary(e, "solution.py")})
     sys.exit(1)
-os.write(3, b"passed")
+send({"ready": sorted(n for n, v in list(namespace.items())
+                      if isinstance(n, str) and not n.startswith("__") and callable(v) and not isinstance(v, type))})
+for line in requests:
+    request = json.loads(line)
+    try:
+        function = namespace[request["call"]]
+        value = function(*[decode(a) for a in request["args"]], **{k: decode(a) for k, a in request["kwargs"]})
+    except (SystemExit, KeyboardInterrupt, GeneratorExit) as e:
+        send({"quit": f"{type(e).__name__}({', '.join(map(repr, e.args))})"})
+        sys.exit(1)
+    except BaseException as e:
+        send({"raised": type(e).__name__, "message": str(e)[:1000], "where": summary(e, "solution.py")})
+        continue
+    try:
+        send({"value": encode(value)})
+    except (TypeError, ValueError, RecursionError) as e:
+        send({"unsendable": type(value).__name__})
+"""
+
+# The tests' side: it never runs a line of the program. It makes itself undumpable and reads
+# the run's secret before the program exists, calls the program through the pipes, and alone
+# holds the result pipe, where it writes its verdict with the secret.
+_TESTER = _CODEC + """\
+import builtins, ctypes, os, traceback
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE: nobody of our uid reads our memory
+secret = b""
+while chunk := os.read(6, 64):
+    secret += chunk
+os.close(6)
+os.close(7)  # the supervisor may start the program now
+calls = os.fdopen(4, "wb")
+replies = os.fdopen(5, "rb")
+LARGEST = 16 << 20
+
+class ProgramQuit(BaseException):
+    pass  # the program ended, or stopped making sense, mid-tests: no `except Exception` of theirs catches it
+
+class ProgramError(Exception):
+    pass  # an exception of a class the program made itself
+
+def receive(when):
+    line = replies.readline(LARGEST + 1)
+    if not line:
+        raise ProgramQuit(f"the program exited {when}")
+    if not line.endswith(b"\\n"):
+        raise ProgramQuit(f"the program sent an answer over {LARGEST >> 20} MB")
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        message = None
+    if type(message) is not dict:
+        raise ProgramQuit("the program sent something that is not an answer")
+    return message
+
+def rebuilt(message):
+    name, text = str(message.get("raised")), str(message.get("message"))[:1000]
+    kind = getattr(builtins, name, None)
+    error = None
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        try:
+            error = kind(text)
+        except Exception:
+            pass
+    if error is None:
+        error = ProgramError(f"{name}: {text}")
+    error.arena_where = str(message.get("where"))[:2000]
+    return error
+
+def call(name, args, kwargs):
+    try:
+        request = {"call": name, "args": [encode(a) for a in args], "kwargs": [[k, encode(a)] for k, a in kwargs.items()]}
+    except TypeError as e:
+        raise TypeError(f"the tests passed a {e}, which cannot be sent to the program") from None
+    try:
+        calls.write(json.dumps(request).encode() + b"\\n")
+        calls.flush()
+    except BrokenPipeError:
+        raise ProgramQuit("the program exited in the middle of the tests") from None
+    message = receive("in the middle of the tests")
+    if "value" in message:
+        try:
+            return decode(message["value"])
+        except (ValueError, TypeError, RecursionError):
+            raise ProgramQuit("the program sent something that is not an answer") from None
+    if "raised" in message:
+        raise rebuilt(message)
+    if "unsendable" in message:
+        kind = str(message["unsendable"])[:100]
+        raise TypeError(f"{name} returned a {kind}, which cannot be sent to the tests (plain data only)")
+    if "quit" in message:
+        raise ProgramQuit(f"the program raised {str(message['quit'])[:200]} in the middle of the tests")
+    raise ProgramQuit("the program sent something that is not an answer")
+
+def proxy(name):
+    def remote(*args, **kwargs):
+        return call(name, args, kwargs)
+    remote.__name__ = remote.__qualname__ = name
+    return remote
+
+def finish(passed, error=None):
+    verdict = json.dumps({"secret": secret.decode(), "passed": passed, "error": error}).encode()
+    while verdict:
+        verdict = verdict[os.write(3, verdict):]
+    os._exit(0)
+
+try:
+    hello = receive("before the tests could call it")
+    if "load_error" in hello:
+        finish(False, str(hello["load_error"])[:2000])
+    names = hello.get("ready")
+    if type(names) is not list or not all(type(n) is str for n in names):
+        raise ProgramQuit("the program sent something that is not an answer")
+    if ENTRY_POINT not in names:
+        finish(False, f"NameError: the program defines no {ENTRY_POINT!r}")
+    namespace = {"__name__": "tests"}
+    with open("tests.py", encoding="utf-8") as f:
+        exec(compile(f.read(), "tests.py", "exec"), namespace)
+    # The tests' own definitions stay theirs; a helper they take from the problem's code (HumanEval's
+    # `poly`, `encode_cyclic`) is the program's, so it is called there, like the entry point.
+    for name in names:
+        namespace.setdefault(name, proxy(name))
+    namespace["check"](proxy(ENTRY_POINT))
+except ProgramQuit as e:
+    finish(False, str(e))
+except BaseException as e:
+    traceback.print_exception(type(e), e, e.__traceback__.tb_next)
+    # An exception the program raised is told as the program's traceback saw it.
+    finish(False, (getattr(e, "arena_where", None) or summary(e, "tests.py"))[:2000])
+finish(True)
 """
 
 
 async def run_tests(program: str, tests: str, entry_point: str, limits: Limits | None = None) -> Outcome:
     """Run HumanEval-style ``tests`` (which define ``check(candidate)``) against ``program``'s ``entry_point``.
 
-    "ok" means ``check`` returned; "failed" means an assertion or another
-    exception, or the program quit early: the reason gives the error.
+    The tests run in a process of their own that never executes the program: ``candidate`` is a
+    proxy that calls the program, in its own process, over a pipe. "ok" means ``check`` returned
+    there; "failed" means an assertion or another exception, or the program quit or stopped
+    answering: the reason gives the error.
     """
     limits = limits or Limits()
     if not entry_point.isidentifier():
         raise ValueError(f"entry_point must be a Python name, not {entry_point!r}")
-    runner = _TEST_RUNNER.replace("ENTRY_POINT", repr(entry_point))
-    files = {"main.py": runner, "solution.py": program, "tests.py": tests}
-    raw = await _execute(files, "main.py", limits, True, True)
-    outcome = _judge(raw, limits)
-    if outcome.status == "ok":
-        # Exiting with 0 is not enough: os._exit(0) in the program would do
-        # that. Only the runner, after check() returned, writes this.
-        if raw["result"] == b"passed":
-            outcome.reason = "all tests passed"
-        else:
-            outcome.status = "failed"
-            outcome.reason = "the program exited before the tests finished"
-    return outcome
+    tester = _TESTER.replace("ENTRY_POINT", repr(entry_point))
+    raw = await _execute({"main.py": _SERVER, "solution.py": program}, "main.py", limits, True, True,
+                         tests={"main.py": tester, "tests.py": tests})
+    return _judge_tests(raw, limits)
 
 
 # ------------------------------------------------------------------ running
@@ -227,10 +419,69 @@ def _seccomp(wanted: bool) -> tuple[str | None, list[str]]:
     return bpf.hex(), []
 
 
-async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, namespaces: bool, seccomp: bool) -> dict:
+_PREFIX = "arena-sandbox-"
+_LOCK = "lock"
+_swept: set[str] = set()
+
+
+def sweep_leftovers(directory: str | None = None) -> list[str]:
+    """Remove the work directories of runs whose process is gone (killed, say, with kill -9).
+
+    Each run holds an flock on its directory's lock file for as long as its process lives, so a
+    directory whose lock can be taken belongs to nobody. A directory without the lock file
+    (one being made this instant, or one of another version) is left alone. Returns what went.
+    """
+    directory = directory or tempfile.gettempdir()
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(_PREFIX):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.geteuid():
+                continue
+            fd = os.open(os.path.join(entry.path, _LOCK), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its run is alive
+        else:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _make_base() -> tuple[Path, int]:
+    """A fresh work directory and the locked descriptor that says it is in use."""
+    directory = tempfile.gettempdir()
+    if directory not in _swept:  # once per process: the leftovers of runs that were killed
+        _swept.add(directory)
+        sweep_leftovers(directory)
+    while True:
+        base = Path(tempfile.mkdtemp(prefix=_PREFIX))
+        lock = os.open(base / _LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits only while a sweep that got here first holds it
+        if os.fstat(lock).st_nlink:
+            os.write(lock, f"{os.getpid()}\n".encode())  # for a person wondering whose it is
+            return base, lock
+        os.close(lock)  # that sweep took it for a leftover: start again
+
+
+async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, namespaces: bool, seccomp: bool,
+                   tests: dict[str, str] | None = None, memory_group: bool = True) -> dict:
+    """Run ``main`` among ``files``; with ``tests``, their ``main.py`` too, as the tester (see sandbox_child.py)."""
     python, roots = _interpreter()
     bpf, filter_missing = _seccomp(seccomp)
-    base = Path(tempfile.mkdtemp(prefix="arena-sandbox-"))
+    base, lock = _make_base()
+    result_r = nonce_r = None
+    handed: list[int] = []
     try:
         # Traversable but not listable: without a mount namespace the program
         # reaches its work directory through here, and nothing else in it.
@@ -239,18 +490,33 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
         (base / "root").mkdir(mode=0o755)
         _write_files(base / "in", files)
         report_r, report_w = os.pipe()
-        result_r, result_w = os.pipe()
+        handed.append(report_w)
+        tester = None
+        secret = secrets.token_hex(16)
+        if tests is not None:
+            (base / "tests").mkdir(mode=0o700)
+            _write_files(base / "tests", tests)
+            result_r, result_w = os.pipe()
+            nonce_r, nonce_w = os.pipe()
+            os.write(nonce_w, secret.encode())  # far below a pipe's buffer
+            os.close(nonce_w)
+            handed += [result_w, nonce_r]
+            tester = {"uid": None, "result_fd": result_w, "nonce_fd": nonce_r}
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        if tester is not None:
+            tester["uid"] = uid + UID_SPAN  # a range of its own: never another run's program
         config = {
             "base": str(base),
             "main": main,
             "python": python,
             "python_roots": roots,
             "fallback_pythons": ["/usr/local/bin/python3", "/usr/bin/python3"],
-            "uid": UID_BASE + secrets.randbelow(UID_SPAN),
+            "uid": uid,
             "namespaces": namespaces,
             "seccomp_bpf": bpf,
             "report_fd": report_w,
-            "result_fd": result_w,
+            "tester": tester,
+            "memory_group": memory_group,
             "limits": {
                 "wall_seconds": limits.wall_seconds,
                 "cpu_seconds": limits.cpu_seconds,
@@ -266,17 +532,19 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(report_w, result_w),
+                pass_fds=tuple(handed),
                 start_new_session=True,
                 env={},  # nothing of ours, API keys included, reaches even the launcher
             )
         except BaseException:
             for fd in (report_r, result_r):
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             raise
         finally:
-            os.close(report_w)
-            os.close(result_w)
+            for fd in handed:
+                os.close(fd)
+            handed = []
 
         cap = limits.output_kb * 1024
         out, err, report, result = _Capped(cap), _Capped(cap), _Capped(1 << 20), _Capped(4096)
@@ -294,7 +562,9 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
                 nursery.start_soon(_drain, process.stdout, out, stop_for_output)
                 nursery.start_soon(_drain, process.stderr, err, stop_for_output)
                 nursery.start_soon(_drain, trio.lowlevel.FdStream(report_r), report)
-                nursery.start_soon(_drain, trio.lowlevel.FdStream(result_r), result)
+                if result_r is not None:
+                    nursery.start_soon(_drain, trio.lowlevel.FdStream(result_r), result)
+                    result_r = None  # the stream closes it
                 with trio.move_on_after(limits.wall_seconds + GRACE_SECONDS) as guard:
                     await process.wait()
                 if guard.cancelled_caught:
@@ -312,7 +582,10 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
                 _kill(process)
                 await process.wait()
     finally:
+        for fd in handed + [fd for fd in (result_r,) if fd is not None]:
+            os.close(fd)
         shutil.rmtree(base, ignore_errors=True)
+        os.close(lock)
 
     try:
         info = json.loads(bytes(report.data)) if report.data else {}
@@ -330,6 +603,7 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
         output_exceeded=stopped_for_output,
         stdout_exceeded=out.exceeded,
         result=bytes(result.data),
+        secret=secret,
     )
     return info
 
@@ -403,6 +677,9 @@ def _judge(raw: dict, limits: Limits) -> Outcome:
     if raw.get("output_exceeded"):
         which = "stdout" if raw["stdout_exceeded"] else "stderr"
         status, reason = "output", f"it wrote more than {limits.output_kb} KB to {which} (the output limit) and was stopped"
+    elif raw.get("memory_exceeded"):
+        status, reason = "memory", (f"its processes together used more than {limits.memory_mb} MB "
+                                    "(the memory limit, for all of them at once) and were stopped")
     elif out_of_threads and not raw["stopped"]:
         error = out_of_threads.group(0).strip()
         if raw["timed_out"] and live is not None and live < limits.processes:
@@ -451,3 +728,42 @@ def _judge(raw: dict, limits: Limits) -> Outcome:
         missing=raw["missing"],
         uid=raw.get("uid"),
     )
+
+
+# What stops the program whatever the tests say: a limit it ran into.
+_LIMITS = ("timeout", "cpu", "memory", "file_size", "processes", "output")
+
+
+def _verdict(raw: dict) -> tuple[dict | None, str | None]:
+    """The tester's verdict, or None and why there is none."""
+    if not raw["result"]:
+        return None, "the tests ended without a verdict"
+    try:
+        verdict = json.loads(raw["result"])
+    except (ValueError, RecursionError):
+        verdict = None
+    if not isinstance(verdict, dict) or not secrets.compare_digest(str(verdict.get("secret")), raw["secret"]):
+        # Only the tester holds the pipe and the secret: this should never come from the program.
+        return None, "the verdict channel held a message without the run's secret, so not the tests' own"
+    return verdict, None
+
+
+def _judge_tests(raw: dict, limits: Limits) -> Outcome:
+    """The outcome of run_tests: the tester's verdict, unless a limit stopped the program first."""
+    verdict, missing = _verdict(raw)
+    outcome = _judge(raw, limits)  # what the program's own process did: its exit, its signals, the limits
+    if outcome.status in _LIMITS:
+        return outcome
+    error = verdict.get("error") if verdict else None
+    if verdict and verdict.get("passed") is True:
+        outcome.status, outcome.reason = "ok", "all tests passed"
+    elif verdict:
+        error = str(error or "the tests failed")
+        if error.startswith("MemoryError"):
+            outcome.status = "memory"
+            outcome.reason = f"it ran out of memory: it may use {limits.memory_mb} MB (the memory limit) [{error}]"
+        else:
+            outcome.status, outcome.reason = "failed", f"it failed: {error}"
+    elif outcome.status != "crashed":
+        outcome.status, outcome.reason = "failed", missing
+    return outcome
