@@ -11,10 +11,13 @@ import os
 import platform
 import re
 import secrets
+import select
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pyseccomp
@@ -24,6 +27,7 @@ import trio
 from arena.referees.execution import sandbox, seccomp_filter
 from arena.referees.execution.sandbox import Limits, run_python, run_tests
 
+from forgeries import FORGERIES, forged
 from helpers import ROOT
 
 SMALL = Limits(wall_seconds=5, cpu_seconds=2, memory_mb=128, file_size_mb=1, disk_mb=8, processes=8, output_kb=16)
@@ -145,6 +149,134 @@ async def test_a_main_block_in_the_solution_does_not_run():
     assert outcome.status == "ok", outcome.reason
 
 
+# --------------------------------------------------------------------------- a verdict the program cannot forge
+
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+
+# What each trick's failure says: the wrong answer caught, or the trick itself named.
+FORGERY_REASONS = {
+    "write fd 3 then _exit": "Bad file descriptor",  # fd 3 is the program's end of the call pipe, for reading
+    "write every fd then _exit": "the program exited",
+    "forge the reply stream": "AssertionError",
+    "patch builtins.compile": "AssertionError",
+    "patch builtins.exec": "AssertionError",
+    "patch sys.exit and os._exit": "AssertionError",
+    "patch unittest": "AssertionError",
+    "patch the assert machinery": "AssertionError",
+    "monkeypatch check's globals": "AssertionError",
+    "kill the parent": "AssertionError",
+    "print the success text": "AssertionError",
+    "SystemExit(0) in the middle": "the program raised SystemExit(0) in the middle of the tests",
+    "os._exit(0) in the middle": "the program exited in the middle of the tests",
+    "always-equal answer": "add returned a _Equal, which cannot be sent to the tests",
+    "read the tests": "AssertionError",
+    "write the tests' pipes through /proc": "AssertionError",
+}
+
+
+def test_every_forgery_has_its_expected_reason():
+    assert set(FORGERY_REASONS) == set(FORGERIES)
+
+
+async def test_the_issues_forgery_scores_nothing():
+    program = "import os\ndef add(a,b): return a-b\nos.write(3,b'passed');\nos._exit(0)\n"
+    outcome = await run_tests(program, "def check(c):\n    assert c(1,2)==3\n", "add")
+    assert outcome.status == "failed" and not outcome.passed
+    assert outcome.reason == "it failed: OSError: [Errno 9] Bad file descriptor (solution.py, line 3: os.write(3,b'passed');)"
+    # Without the write, the bare exit: still no pass.
+    left = await run_tests("import os\ndef add(a,b): return a-b\nos._exit(0)\n", "def check(c):\n    assert c(1,2)==3\n", "add")
+    assert left.status == "failed" and left.reason == "it failed: the program exited before the tests could call it"
+
+
+@pytest.mark.parametrize("trick", list(FORGERIES))
+async def test_a_program_cannot_forge_its_verdict(trick):
+    outcome = await run_tests(forged(trick, WRONG_ADD, "add"), TESTS, "add", SMALL)
+    assert outcome.status == "failed" and not outcome.passed, outcome.reason
+    assert FORGERY_REASONS[trick] in outcome.reason, outcome.reason
+    assert "READ THE TESTS" not in outcome.stdout  # the tests are not in the program's file system
+
+
+@needs_root
+async def test_the_tests_run_as_another_uid_and_out_of_the_programs_sight():
+    probe = code(
+        """
+        import os
+        def add(a, b):
+            return a + b
+        print(sorted(os.listdir('.')), os.path.exists('/tests'), os.path.exists('/tests/tests.py'))
+        """
+    )
+    outcome = await run_tests(probe, TESTS, "add", SMALL)
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.stdout == "['main.py', 'solution.py'] True False\n"  # /tests is there, but not for the program
+    assert f"tests as another uid, {outcome.uid + sandbox.UID_SPAN}" in outcome.protections
+
+
+VALUES_TESTS = code(
+    """
+    import math
+    def check(candidate):
+        for value in [0, -7, 2**200, 1.5, -0.0, "naïve\\n", "", [], [1, [2, [3]]], (1, "a"), (),
+                      {"a": 1}, {1: "x", (2, 3): None}, None, True, False, {1, 2}, frozenset({3}),
+                      b"\\x00\\xff", 1 + 2j]:
+            back = candidate(value)
+            assert back == value and type(back) is type(value), (value, back)
+        assert math.isnan(candidate(float("nan"))) and candidate(float("inf")) == float("inf")
+        assert candidate(1, 2, c=3) == (1, 2, 3)
+        assert sorted(candidate.__name__) == sorted("echo")
+    """
+)
+
+
+async def test_the_values_humaneval_passes_cross_both_ways_with_their_types():
+    program = "def echo(value, b=None, c=None):\n    return value if b is None else (value, b, c)\n"
+    outcome = await run_tests(program, VALUES_TESTS, "echo", SMALL)
+    assert outcome.status == "ok", outcome.reason + outcome.stderr
+
+
+async def test_exceptions_cross_as_their_builtin_type_and_helpers_are_the_programs():
+    tests = code(
+        """
+        def check(candidate):
+            try:
+                candidate(-1)
+            except ValueError as e:
+                assert str(e) == "negative"
+            else:
+                raise AssertionError("no ValueError")
+            try:
+                candidate(0)
+            except Exception as e:  # a class of the program's own arrives as a plain Exception
+                assert "Custom: zero" in str(e)
+            assert candidate(3) == 9 and square(4) == 16  # `square` comes from the program, as in HumanEval/32's `poly`
+        """
+    )
+    program = code(
+        """
+        class Custom(Exception):
+            pass
+        def square(x):
+            return x * x
+        def f(x):
+            if x < 0:
+                raise ValueError("negative")
+            if x == 0:
+                raise Custom("zero")
+            return square(x)
+        """
+    )
+    outcome = await run_tests(program, tests, "f", SMALL)
+    assert outcome.status == "ok", outcome.reason + outcome.stderr
+
+
+def test_a_verdict_without_the_runs_secret_is_refused():
+    raw = {"result": json.dumps({"secret": "guessed", "passed": True}).encode(), "secret": secrets.token_hex(16)}
+    verdict, why = sandbox._verdict(raw)
+    assert verdict is None and "without the run's secret" in why
+    assert sandbox._verdict({"result": b"passed", "secret": raw["secret"]}) == (None, why)
+    assert sandbox._verdict({"result": b"", "secret": raw["secret"]}) == (None, "the tests ended without a verdict")
+
+
 # --------------------------------------------------------------------------- secrets
 
 
@@ -223,6 +355,93 @@ async def test_the_work_directory_is_removed_afterwards(monkeypatch):
     assert outcome.status == "ok"
     assert len(made) == 1
     assert not Path(made[0]).exists()
+
+
+# --------------------------------------------------------------------------- nothing left behind
+
+RUN_SCRIPT = code(
+    """
+    import sys, trio
+    from arena.referees.execution.sandbox import Limits, run_python, run_tests
+    if sys.argv[1] == "stuck":
+        program = "import time\\ndef add(a, b):\\n    time.sleep(120)\\n"
+        trio.run(run_tests, program, "def check(c):\\n    assert c(1, 2) == 3\\n", "add", Limits(wall_seconds=120))
+    else:
+        print(trio.run(run_python, "print('next')").stdout, end="")
+    """
+)
+
+
+def _start_run(tmp: Path, kind: str) -> subprocess.Popen:
+    env = {**os.environ, "TMPDIR": str(tmp)}  # a folder of its own: other runs on this machine are not ours to watch
+    return subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, kind], env=env, stdout=subprocess.PIPE, text=True)
+
+
+def _launcher_of(base: Path) -> tuple[int, dict] | None:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if len(argv) > 4 and argv[3].endswith(b"sandbox_child.py") and f'"base": "{base}"'.encode() in argv[4]:
+                return int(name), json.loads(argv[4])
+    return None
+
+
+def _in_the_middle_of_a_test(tmp: Path, run: subprocess.Popen) -> tuple[Path, int, dict]:
+    """Wait until the run's program is running in its sandbox: its folder, its launcher, its processes."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert run.poll() is None, "the run ended before its test did"
+        for base in tmp.glob("arena-sandbox-*"):
+            found = _launcher_of(base)
+            if found and (base / "tests" / "tests.py").exists() and sandbox_processes(found[1]["uid"]):
+                return base, *found
+        time.sleep(0.05)  # polling for the state, not waiting a fixed time
+    raise AssertionError("the run never reached its sandboxed test")
+
+
+def _wait_for_exit(pid: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [], 30)  # readable when the process is gone
+    finally:
+        os.close(fd)
+
+
+@needs_root
+def test_a_run_killed_in_the_middle_of_a_test_leaves_no_sandbox_file(tmp_path):
+    run = _start_run(tmp_path, "stuck")
+    base, launcher, config = _in_the_middle_of_a_test(tmp_path, run)
+    assert (base / "in" / "solution.py").exists()
+    run.kill()  # kill -9 of the run: nobody left to run its finally blocks
+    run.wait()
+    _wait_for_exit(launcher)  # the launcher sees its control pipe close, stops the program, removes the folder
+    assert not base.exists()
+    assert sandbox_processes(config["uid"]) == [] and sandbox_processes(config["tester"]["uid"]) == []
+
+
+@needs_root
+def test_what_a_killed_run_left_is_removed_by_the_next_one(tmp_path):
+    run = _start_run(tmp_path, "stuck")
+    base, launcher, config = _in_the_middle_of_a_test(tmp_path, run)
+    # kill -9 of the run and of its launcher at once: nothing of that run can clean up now
+    os.killpg(launcher, signal.SIGKILL)
+    run.kill()
+    run.wait()
+    _wait_for_exit(launcher)
+    assert (base / "in" / "solution.py").exists() and (base / "tests" / "tests.py").exists()
+    groups = [g for g in Path("/sys/fs/cgroup").glob(f"**/arena-sandbox-{launcher}-*")]
+
+    following = _start_run(tmp_path, "next")
+    assert following.communicate(timeout=120)[0] == "next\n"
+    assert not base.exists(), sorted(p.name for p in base.rglob("*"))
+    assert [p for p in tmp_path.rglob("*")] == []  # and nothing of the next one either
+    assert not any(g.exists() for g in groups)
 
 
 # --------------------------------------------------------------------------- network
@@ -309,6 +528,68 @@ async def test_a_memory_hog_is_reported_as_memory():
     outcome = await run_python("chunks = []\nwhile True:\n    chunks.append(bytearray(8 << 20))\n", SMALL)
     assert outcome.status == "memory"
     assert "128 MB" in outcome.reason and "memory" in outcome.reason
+
+
+# 15 children of 200 MB: each well inside the per-process limit, 3 GB together.
+FORKED_HOGS = code(
+    """
+    import os, time
+    for _ in range(15):
+        if os.fork() == 0:
+            hog = b"x" * (200 << 20)  # written, so really used, not just reserved
+            time.sleep(60)
+            os._exit(0)
+    for _ in range(15):
+        os.wait()
+    print("all 15 held their memory")
+    """
+)
+HOG_LIMITS = SMALL.model_copy(update={"memory_mb": 256, "processes": 20, "wall_seconds": 30, "cpu_seconds": 10})
+
+
+def _cgroup_holds_memory() -> bool:
+    groups = Path("/sys/fs/cgroup/memory")
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers")
+    return os.geteuid() == 0 and ((groups / "memory.limit_in_bytes").exists() or (v2.exists() and "memory" in v2.read_text()))
+
+
+@needs_root
+@pytest.mark.skipif(not _cgroup_holds_memory(), reason="no cgroup with the memory controller on this machine")
+async def test_forked_children_share_one_memory_limit():
+    outcome = await run_python(FORKED_HOGS, HOG_LIMITS)
+    assert outcome.status == "memory", outcome.reason
+    assert outcome.reason == ("its processes together used more than 256 MB (the memory limit, for all of them at "
+                              "once) and were stopped")
+    assert "all 15" not in outcome.stdout
+    assert any(p.startswith("one memory limit for all the program's processes (cgroup v") for p in outcome.protections)
+    assert outcome.seconds < HOG_LIMITS.wall_seconds  # stopped when the limit was hit, not at the end
+    assert sandbox_processes(outcome.uid) == []
+
+
+@needs_root
+async def test_without_a_cgroup_a_watchdog_holds_the_same_limit():
+    outcome = await run_python(FORKED_HOGS, HOG_LIMITS, memory_group=False)
+    assert outcome.status == "memory", outcome.reason
+    assert "256 MB" in outcome.reason and "all of them at once" in outcome.reason
+    assert any(m.startswith("no cgroup for the memory limit (turned off): a watchdog") for m in outcome.missing)
+    assert sandbox_processes(outcome.uid) == []
+
+
+async def test_the_memory_limit_for_all_is_reported_through_run_tests():
+    program = "import os, time\n" + code(
+        """
+        def add(a, b):
+            for _ in range(15):
+                if os.fork() == 0:
+                    hog = b"x" * (200 << 20)
+                    time.sleep(60)
+                    os._exit(0)
+            time.sleep(60)
+        """
+    )
+    outcome = await run_tests(program, TESTS, "add", HOG_LIMITS)
+    assert outcome.status == "memory", outcome.reason
+    assert "256 MB" in outcome.reason
 
 
 async def test_writing_a_huge_file_hits_the_file_size_limit():

@@ -245,8 +245,10 @@ def receive(when):
     line = replies.readline(LARGEST + 1)
     if not line:
         raise ProgramQuit(f"the program exited {when}")
-    if not line.endswith(b"\\n"):
+    if len(line) > LARGEST:
         raise ProgramQuit(f"the program sent an answer over {LARGEST >> 20} MB")
+    if not line.endswith(b"\\n"):
+        raise ProgramQuit(f"the program exited {when}, in the middle of an answer")
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):

@@ -272,11 +272,13 @@ class MemoryGroup:
             if not name.startswith(cls.PREFIX):
                 continue
             try:
-                os.kill(int(name[len(cls.PREFIX):].split("-")[0]), 0)
-                continue  # its launcher is alive: the group is in use, or about to be
-            except ProcessLookupError:
+                with open(f"/proc/{int(name[len(cls.PREFIX):].split('-')[0])}/stat", "rb") as f:
+                    state = f.read().rpartition(b")")[2].split()[0]
+                if state not in (b"Z", b"X"):
+                    continue  # its launcher is alive (a zombie is not): the group is in use, or about to be
+            except FileNotFoundError:
                 pass
-            except (ValueError, OSError):
+            except (ValueError, OSError, IndexError):
                 continue
             try:
                 os.rmdir(os.path.join(parent, name))  # refused while a process is still in it
