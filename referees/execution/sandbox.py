@@ -248,7 +248,7 @@ def receive(when):
     if len(line) > LARGEST:
         raise ProgramQuit(f"the program sent an answer over {LARGEST >> 20} MB")
     if not line.endswith(b"\\n"):
-        raise ProgramQuit(f"the program exited {when}, in the middle of an answer")
+        raise ProgramQuit(f"the program exited {when}, partway through an answer")
     try:
         message = json.loads(line)
     except (ValueError, RecursionError):
