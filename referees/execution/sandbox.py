@@ -62,7 +62,7 @@ class Limits(BaseModel):
 
     wall_seconds: float = Field(10, gt=0, description="real time from start to finish")
     cpu_seconds: float = Field(5, gt=0, description="CPU time per process, rounded up to whole seconds")
-    memory_mb: int = Field(512, ge=16, description="address space per process")
+    memory_mb: int = Field(512, ge=16, description="address space per process, and all the program's processes together")
     file_size_mb: float = Field(16, ge=0, description="largest file the program may write")
     disk_mb: int = Field(64, ge=1, description="everything in the work directory together")
     processes: int = Field(32, ge=1, description="processes and threads at once, the program included")
