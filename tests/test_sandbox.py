@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -296,6 +297,78 @@ async def test_humaneval_canonical_solutions_still_pass_and_a_wrong_one_fails():
     assert outcomes[32, wrong].status == "failed" and "TypeError" in outcomes[32, wrong].reason
 
 
+NOBODY = 65534
+WITHOUT_ROOT = code(
+    """
+    import json, trio
+    from arena.referees.execution.sandbox import Limits, run_tests
+    from forgeries import FORGERIES, forged
+    TESTS = "def check(c):\\n    assert c(1, 2) == 3\\n"
+
+    async def main():
+        seen = {}
+        for trick in FORGERIES:
+            o = await run_tests(forged(trick, "def add(a, b):\\n    return a - b\\n", "add"), TESTS, "add", Limits())
+            seen[trick] = [o.status, o.reason, o.stdout]
+        o = await run_tests("def add(a, b):\\n    return a + b\\n", TESTS, "add", Limits())
+        seen["right"] = [o.status, o.reason, o.missing]
+        print(json.dumps(seen))
+
+    trio.run(main)
+    """
+)
+
+
+def _as_nobody(tmp: Path, program: str) -> subprocess.CompletedProcess:
+    """Run ``program`` as nobody, in a mount namespace of its own where the directories it needs
+    (the interpreter, the virtualenv, the repository) are reachable even under a private /root."""
+    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, ROOT)}
+    lines = ["set -e", "mount --make-rprivate /"]
+    hidden: dict[str, list[str]] = {}
+    for path in sorted(needed):
+        parts = Path(path).parts
+        for i in range(2, len(parts) + 1):
+            ancestor = os.path.join(*parts[:i])
+            if not os.stat(ancestor).st_mode & 0o001:
+                hidden.setdefault(ancestor, []).append(os.path.relpath(path, ancestor))
+                break
+    for n, (ancestor, inside) in enumerate(hidden.items()):
+        for k, rel in enumerate(inside):
+            lines += [f"mkdir -p {tmp}/stash{n}-{k}", f"mount --bind {ancestor}/{rel} {tmp}/stash{n}-{k}"]
+        lines.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
+        for k, rel in enumerate(inside):
+            lines += [f"mkdir -p {ancestor}/{rel}", f"mount --bind {tmp}/stash{n}-{k} {ancestor}/{rel}"]
+    work = Path(tempfile.mkdtemp(prefix="arena-nobody-"))  # in the system's /tmp: pytest's own folders are private
+    try:
+        os.chown(work, NOBODY, NOBODY)
+        lines.append(f'exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env HOME={work} TMPDIR={work} '
+                     f'PYTHONPATH={ROOT / "tests"} {sys.executable} -c "$PROGRAM"')
+        done = subprocess.run(["unshare", "--mount", "sh", "-c", "\n".join(lines)], cwd=work, capture_output=True,
+                              text=True, env={"PATH": os.environ["PATH"], "PROGRAM": program}, timeout=600)
+        left = sorted(p.name for p in work.iterdir())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert left == [], f"the runs as nobody left {left}"
+    return done
+
+
+@needs_root
+@pytest.mark.skipif(not shutil.which("setpriv") or not NAMESPACES, reason="needs setpriv and namespaces")
+def test_without_root_no_forgery_passes_either(tmp_path):
+    # One uid for both: the tester is shielded by being undumpable, and by starting first.
+    done = _as_nobody(tmp_path, WITHOUT_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    status, reason, missing = seen.pop("right")
+    assert status == "ok", reason
+    assert any(m.startswith("not root: the tests run as the program's uid too") for m in missing)
+    for trick, (status, reason, stdout) in seen.items():
+        assert status == "failed", (trick, reason)
+        assert "READ THE TESTS" not in stdout, trick
+    assert seen["kill the parent"][1] in (  # the program may kill the tests here, and that is a failure too
+        "the tests ended without a verdict (they were killed by SIGKILL)", "it failed: AssertionError (tests.py, line 2: assert c(1, 2) == 3)")
+
+
 def test_a_verdict_without_the_runs_secret_is_refused():
     raw = {"result": json.dumps({"secret": "guessed", "passed": True}).encode(), "secret": secrets.token_hex(16)}
     verdict, why = sandbox._verdict(raw)
@@ -423,7 +496,7 @@ def _in_the_middle_of_a_test(tmp: Path, run: subprocess.Popen) -> tuple[Path, in
         assert run.poll() is None, "the run ended before its test did"
         for base in tmp.glob("arena-sandbox-*"):
             found = _launcher_of(base)
-            if found and (base / "tests" / "tests.py").exists() and sandbox_processes(found[1]["uid"]):
+            if found and (base / "in" / "solution.py").exists() and sandbox_processes(found[1]["uid"]):
                 return base, *found
         time.sleep(0.05)  # polling for the state, not waiting a fixed time
     raise AssertionError("the run never reached its sandboxed test")
@@ -445,6 +518,8 @@ def test_a_run_killed_in_the_middle_of_a_test_leaves_no_sandbox_file(tmp_path):
     run = _start_run(tmp_path, "stuck")
     base, launcher, config = _in_the_middle_of_a_test(tmp_path, run)
     assert (base / "in" / "solution.py").exists()
+    # The hidden tests never reach the disk: the tester reads them from an anonymous file.
+    assert not [p for p in base.rglob("*") if p.is_file() and b"assert c(1, 2) == 3" in p.read_bytes()]
     run.kill()  # kill -9 of the run: nobody left to run its finally blocks
     run.wait()
     _wait_for_exit(launcher)  # the launcher sees its control pipe close, stops the program, removes the folder
@@ -461,7 +536,7 @@ def test_what_a_killed_run_left_is_removed_by_the_next_one(tmp_path):
     run.kill()
     run.wait()
     _wait_for_exit(launcher)
-    assert (base / "in" / "solution.py").exists() and (base / "tests" / "tests.py").exists()
+    assert (base / "in" / "solution.py").exists() and (base / "tests" / "main.py").exists()
     groups = [g for g in Path("/sys/fs/cgroup").glob(f"**/arena-sandbox-{launcher}-*")]
 
     following = _start_run(tmp_path, "next")

@@ -221,16 +221,22 @@ for line in requests:
 """
 
 # The tests' side: it never runs a line of the program. It makes itself undumpable and reads
-# the run's secret before the program exists, calls the program through the pipes, and alone
-# holds the result pipe, where it writes its verdict with the secret.
+# the run's secret and the tests (from an anonymous file no path leads to) before the program
+# exists, calls the program through the pipes, and alone holds the result pipe, where it writes
+# its verdict with the secret.
 _TESTER = _CODEC + """\
-import builtins, ctypes, os, traceback
+import builtins, ctypes, linecache, os, traceback
 ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE: nobody of our uid reads our memory
-secret = b""
-while chunk := os.read(6, 64):
-    secret += chunk
+given = b""
+while chunk := os.read(6, 1 << 16):
+    given += chunk
 os.close(6)
 os.close(7)  # the supervisor may start the program now
+given = json.loads(given)
+secret, source = given["secret"], given["tests"]
+del given
+# Tracebacks quote the tests' lines from here: there is no tests.py on any disk.
+linecache.cache["tests.py"] = (len(source), None, source.splitlines(True), "tests.py")
 calls = os.fdopen(4, "wb")
 replies = os.fdopen(5, "rb")
 LARGEST = 16 << 20
@@ -303,7 +309,7 @@ def proxy(name):
     return remote
 
 def finish(passed, error=None):
-    verdict = json.dumps({"secret": secret.decode(), "passed": passed, "error": error}).encode()
+    verdict = json.dumps({"secret": secret, "passed": passed, "error": error}).encode()
     while verdict:
         verdict = verdict[os.write(3, verdict):]
     os._exit(0)
@@ -318,8 +324,7 @@ try:
     if ENTRY_POINT not in names:
         finish(False, f"NameError: the program defines no {ENTRY_POINT!r}")
     namespace = {"__name__": "tests"}
-    with open("tests.py", encoding="utf-8") as f:
-        exec(compile(f.read(), "tests.py", "exec"), namespace)
+    exec(compile(source, "tests.py", "exec"), namespace)
     # The tests' own definitions stay theirs; a helper they take from the problem's code (HumanEval's
     # `poly`, `encode_cyclic`) is the program's, so it is called there, like the entry point.
     for name in names:
@@ -348,7 +353,7 @@ async def run_tests(program: str, tests: str, entry_point: str, limits: Limits |
         raise ValueError(f"entry_point must be a Python name, not {entry_point!r}")
     tester = _TESTER.replace("ENTRY_POINT", repr(entry_point))
     raw = await _execute({"main.py": _SERVER, "solution.py": program}, "main.py", limits, True, True,
-                         tests={"main.py": tester, "tests.py": tests})
+                         tests={"main.py": tester}, hidden=tests)
     return _judge_tests(raw, limits)
 
 
@@ -477,12 +482,14 @@ def _make_base() -> tuple[Path, int]:
 
 
 async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, namespaces: bool, seccomp: bool,
-                   tests: dict[str, str] | None = None, memory_group: bool = True) -> dict:
-    """Run ``main`` among ``files``; with ``tests``, their ``main.py`` too, as the tester (see sandbox_child.py)."""
+                   tests: dict[str, str] | None = None, hidden: str = "", memory_group: bool = True) -> dict:
+    """Run ``main`` among ``files``; with ``tests``, their ``main.py`` too, as the tester (see
+    sandbox_child.py), which gets ``hidden`` (the tests' source) and the run's secret through an
+    anonymous file: neither is ever on a disk the program could read."""
     python, roots = _interpreter()
     bpf, filter_missing = _seccomp(seccomp)
     base, lock = _make_base()
-    result_r = nonce_r = None
+    result_r = None
     handed: list[int] = []
     try:
         # Traversable but not listable: without a mount namespace the program
@@ -499,11 +506,14 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
             (base / "tests").mkdir(mode=0o700)
             _write_files(base / "tests", tests)
             result_r, result_w = os.pipe()
-            nonce_r, nonce_w = os.pipe()
-            os.write(nonce_w, secret.encode())  # far below a pipe's buffer
-            os.close(nonce_w)
-            handed += [result_w, nonce_r]
-            tester = {"uid": None, "result_fd": result_w, "nonce_fd": nonce_r}
+            handed.append(result_w)
+            given = os.memfd_create("arena-tests", os.MFD_CLOEXEC)
+            handed.append(given)
+            data = json.dumps({"secret": secret, "tests": hidden}).encode()
+            while data:
+                data = data[os.write(given, data):]
+            os.lseek(given, 0, os.SEEK_SET)
+            tester = {"uid": None, "result_fd": result_w, "nonce_fd": given}
         uid = UID_BASE + secrets.randbelow(UID_SPAN)
         if tester is not None:
             tester["uid"] = uid + UID_SPAN  # a range of its own: never another run's program
@@ -739,7 +749,9 @@ _LIMITS = ("timeout", "cpu", "memory", "file_size", "processes", "output")
 def _verdict(raw: dict) -> tuple[dict | None, str | None]:
     """The tester's verdict, or None and why there is none."""
     if not raw["result"]:
-        return None, "the tests ended without a verdict"
+        code = raw.get("tester_exitcode")
+        how = f" (they were killed by {_signal_name(-code)})" if code is not None and code < 0 else ""
+        return None, f"the tests ended without a verdict{how}"
     try:
         verdict = json.loads(raw["result"])
     except (ValueError, RecursionError):

@@ -181,6 +181,7 @@ class MemoryGroup:
 
     def __init__(self, path: str, version: int):
         self.path, self.version = path, version
+        self.fired = False  # v1: the kernel signalled an OOM on the eventfd
         self.procs_fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY)
         if version == 2:
             # The kernel flags a change of memory.events as an exceptional condition on the file.
@@ -296,13 +297,14 @@ class MemoryGroup:
         except OSError:
             return False
         counts = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
-        return int(counts.get("oom_kill", 0)) > 0 or int(counts.get("oom_group_kill", 0)) > 0 or (
+        return self.fired or int(counts.get("oom_kill", 0)) > 0 or int(counts.get("oom_group_kill", 0)) > 0 or (
             self.version == 1 and counts.get("under_oom") == "1")
 
     def clear_wait(self) -> None:
+        """Take the v1 event off the eventfd (it says OOM and nothing else). v2's file clears when read."""
         if self.version == 1:
             try:
-                os.read(self.wait_fd, 8)
+                self.fired = self.fired or bool(os.read(self.wait_fd, 8))
             except BlockingIOError:
                 pass
 
@@ -617,7 +619,7 @@ class Run:
             os.makedirs(new + TESTS, mode=0o755, exist_ok=True)
             mount("tmpfs", new + TESTS, "tmpfs", MS_NOSUID | MS_NODEV,
                   f"size={limits['disk_bytes']},nr_inodes=1000,mode=700,uid={self.tester_uid},gid={self.tester_uid}")
-            copy_files(os.path.join(cfg["base"], "tests"), new + TESTS, self.tester_uid)
+            copy_files(os.path.join(cfg["base"], "tests"), new + TESTS, self.tester_uid)  # its runner only
         if self.pid_ns:
             try:
                 mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -698,12 +700,12 @@ class Run:
                 ready, _, _ = select.select(waiting, [], exceptional, min(remaining, WATCH_SECONDS) if watchdog else remaining)
             except InterruptedError:
                 continue
+            if self.group is not None:
+                self.group.clear_wait()
             if control in ready:
                 os.read(control, 1)
                 stopped = True  # data or EOF: either way the parent wants us to stop
                 break
-            if self.group is not None:
-                self.group.clear_wait()
             try:
                 while os.read(wake_r, 512):
                     pass
@@ -722,8 +724,9 @@ class Run:
                 pass
         # Without a way to kill them all, do not wait for escaped processes.
         self.reap(block=self.kill_all(pid, proc_fd) if pid is not None else True)
-        if self.group is not None and self.group.hit():
-            memory_exceeded = True
+        if self.group is not None:
+            self.group.clear_wait()
+            memory_exceeded = memory_exceeded or self.group.hit()
         status, usage = ended if ended is not None else (None, None)
         if tester is None and pid is not None:
             status, usage = self.statuses.get(pid, (None, None))
