@@ -17,10 +17,11 @@ FORGERIES = {
         "    for word in (b'passed', json.dumps({{'secret': '', 'passed': True}}).encode()):\n"
         "        try:\n            os.write(fd, word)\n        except OSError:\n            pass\n"
         "os._exit(0)\n"),
-    # Forged answers on the reply pipe, ahead of the real ones.
+    # Forged answers on the reply pipe, ahead of the real ones, made with the runner's own functions.
     "forge the reply stream": (
-        "import os\n{wrong}"
-        "os.write(4, b'{{\"ready\": [\"{name}\"]}}\\n' + b'{{\"value\": null}}\\n' * 50)\n"),
+        "import sys\n{wrong}_runner = sys.modules['__main__']\n"
+        "_runner.send(4, b'R', _runner.encode(['{name}']))\n"
+        "for _ in range(50):\n    _runner.send(4, b'V', _runner.encode(None))\n"),
     # Make the tests compile to nothing, or run nothing.
     "patch builtins.compile": (
         "import builtins\n{wrong}_real = builtins.compile\n"

@@ -157,7 +157,7 @@ WRONG_ADD = "def add(a, b):\n    return a - b\n"
 # What each trick's failure says: the wrong answer caught, or the trick itself named.
 FORGERY_REASONS = {
     "write fd 3 then _exit": "Bad file descriptor",  # fd 3 is the program's end of the call pipe, for reading
-    "write every fd then _exit": "the program exited",
+    "write every fd then _exit": "the program sent something that is not an answer",
     "forge the reply stream": "AssertionError",
     "patch builtins.compile": "AssertionError",
     "patch builtins.exec": "AssertionError",
@@ -370,11 +370,13 @@ def test_without_root_no_forgery_passes_either(tmp_path):
 
 
 def test_a_verdict_without_the_runs_secret_is_refused():
-    raw = {"result": json.dumps({"secret": "guessed", "passed": True}).encode(), "secret": secrets.token_hex(16)}
-    verdict, why = sandbox._verdict(raw)
+    secret = secrets.token_hex(16)
+    verdict, why = sandbox._verdict({"result": b"guessed P ", "secret": secret})
     assert verdict is None and "without the run's secret" in why
-    assert sandbox._verdict({"result": b"passed", "secret": raw["secret"]}) == (None, why)
-    assert sandbox._verdict({"result": b"", "secret": raw["secret"]}) == (None, "the tests ended without a verdict")
+    for forged_result in (b"passed", f"{secret} passed ".encode(), f"{secret} P".encode(), f"{secret} P zz".encode()):
+        assert sandbox._verdict({"result": forged_result, "secret": secret}) == (None, why)
+    assert sandbox._verdict({"result": b"", "secret": secret}) == (None, "the tests ended without a verdict")
+    assert sandbox._verdict({"result": f"{secret} P ".encode(), "secret": secret}) == ({"passed": True, "error": ""}, None)
 
 
 # --------------------------------------------------------------------------- secrets

@@ -388,6 +388,7 @@ class Run:
     # ---------------------------------------------------------------- launcher
 
     def launch(self) -> int:
+        self.parent = os.getppid()
         namespaces = self.cfg["namespaces"]
         self.make_memory_group()
         if not namespaces:
@@ -425,11 +426,12 @@ class Run:
                 except InterruptedError:
                     continue
         finally:
-            # Also when the parent was killed and nobody reads the report: no group and none
-            # of the program's files (its hidden tests included) outlive the run.
             if self.group is not None:
                 MemoryGroup.remove(self.group.path)
-            shutil.rmtree(self.cfg["base"], ignore_errors=True)
+            if os.getppid() != self.parent:
+                # The parent was killed and will not remove the work folder: none of the
+                # program's files outlive the run. (A live parent removes it itself.)
+                shutil.rmtree(self.cfg["base"], ignore_errors=True)
 
     def handed_down(self) -> list[int]:
         """The descriptors only the supervisor (and through it the tester) needs."""
@@ -648,32 +650,37 @@ class Run:
 
         started = time.monotonic()
         deadline = started + limits["wall_seconds"]
-        exec_error = b""
-        tester = None
+        tester = pid = None
         if self.tester:
             calls_r, calls_w = os.pipe2(os.O_CLOEXEC)
             replies_r, replies_w = os.pipe2(os.O_CLOEXEC)
             ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
             t = self.tester
-            tester, exec_error = self.start(python, testdir, devnull, self.tester_uid, group=False, site=False,
-                                            fds=[t["result_fd"], calls_w, replies_r, t["nonce_fd"], ready_w])
-            # From here on only the tester holds the result pipe and the secret.
-            for fd in (t["result_fd"], t["nonce_fd"], calls_w, replies_r, ready_w):
-                os.close(fd)
+            tester_fds = [t["result_fd"], calls_w, replies_r, t["nonce_fd"], ready_w]
+            program_fds = [calls_r, replies_w]
             if self.tester_uid == self.uid:
                 # The program starts only once the tester has made itself undumpable and read the
                 # secret: before that, a program of the same uid could have read it through /proc.
+                tester, exec_error = self.start(python, testdir, devnull, self.tester_uid, False, False, tester_fds,
+                                                ["--shared-uid"])
+                os.close(ready_w)
                 self.wait_for_eof(ready_r, deadline)
+                if not exec_error:
+                    pid, exec_error = self.start(python, workdir, devnull, self.uid, True, True, program_fds)
             else:
-                os.close(ready_r)  # another uid: the program cannot reach the tester at any moment
-            program_fds = [calls_r, replies_w]
+                # Another uid: the program cannot reach the tester at any moment, so both start at
+                # once, the tester while the program moves into its cgroup (which takes a while).
+                pid, program_started = self.spawn(python, workdir, devnull, self.uid, True, True, program_fds)
+                tester, tester_started = self.spawn(python, testdir, devnull, self.tester_uid, False, False, tester_fds)
+                errors = [self.confirm(program_started), self.confirm(tester_started)]
+                exec_error = errors[0] or errors[1]
+                os.close(ready_w)
+                os.close(ready_r)
+            # From here on only the tester holds the result pipe and the secret.
+            for fd in (t["result_fd"], t["nonce_fd"], calls_w, replies_r, *program_fds):
+                os.close(fd)
         else:
-            program_fds = []
-        pid = None
-        if not exec_error:
-            pid, exec_error = self.start(python, workdir, devnull, self.uid, group=True, site=True, fds=program_fds)
-        for fd in program_fds:
-            os.close(fd)
+            pid, exec_error = self.start(python, workdir, devnull, self.uid, True, True, [])
 
         self.program = pid
         watched = tester if tester is not None else pid  # whose end ends the run
@@ -752,9 +759,16 @@ class Run:
         return 0
 
     def start(self, python: str, workdir: str, devnull: int, uid: int, group: bool, site: bool,
-              fds: list[int]) -> tuple[int, bytes]:
-        """Fork and exec one program; its pid and, if exec failed, why. The tester needs no
-        site-packages (``site=False``): the interpreter's .pth files can cost it tens of ms."""
+              fds: list[int], args: list[str] = ()) -> tuple[int, bytes]:
+        """Fork and exec one program; its pid and, if exec failed, why."""
+        pid, started = self.spawn(python, workdir, devnull, uid, group, site, fds, args)
+        return pid, self.confirm(started)
+
+    def spawn(self, python: str, workdir: str, devnull: int, uid: int, group: bool, site: bool,
+              fds: list[int], args: list[str] = ()) -> tuple[int, int]:
+        """Fork one program, which sets itself up and execs; its pid and the pipe that tells
+        whether the exec worked. The tester needs no site-packages (``site=False``): the
+        interpreter's .pth files can cost it tens of ms."""
         err_r, err_w = os.pipe2(os.O_CLOEXEC)
         # Keep the exec-error pipe away from the low fds the program will get.
         err_w_high = fcntl.fcntl(err_w, fcntl.F_DUPFD_CLOEXEC, 100)
@@ -765,7 +779,7 @@ class Run:
         # before they used memory or reached the process limit. Python needs no more than one.
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
                "MALLOC_ARENA_MAX": "1"}
-        argv = [python, "-I", "-B", "-u", "-X", "utf8", *([] if site else ["-S"]), self.cfg["main"]]
+        argv = [python, "-I", "-B", "-u", "-X", "utf8", *([] if site else ["-S"]), self.cfg["main"], *args]
         pid = os.fork()
         if pid == 0:
             try:
@@ -778,11 +792,16 @@ class Run:
                     os._exit(127)
         self.children.add(pid)
         os.close(err_w)
+        return pid, err_r
+
+    @staticmethod
+    def confirm(err_r: int) -> bytes:
+        """Why the exec failed, or nothing once it worked."""
         exec_error = b""
         while chunk := os.read(err_r, 4096):  # EOF as soon as exec succeeds
             exec_error += chunk
         os.close(err_r)
-        return pid, exec_error
+        return exec_error
 
     @staticmethod
     def wait_for_eof(fd: int, deadline: float) -> None:
