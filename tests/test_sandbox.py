@@ -369,6 +369,50 @@ def test_without_root_no_forgery_passes_either(tmp_path):
         "the tests ended without a verdict (they were killed by SIGKILL)", "it failed: AssertionError (tests.py, line 2: assert c(1, 2) == 3)")
 
 
+CODEC_FUZZ = code(
+    """
+    import random
+    PLAIN = (type(None), bool, int, float, str, bytes, complex, list, tuple, dict, set, frozenset)
+
+    def plain(v):
+        if isinstance(v, dict):
+            return all(plain(k) and plain(x) for k, x in v.items())
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return all(plain(x) for x in v)
+        return type(v) in PLAIN
+
+    rng = random.Random(7)
+    samples = [[1, (2.5, "x"), {3: None, (4,): b"y"}], {frozenset({1}): [True, -7, 1j]}, "naïve", 2**100]
+    outcomes = {"value": 0, "refused": 0}
+    for _ in range(3000):
+        data = bytearray(encode(rng.choice(samples)))
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data))
+            data[i:i + 1] = rng.choice([b"", bytes([rng.randrange(256)]), b"9" * rng.randint(1, 12), b"l1:"])
+        try:
+            value = decode(bytes(data))
+        except (ValueError, TypeError, RecursionError):  # what the tester turns into "not an answer"
+            outcomes["refused"] += 1
+        else:
+            assert plain(value), value
+            outcomes["value"] += 1
+    try:
+        decode(b"l1:" * 100000 + b"N")
+    except Unreadable:
+        outcomes["deep"] = True
+    print(outcomes)
+    """
+)
+
+
+def test_the_decoder_builds_plain_values_or_refuses(tmp_path):
+    # In a process of its own: the codec lifts the int-digits limit, as the runners need.
+    done = subprocess.run([sys.executable, "-I", "-c", sandbox._CODEC + CODEC_FUZZ], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = eval(done.stdout)
+    assert seen["value"] > 10 and seen["refused"] > 1000 and seen["deep"] is True
+
+
 def test_a_verdict_without_the_runs_secret_is_refused():
     secret = secrets.token_hex(16)
     verdict, why = sandbox._verdict({"result": b"guessed P ", "secret": secret})

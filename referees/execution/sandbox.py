@@ -351,7 +351,7 @@ def answer(when):
 def value_of(payload):
     try:
         return decode(payload)
-    except (Unreadable, ValueError, UnicodeError, RecursionError) as e:
+    except (ValueError, TypeError, RecursionError) as e:  # Unreadable, bad text, unhashable keys, too deep
         raise ProgramQuit(f"the program sent something that is not an answer ({e})") from None
 
 
