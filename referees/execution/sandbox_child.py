@@ -287,8 +287,23 @@ class MemoryGroup:
                 pass
 
     def join(self) -> None:
-        """Put the calling process (and so all it will start) into the group."""
-        os.write(self.procs_fd, b"0")
+        """Put the calling process (and so all it will start) into the group, if the kernel lets it."""
+        try:
+            os.write(self.procs_fd, b"0")
+        except OSError:
+            pass  # the supervisor sees the program outside the group and falls back on the watchdog
+
+    def holds(self, pid: int, proc_fd: int) -> bool:
+        name = "/" + os.path.basename(self.path)
+        try:
+            fd = os.open(f"{pid}/cgroup", os.O_RDONLY, dir_fd=proc_fd)
+            try:
+                lines = os.read(fd, 65536).decode(errors="replace").splitlines()
+            finally:
+                os.close(fd)
+        except OSError:
+            return True  # already gone: nothing left to watch either way
+        return any(line.endswith(name) for line in lines)
 
     def hit(self) -> bool:
         """Did the kernel stop a process of the group for memory?"""
@@ -683,6 +698,11 @@ class Run:
             pid, exec_error = self.start(python, workdir, devnull, self.uid, True, True, [])
 
         self.program = pid
+        if self.group is not None and pid is not None and not exec_error and not self.group.holds(pid, proc_fd):
+            self.protections.remove(f"one memory limit for all the program's processes (cgroup v{self.group.version})")
+            self.missing.append(f"the program could not join its cgroup {self.group.path}: a watchdog sums the "
+                                f"program's memory every {WATCH_SECONDS:g} s instead")
+            self.group = None
         watched = tester if tester is not None else pid  # whose end ends the run
         timed_out = stopped = memory_exceeded = False
         control = 0
