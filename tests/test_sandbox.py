@@ -25,7 +25,7 @@ import pyseccomp
 import pytest
 import trio
 
-from arena.referees.execution import sandbox, seccomp_filter
+from arena.referees.execution import harness, sandbox, seccomp_filter
 from arena.referees.execution.sandbox import Limits, run_python, run_tests
 
 from forgeries import FORGERIES, forged
@@ -407,7 +407,7 @@ CODEC_FUZZ = code(
 
 def test_the_decoder_builds_plain_values_or_refuses(tmp_path):
     # In a process of its own: the codec lifts the int-digits limit, as the runners need.
-    done = subprocess.run([sys.executable, "-I", "-c", sandbox._CODEC + CODEC_FUZZ], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-I", "-c", harness.CODEC + CODEC_FUZZ], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
     seen = eval(done.stdout)
     assert seen["value"] > 10 and seen["refused"] > 1000 and seen["deep"] is True
