@@ -133,19 +133,20 @@ def test_the_strays_are_every_character_outside_ascii_matched_to_an_ascii_one():
     ("通义千问", "gpt"),  # a term outside ASCII: the pattern always runs
 ])
 def test_the_quick_check_changes_nothing_the_filter_finds(text, terms):
-    from arena.engine.anonymity import _pattern, scrub
+    from arena.engine.anonymity import _compiled, _replaced, scrub
 
-    found: list[str] = []
-    expected = _pattern(terms).sub(lambda m: found.append(m.group(0)) or "[x]", text)
-    assert scrub(text, terms, "[x]") == (expected, found)
+    _, owner, spans = _compiled(terms).find(text)  # the pattern, without the quick check
+    assert scrub(text, terms, "[x]") == _replaced(text, owner, spans, "[x]")
 
 
 def test_a_long_reply_without_names_is_let_through_without_the_pattern():
-    from arena.engine.anonymity import _none_in
+    from arena.engine.anonymity import _compiled
 
-    terms = ("alice-gpt", "gpt", "claude")
-    assert _none_in("Player A gives 5 coins. " * 60, terms)
-    assert _none_in("We agree \u2014 \u201cfair\u201d. " * 40, terms)
-    assert not _none_in("... and GPT-4o said so", terms)
-    assert not _none_in("\u017fome text", terms)  # a stray: left to the pattern
-    assert not _none_in("no names", ("通义千问",))
+    absent = _compiled(("alice-gpt", "gpt", "claude")).absent
+    assert absent("Player A gives 5 coins. " * 60)
+    assert absent("We agree \u2014 \u201cfair\u201d. " * 40)
+    assert not absent("... and GPT-4o said so")
+    assert not absent("... and alice gpt said so")  # a spelling with a joint: still found
+    assert not absent("... and \uff27\uff30\uff34-4 said so")  # fullwidth letters: still found
+    assert not absent("\u017fome text")  # a stray: left to the pattern
+    assert not _compiled(("通义千问",)).absent("no names")
