@@ -193,7 +193,10 @@ def test_at_the_terminal_the_same_order_and_no_names(run, tmp_path):
     assert len(review_rows(run, skipped["match"], skipped["judge_agent"], skipped["agents"])) == 2  # both orders, as judged
 
 
-async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(tmp_path):
+@pytest.mark.parametrize("material", [False, True])
+async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(tmp_path, material):
+    """A dataset's answers are the referee's material: shown as the judges in the match read them, unless
+    the scenario asks for its material to be scrubbed too (then a source's name, a model's, is withheld)."""
     import json
 
     from arena.run.runner import run_tournament
@@ -207,6 +210,8 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     agents = {n: {"backend": "scripted", "strategy": "synthetic_judge", "params": {"name": n, "skill": 0.3}} for n in ("j1", "j2")}
     raw = {"name": "fixed", "seed": 1, "agents": agents, "tournament": {"role_swap": False},
            "games": [{"game": "pairwise_review", "params": {"questions": str(QUESTIONS), "contestants": 0, "answers": files}}]}
+    if material:
+        raw["anonymity"] = {"material": True}
     scenario = parse_scenario(raw)
     store = RunStore.create_or_resume(tmp_path / "run", "fixed", yaml.safe_dump(raw), scenario.fingerprint())
     try:
@@ -217,7 +222,10 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     rows = [r for r in export(tmp_path / "run", tmp_path / "todo.csv", seed=5) if r["question_id"] == "s1"]
     assert rows and all({r["first"], r["second"]} == {"Answers 1", "Answers 2"} for r in rows)
     text = (tmp_path / "todo.csv").read_text(encoding="utf-8").lower()
-    assert "gpt" not in text and "vicuna" not in text  # a source's name is a model's name
+    if material:
+        assert "gpt" not in text and "vicuna" not in text  # a source's name is a model's name
+    else:
+        assert "time it. (gpt-4)" in text and "boil it. (vicuna-13b)" in text  # as the dataset has it
     row = rows[0]
     row["human_verdict"] = "1"
     write_rows(tmp_path / "todo.csv", rows)
