@@ -237,3 +237,42 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     finally:
         store.close()
     assert judged == [("s1", first, second, judge_of[row["judge"]], -1)]
+
+
+async def test_the_file_withholds_every_spelling_the_match_withholds_and_nothing_else(tmp_path):
+    """One filter: an annotator reads each answer as the match's judges read it (every spelling of a
+    name withheld), and the question as it was asked (a vendor's name in it stays)."""
+    import json
+    import re
+
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
+
+    question = "How do I sum a column in Google Sheets?"
+    (tmp_path / "q.jsonl").write_text(json.dumps({"id": "gs", "question": question}) + "\n", encoding="utf-8")
+    styles = {"my-finetune": "MyFinetune here (my finetune to friends; my-finetune on paper).",
+              "o3": "Regards, o3 (no relation to MyFinetune).", "carol": "By carol, a \uff27\uff30\uff34-\uff14 model."}
+    agents = {n: {"backend": "scripted", "strategy": "synthetic_judge",
+                  "params": {"name": n, "quality": q, "style": styles[n], "skill": 0.1, "position_bias": 0.3}}
+              for n, q in (("my-finetune", 0.8), ("o3", 0.5), ("carol", 0.3))}
+    raw = {"name": "spelled", "seed": 4, "agents": agents, "tournament": {"role_swap": False},
+           "games": [{"game": "pairwise_review", "params": {"questions": str(tmp_path / "q.jsonl"), "contestants": 3,
+                                                             "peer": True, "samples": 3}}]}
+    scenario = parse_scenario(raw)  # no `anonymity`: on by default
+    store = RunStore.create_or_resume(tmp_path / "run", "spelled", yaml.safe_dump(raw), scenario.fingerprint())
+    try:
+        await run_tournament(scenario, store)
+        (record,) = store.records()
+    finally:
+        store.close()
+    judged = [m.shown or m.content for m in record.messages if m.kind == "prompt" and m.round > 1]
+    rows = export(tmp_path / "run", tmp_path / "todo.csv", seed=3)
+    assert rows, "no verdict was uncertain enough to export"
+    text = (tmp_path / "todo.csv").read_text(encoding="utf-8")
+    for spelling in ("MyFinetune", "my finetune", "my-finetune", r"\bo3\b", "\uff27\uff30\uff34", "carol"):
+        assert not re.search(spelling, text, re.IGNORECASE), spelling
+        assert not any(re.search(spelling, prompt, re.IGNORECASE) for prompt in judged), spelling
+    for row in rows:
+        assert row["question"] == question  # "Google" is the question's: it stays
+        for answer in (row["answer_1"], row["answer_2"]):
+            assert WITHHELD in answer and any(f"]\n{answer}\n[End of" in prompt for prompt in judged)  # as the judges read it
