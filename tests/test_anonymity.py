@@ -142,13 +142,14 @@ def test_the_quick_check_changes_nothing_the_filter_finds(text, terms):
 def test_a_long_reply_without_names_is_let_through_without_the_pattern():
     from arena.engine.anonymity import _compiled
 
-    absent = _compiled(("alice-gpt", "gpt", "claude")).absent
+    absent = _compiled(("alice-gpt", "gpt", "claude", "slaude")).absent
     assert absent("Player A gives 5 coins. " * 60)
     assert absent("We agree \u2014 \u201cfair\u201d. " * 40)
     assert not absent("... and GPT-4o said so")
     assert not absent("... and alice gpt said so")  # a spelling with a joint: still found
     assert not absent("... and \uff27\uff30\uff34-4 said so")  # fullwidth letters: still found
-    assert not absent("\u017fome text")  # a stray: left to the pattern
+    assert absent("\u017fome text")  # a stray, folded as the pattern reads it: no name
+    assert not absent("\u017flaude, cl\u0430ude and CL\u0391UDE")  # ſ, a Cyrillic а, a Greek Α: the pattern runs
     assert not _compiled(("通义千问",)).absent("no names")
 
 

@@ -49,6 +49,7 @@ _TIERS = ("opus|sonnet|haiku|instant|turbo|pro|ultra|flash|nano|mini|lite|large|
 # a dashed word that is neither ("-analysis", "-style") is not part of the name.
 _ATTACHED = rf"(?:[{_DASHES}._]?\d[\w.]*(?<!\.)|[{_DASHES}_.](?:{_TIERS}|[^\W\d_]*\d\w*)(?![^\W\d_]))*"
 _SPACED = rf"(?:[ \u00a0]+(?:\d(?:[\w.{_DASHES}]*\w)?|(?:{_TIERS})(?:[{_DASHES}._]?\d(?:[\w.]*\w)?)?))*"
+_JOINERS = frozenset("-\u2010\u2011\u2012\u2013\u2014_/.")  # what joins two names into one ("Meta-Llama-3")
 _CONTEXT = 24  # characters each side of a name, on its line, that tell an agent's passage from the referee's
 
 # Letters of other scripts that look like Latin ones: folded for matching, so "GРТ" (with Cyrillic Р and Т)
@@ -59,10 +60,14 @@ _HOMOGLYPHS = dict(zip(
 _FOLD = str.maketrans(_HOMOGLYPHS)
 _LOOKALIKE = frozenset(_HOMOGLYPHS)
 # The only characters outside ASCII that a case-insensitive pattern matches to an ASCII one
-# (İ and ı to i, ſ to s, the Kelvin sign to k); tests/test_anonymity.py finds them again.
+# (İ and ı to i, ſ to s, the Kelvin sign to k); tests/test_anonymity.py finds them again, and checks that
+# the quick check lets none of them past.
 _STRAYS = re.compile("[\u0130\u0131\u017f\u212a]")
-# What the quick check deletes before looking for a name's parts run together: every joint a spelling may have.
-_JOINTS = str.maketrans(dict.fromkeys(" \t\n\r\f\v\u00a0-\u2010\u2011\u2012\u2013\u2014_./"))
+# What the quick check deletes before looking for a name's parts run together: every joint a spelling may
+# have (whitespace, the dashes, _ . /), as UTF-8 bytes, since bytes are translated and searched at C speed.
+_JOINT_BYTES = bytes(b for b in range(128) if re.fullmatch(rf"[\s{_DASHES}_./]", chr(b)))
+# the first bytes of Greek and Cyrillic letters in UTF-8: a text holding none has no look-alike to fold
+_GREEK_CYRILLIC = tuple(bytes([b]) for b in range(0xCD, 0xD5))
 
 
 def identity_names(agents: dict[str, Any], extra=(), vendors: bool = True, allow=()) -> tuple[str, ...]:
@@ -129,8 +134,9 @@ class _Names:
                                   re.IGNORECASE)
         # a match holds a name's parts in order with at most a joint between them: with the joints taken out
         # of the text, the parts run together are a cheap test before the pattern
-        self.needles = tuple(sorted({"".join(parts).lower() for parts in spelled.values()}))
+        self.needles = tuple(sorted({"".join(parts).lower().encode() for parts in spelled.values()}))
         self.ascii = all(n.isascii() for n in self.needles)
+        self.ordinary = any("".join(parts).lower() in ORDINARY for parts in spelled.values())
         allowed = [_JOINT.join(re.escape(p) for p in _split(a)) for a in allow if _split(a)]
         self.allow = re.compile(rf"(?<!\w)(?:{'|'.join(allowed)})(?!\w)", re.IGNORECASE) if allowed else None
 
@@ -139,28 +145,41 @@ class _Names:
         if not self.ascii:
             return False
         if text.isascii():
-            low = text.lower().translate(_JOINTS)
+            low = text.encode().lower().translate(None, _JOINT_BYTES)
         else:
-            if _STRAYS.search(text):
+            # NFKC takes fullwidth letters, ſ and the Kelvin sign to ASCII, and look-alikes are folded as written
+            # (a capital Т is a T, a small т no t). The needles are ASCII: what is left outside ASCII is a joint
+            # (a typographic dash), which goes, or no part of a name, whose going can only add a false alarm;
+            # but İ and ı, which the pattern matches to i, become i.
+            normal = unicodedata.normalize("NFKC", text)
+            utf8 = normal.encode()
+            if any(lead in utf8 for lead in _GREEK_CYRILLIC):
+                normal = normal.translate(_FOLD)
+            if "\u0130" in normal or "\u0131" in normal:
+                normal = normal.replace("\u0130", "i").replace("\u0131", "i")
+            low = normal.encode("ascii", "ignore").lower().translate(None, _JOINT_BYTES)
+        for needle in self.needles:
+            if needle in low:
                 return False
-            low = unicodedata.normalize("NFKC", text).translate(_FOLD).lower().translate(_JOINTS)
-        return not any(needle in low for needle in self.needles)
+        return True
 
     def find(self, text: str) -> tuple[str, list[int] | None, list[tuple[int, int]]]:
         """The folded text, its map back to the text, and the spans (in the folded text) of every name in it."""
         folded, owner = _folded(text)
-        allowed = [m.span() for m in self.allow.finditer(folded)] if self.allow else []
-        joints = f"{_DASHES}_/.".replace("\\", "")
-        matches = [m for m in self.pattern.finditer(folded)
-                   if not any(a < m.end() and m.start() < b for a, b in allowed)
-                   and not self._foreign(text, owner, m.start(), m.end())]
+        matches = list(self.pattern.finditer(folded))
+        if self.allow is not None:
+            allowed = [m.span() for m in self.allow.finditer(folded)]
+            matches = [m for m in matches if not any(a < m.end() and m.start() < b for a, b in allowed)]
+        if owner is not None:
+            matches = [m for m in matches if not self._foreign(text, owner, m.start(), m.end())]
         spans: list[tuple[int, int]] = []
         for i, m in enumerate(matches):
             s, e = m.span()
-            joined = i + 1 < len(matches) and matches[i + 1].start() - e == 1 and folded[e] in joints
-            if self._plain_word(m, folded) and not joined:  # "meta-analysis"; but "Meta-Llama-3"
-                continue
-            if spans and (s == spans[-1][1] or (s - spans[-1][1] == 1 and folded[s - 1] in joints)):
+            if self.ordinary and m.group("core").lower() in ORDINARY and self._plain_word(m, folded):
+                joined = i + 1 < len(matches) and matches[i + 1].start() - e == 1 and folded[e] in _JOINERS
+                if not joined:  # "meta-analysis"; but "Meta-Llama-3"
+                    continue
+            if spans and (s == spans[-1][1] or (s - spans[-1][1] == 1 and folded[s - 1] in _JOINERS)):
                 spans[-1] = (spans[-1][0], e)  # "Meta-Llama-3": one name
             else:
                 spans.append((s, e))
@@ -169,7 +188,7 @@ class _Names:
     @staticmethod
     def _plain_word(m: re.Match[str], folded: str) -> bool:
         core, tail = m.group("core"), m.group("tail")
-        if core.lower() not in ORDINARY or any(c.isdigit() for c in tail):
+        if any(c.isdigit() for c in tail):
             return False
         compound = re.match(rf"[{_DASHES}][^\W\d_]", folded[m.end():m.end() + 2]) is not None
         return core.islower() or compound  # "llama", "meta-analysis"; but "Llama", "PaLM", "Meta's"
@@ -186,15 +205,6 @@ class _Names:
 @lru_cache(maxsize=64)
 def _compiled(names: tuple[str, ...], allow: tuple[str, ...] = ()) -> _Names:
     return _Names(names, allow)
-
-
-def _line_around(folded: str, s: int, e: int) -> tuple[str, str]:
-    """The words before and after a name on its line, at most ``_CONTEXT`` characters each, without the
-    spaces at their far ends (a game may strip a reply, or indent a quoted one)."""
-    start = max(folded.rfind("\n", 0, s) + 1, s - _CONTEXT)
-    end = folded.find("\n", e)
-    end = min(len(folded) if end < 0 else end, e + _CONTEXT)
-    return folded[start:s].lstrip(), folded[e:end].rstrip()
 
 
 def _replaced(text: str, owner: list[int] | None, spans: list[tuple[int, int]], replacement: str) -> tuple[str, list[str]]:
@@ -271,14 +281,24 @@ class Filter:
         if names is None or names.absent(text):
             return text, []
         folded, owner, spans = names.find(text)
-        kept = []
+        kept, said, referee = [], self._said, self._referee
         for s, e in spans:
-            key = folded[s:e].lower()
-            left, right = _line_around(folded, s, e)
-            passage = left + folded[s:e] + right
-            if any(passage in line for line in self._referee.get(key, ())):
+            name = folded[s:e]
+            key = name.lower()
+            # the words around it on its line, at most _CONTEXT characters each, without the spaces at their
+            # far ends (a game may strip a reply, or indent a quoted one)
+            far = s - _CONTEXT if s > _CONTEXT else 0
+            cut = folded.rfind("\n", far, s)
+            left = folded[cut + 1 if cut >= 0 else far:s].lstrip()
+            cut = folded.find("\n", e, e + _CONTEXT)
+            right = folded[e:cut if cut >= 0 else e + _CONTEXT].rstrip()
+            if referee and key in referee and any(left + name + right in line for line in referee[key]):
                 continue  # the referee's words, echoed: they say nothing of who wrote them
-            self._said.setdefault(key, set()).add((left, right))
+            contexts = said.get(key)
+            if contexts is None:
+                said[key] = {(left, right)}
+            else:
+                contexts.add((left, right))
             kept.append((s, e))
         return _replaced(text, owner, kept, self.replacement)
 
