@@ -258,17 +258,30 @@ def scrub_data(value: Any, terms: tuple[str, ...], replacement: str) -> tuple[An
     return _walk(value, lambda s: scrub(s, terms, replacement))
 
 
+def _around(folded: str, s: int, e: int) -> tuple[str, str]:
+    """The words before and after a name on its line, at most ``_CONTEXT`` characters each, without the
+    spaces at their far ends (a game may strip a reply, or indent a quoted one)."""
+    far = s - _CONTEXT if s > _CONTEXT else 0
+    cut = folded.rfind("\n", far, s)
+    left = folded[cut + 1 if cut >= 0 else far:s].lstrip()
+    cut = folded.find("\n", e, e + _CONTEXT)
+    return left, folded[e:cut if cut >= 0 else e + _CONTEXT].rstrip()
+
+
 class Filter:
     """One match's filter (or one annotation file's): the names it hides, what stands in for them,
     and the passages its agents wrote so far. False when it hides nothing, so a match skips it."""
 
-    __slots__ = ("terms", "replacement", "allow", "material", "_names", "_said", "_referee")
+    __slots__ = ("terms", "replacement", "allow", "material", "_names", "_said", "_unread", "_referee")
 
     def __init__(self, terms: tuple[str, ...], replacement: str = "[name withheld]", allow: tuple[str, ...] = (),
                  material: bool = False):
         self.terms, self.replacement, self.allow, self.material = tuple(terms), replacement, tuple(allow), material
         self._names = _compiled(self.terms, self.allow) if self.terms else None
         self._said: dict[str, set[tuple[str, str]]] = {}  # a name as an agent wrote it -> the words around it
+        # replies whose names are not in ``_said`` yet (folded text, spans): read when the referee's text first
+        # names someone, since most matches never quote a name and a reply should not pay for it
+        self._unread: list[tuple[str, list[tuple[int, int]]]] = []
         self._referee: dict[str, set[str]] = {}  # a name in the referee's text -> the lines it is on
 
     def __bool__(self) -> bool:
@@ -281,26 +294,30 @@ class Filter:
         if names is None or names.absent(text):
             return text, []
         folded, owner, spans = names.find(text)
-        kept, said, referee = [], self._said, self._referee
-        for s, e in spans:
-            name = folded[s:e]
-            key = name.lower()
-            # the words around it on its line, at most _CONTEXT characters each, without the spaces at their
-            # far ends (a game may strip a reply, or indent a quoted one)
-            far = s - _CONTEXT if s > _CONTEXT else 0
-            cut = folded.rfind("\n", far, s)
-            left = folded[cut + 1 if cut >= 0 else far:s].lstrip()
-            cut = folded.find("\n", e, e + _CONTEXT)
-            right = folded[e:cut if cut >= 0 else e + _CONTEXT].rstrip()
-            if referee and key in referee and any(left + name + right in line for line in referee[key]):
-                continue  # the referee's words, echoed: they say nothing of who wrote them
-            contexts = said.get(key)
-            if contexts is None:
-                said[key] = {(left, right)}
-            else:
-                contexts.add((left, right))
-            kept.append((s, e))
-        return _replaced(text, owner, kept, self.replacement)
+        referee = self._referee
+        if referee:
+            spans = [(s, e) for s, e in spans if not self._echoed(folded, s, e)]
+        if spans:
+            self._unread.append((folded, spans))
+        return _replaced(text, owner, spans, self.replacement)
+
+    def _echoed(self, folded: str, s: int, e: int) -> bool:
+        """Whether a name and the words around it are a line of the referee's, repeated: they say nothing
+        of who wrote them."""
+        lines = self._referee.get(folded[s:e].lower())
+        if not lines:
+            return False
+        left, right = _around(folded, s, e)
+        passage = left + folded[s:e] + right
+        return any(passage in line for line in lines)
+
+    def _read(self) -> dict[str, set[tuple[str, str]]]:
+        said = self._said
+        for folded, spans in self._unread:
+            for s, e in spans:
+                said.setdefault(folded[s:e].lower(), set()).add(_around(folded, s, e))
+        self._unread.clear()
+        return said
 
     def text(self, text: str) -> tuple[str, list[str]]:
         """The referee's text as a reader gets it: as written, but for the names in what it quotes of
@@ -311,10 +328,11 @@ class Filter:
         folded, owner, spans = names.find(text)
         if self.material:
             return _replaced(text, owner, spans, self.replacement)
+        said = self._read() if self._unread else self._said
         quoted = []
         for s, e in spans:
             key = folded[s:e].lower()
-            contexts = self._said.get(key)
+            contexts = said.get(key)
             if contexts and any(folded.endswith(left, 0, s) and folded.startswith(right, e) for left, right in contexts):
                 quoted.append((s, e))
             else:  # the referee's own: an agent that repeats this line repeats the referee
