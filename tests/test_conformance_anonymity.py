@@ -254,8 +254,8 @@ def assert_lfqa_material_whole(records, requests, rows) -> int:
                 for q, a, b in cases}
     checked = 0
     for record in records:
-        block = next(m.content for m in record.messages if m.kind == "prompt").split("\n\nJudge, in this order")[0]
-        block = block.removesuffix("\n\nWrite your review: compare the answers point by point, then state your preference.")
+        given = "\n".join(m.content for m in record.messages if m.kind in ("rules", "prompt"))
+        (block,) = [b for b in material if b in given]  # the match's case, as the referee wrote it
         mine = [r for r in requests if block in r.text]
         turns, outside = seat_turns(record, mine)
         rules = [m.content for m in record.messages if m.kind == "rules"]
@@ -266,7 +266,7 @@ def assert_lfqa_material_whole(records, requests, rows) -> int:
             assert all(f"[Referee] {r}" in turn.text for r in rules if r.startswith(f"You are {turn.seat},"))
             own = [m.content for m in replies(record, turn.seat)]  # a seat gets its own words back as it wrote them
             assert spellings_in(turn.text, [*prompts, *material[whole[0]], *rules, *own]) == [], (record.key, turn.text)
-            if turn.round > 1:  # the other's review came through, its signature withheld
+            if turn.round > 1:  # what the others said came through, its signatures withheld
                 assert WITHHELD in turn.text
             checked += 1
     return checked
@@ -288,3 +288,73 @@ async def test_every_lfqa_text_reaches_the_reviewers_unaltered(backend, tmp_path
     records, requests = await play_lfqa(backend, tmp_path, pairs, concurrency=16)
     assert len(records) == len({(r["question"], r["answer_a"], r["answer_b"]) for r in rows})
     assert assert_lfqa_material_whole(records, requests, rows) == 4 * len(records)
+
+
+def debater_or_summarizer(body) -> str:
+    """ChatEval's debaters quote a line of each answer and sign; the summarizer, who reads them, signs too."""
+    text = body_text(body)
+    signature = SIGNATURE.format(agent=MODELS[body["model"]])
+    if text.endswith("Summarize this turn of the debate."):
+        return f"Both reviewers prefer Answer 1.\n{signature}"
+    quoted = [between(text, f"[Answer {n}]\n", f"\n[End of Answer {n}]") or "" for n in (1, 2)]
+    return "\n".join([q.splitlines()[0] for q in quoted if q.strip()] + [signature, "Verdict: 1"])
+
+
+@both
+async def test_a_debate_and_its_summary_carry_the_case_as_written_and_no_name(backend, tmp_path):
+    """ChatEval's debate with a summarizer over the LFQA cases that say "google": every debater and the
+    summarizer get the question and answers as written, and no spelling of anyone's name."""
+    pairs, rows = lfqa_pairs(tmp_path, naming_only=True)
+    with mock_server(backend, debater_or_summarizer) as mock:
+        agents = {agent: model_agent(backend, mock, model=model) for model, agent in MODELS.items()}
+        raw = scenario("debate", agents, "chateval_debate",
+                       {"pairs": str(pairs), "strategy": "simultaneous_talk_with_summarizer", "turns": 2},
+                       tournament={"role_swap": False})
+        records = await play(tmp_path, raw)
+        requests = mock.answered()
+    assert len(records) == 3
+    assert assert_lfqa_material_whole(records, requests, rows) == 3 * (2 + 2 + 2)  # two debaters and a summary, two turns
+
+
+def scorer(body) -> str:
+    """A ChatEval scorer that quotes the response's first line (the dataset's words) and signs."""
+    text = body_text(body)
+    dimensions = re.findall(r"'(\w+): N'", text)
+    quoted = (between(text, "[Response]\n", "\n[End of Response]") or "").splitlines()[:1]
+    return "\n".join(quoted + [SIGNATURE.format(agent=MODELS[body["model"]])] + [f"{d}: 3" for d in dimensions])
+
+
+@openai_only
+async def test_every_mt_bench_dialogue_and_reference_answer_reaches_the_scorers_unaltered(backend, tmp_path):
+    """ChatEval's scoring over all 80 MT-Bench questions (both turns as the dialogue), each scoring GPT-4's
+    reference answer where MT-Bench has one (30), a fixed reply otherwise: the dataset's text, as written."""
+    references = {}
+    for line in (DATA / "mt_bench" / "reference_answer_gpt-4.jsonl").read_text(encoding="utf-8").splitlines():
+        raw = json.loads(line)
+        references[raw["question_id"]] = raw["choices"][0]["turns"][0]
+    cases = {}
+    for line in (DATA / "mt_bench" / "question.jsonl").read_text(encoding="utf-8").splitlines():
+        raw = json.loads(line)
+        cases[str(raw["question_id"])] = {"id": str(raw["question_id"]), "context": raw["turns"],
+                                          "response": references.get(raw["question_id"], "I would rather not say."),
+                                          "source": "gpt-4"}
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps(c) + "\n" for c in cases.values()), encoding="utf-8")
+    with mock_server(backend, scorer) as mock:
+        agents = {MODELS[m]: model_agent(backend, mock, model=m) for m in ("my-finetune", "o3")}
+        raw = scenario("scoring", agents, "chateval_scoring", {"responses": str(path), "turns": 2},
+                       tournament={"role_swap": False}, concurrency=16)
+        records = await play(tmp_path, raw)
+        requests = mock.answered()
+    assert len(records) == 80 and len(references) == 30
+    checked = 0
+    for record in records:
+        case = cases[record.params["case"]]
+        block = "[Dialogue]\n" + "\n".join(case["context"]) + f"\n[End of Dialogue]\n\n[Response]\n{case['response']}\n[End of Response]"
+        turns, outside = seat_turns(record, [r for r in requests if block in r.text])
+        referee = [m.content for m in record.messages if m.kind in ("rules", "prompt")]
+        for turn in turns:
+            own = [m.content for m in replies(record, turn.seat)]
+            assert block in turn.text and spellings_in(turn.text, [*referee, *own]) == [], (record.key, turn.seat)
+            checked += 1
+    assert checked == 80 * 2 * 2  # two scorers, two turns
