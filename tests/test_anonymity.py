@@ -166,6 +166,7 @@ def _filter(allow=(), material=False, **agents):
     "o3", "o3-mini", "O3",
     "\uff27\uff30\uff34-4", "\uff27\uff30\uff34-\uff14o", "\uff4d\uff59\uff46\uff49\uff4e\uff45\uff54\uff55\uff4e\uff45",  # fullwidth
     "G\u0420\u0422-4",  # Cyrillic Р and Т among Latin letters
+    "G\u200bPT-4", "Cl\u00adaude",  # a zero-width space, a soft hyphen
     "alice", "Alice", "bob", "OpenAI", "Open AI", "Meta-Llama-3-8B", "llama3", "Llama", "PaLM 2", "Phi-3",
 ])
 def test_every_spelling_of_a_name_an_agent_writes_is_withheld(written):

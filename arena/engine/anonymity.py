@@ -4,8 +4,9 @@ Two rules make it so.
 
 *What* is a name: an agent's name, its model, a vendor's name, in the spellings a model writes them
 ("my-finetune", "my finetune", "MyFinetune"; "ＧＰＴ-４" in fullwidth letters; "GPT-4o-mini" with its
-version), matched on an NFKC-normalised copy of the text so that look-alike letters match too, while
-the text keeps every other character as it was written. A name is a whole word ("Meta" is not in
+version), matched on an NFKC-normalised copy of the text (look-alike Greek and Cyrillic letters folded,
+invisible characters left out) so that "ＧＰＴ" or "G\u200bPT" match too, while the text keeps every
+other character as it was written. A name is a whole word ("Meta" is not in
 "metaphor"), and a vendor's name that is also an ordinary word (llama, palm, bard, phi, meta) counts
 only when written as a brand (capitalised, or with a version: "llama3"), never in "meta-analysis".
 A scenario's allow-list keeps phrases it names ("Google Sheets").
@@ -93,6 +94,8 @@ def identity_names(agents: dict[str, Any], extra=(), vendors: bool = True, allow
 
 @lru_cache(maxsize=1024)
 def _fold_char(char: str) -> str:
+    if unicodedata.category(char) == "Cf":  # invisible (a zero-width space, a soft hyphen): no part of a name
+        return ""
     return unicodedata.normalize("NFKC", char).translate(_FOLD)
 
 
