@@ -284,7 +284,8 @@ class Filter:
         self._said: dict[str, set[tuple[str, str]]] = {}  # a name as an agent wrote it -> the words around it
         # replies whose names are not in ``_said`` yet (folded text, spans): read when the referee's text first
         # names someone, since most matches never quote a name and a reply should not pay for it
-        self._unread: list[tuple[str, list[tuple[int, int]]]] = []
+        # (a dict of tuples: the same reply twice is read once, and tuples of numbers cost the collector nothing)
+        self._unread: dict[str, tuple[tuple[int, int], ...]] = {}
         self._referee: dict[str, set[str]] = {}  # a name in the referee's text -> the lines it is on
 
     def __bool__(self) -> bool:
@@ -301,7 +302,7 @@ class Filter:
         if referee:
             spans = [(s, e) for s, e in spans if not self._echoed(folded, s, e)]
         if spans:
-            self._unread.append((folded, spans))
+            self._unread[folded] = tuple(spans)
         return _replaced(text, owner, spans, self.replacement)
 
     def _echoed(self, folded: str, s: int, e: int) -> bool:
@@ -316,7 +317,7 @@ class Filter:
 
     def _read(self) -> dict[str, set[tuple[str, str]]]:
         said = self._said
-        for folded, spans in self._unread:
+        for folded, spans in self._unread.items():
             for s, e in spans:
                 said.setdefault(folded[s:e].lower(), set()).add(_around(folded, s, e))
         self._unread.clear()
