@@ -104,16 +104,19 @@ async def test_a_synthetic_judge_reads_no_name_the_text_does_not_carry():
         assert "alice" not in " ".join(turn.prompt_data["answers"])  # ... its structured copy is not
 
 
-def test_the_strays_are_every_character_outside_ascii_matched_to_an_ascii_one():
-    """The quick check before the pattern lowers the text; it is exact only if the strays are all
-    the characters that a case-insensitive pattern matches to ASCII ones without being ASCII."""
+def test_the_quick_check_folds_every_character_outside_ascii_that_the_pattern_matches_to_an_ascii_one():
+    """The quick check reads an NFKC copy of the text and makes İ and ı an i; it is exact only if every
+    character that a case-insensitive pattern matches to an ASCII one, without being ASCII, is one of
+    those two or becomes ASCII under NFKC."""
     import re
+    import unicodedata
 
-    from arena.engine.anonymity import _STRAYS
+    from arena.engine.anonymity import _DOTTED
 
     ascii_char = re.compile(r"[\x00-\x7f]", re.IGNORECASE)
     found = {chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000 and ascii_char.fullmatch(chr(c))}
-    assert found == {chr(c) for c in range(0x80, 0x110000) if _STRAYS.fullmatch(chr(c))} == set("\u0130\u0131\u017f\u212a")
+    assert found == set("\u0130\u0131\u017f\u212a")
+    assert {c for c in found if not unicodedata.normalize("NFKC", c).isascii()} == set(_DOTTED)
 
 
 @pytest.mark.parametrize("text", [

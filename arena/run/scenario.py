@@ -7,7 +7,6 @@ import difflib
 import hashlib
 import json
 import os
-import re
 import types
 import typing
 from pathlib import Path
