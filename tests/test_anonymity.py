@@ -192,6 +192,8 @@ def test_the_referee_text_stays_whole_and_a_quoted_reply_loses_its_names():
     f = _filter()
     rules = "You are Judge. Compare the answers on Google Sheets and GPT-4 that alice's tutor wrote."
     assert f.text(rules) == (rules, [])  # the referee's words, before anyone spoke: nothing to hide
+    words = "A Llama, a Palm, the Bard, Phi and a Meta-analysis: words at the start of a sentence."
+    assert f.text(words) == (words, [])
     reply, found = f.said("Use Google Sheets' SUM.\nSigned, alice (my-finetune).")
     assert reply == "Use [x] Sheets' SUM.\nSigned, [x] ([x])." and found == ["Google", "alice", "my-finetune"]
     prompt = f"[Question]\n{rules}\n\n[Assistant 1]\nUse Google Sheets' SUM.\nSigned, alice (my-finetune).\n[End]"
