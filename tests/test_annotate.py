@@ -193,7 +193,10 @@ def test_at_the_terminal_the_same_order_and_no_names(run, tmp_path):
     assert len(review_rows(run, skipped["match"], skipped["judge_agent"], skipped["agents"])) == 2  # both orders, as judged
 
 
-async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(tmp_path):
+@pytest.mark.parametrize("material", [False, True])
+async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(tmp_path, material):
+    """A dataset's answers are the referee's material: shown as the judges in the match read them, unless
+    the scenario asks for its material to be scrubbed too (then a source's name, a model's, is withheld)."""
     import json
 
     from arena.run.runner import run_tournament
@@ -207,6 +210,8 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     agents = {n: {"backend": "scripted", "strategy": "synthetic_judge", "params": {"name": n, "skill": 0.3}} for n in ("j1", "j2")}
     raw = {"name": "fixed", "seed": 1, "agents": agents, "tournament": {"role_swap": False},
            "games": [{"game": "pairwise_review", "params": {"questions": str(QUESTIONS), "contestants": 0, "answers": files}}]}
+    if material:
+        raw["anonymity"] = {"material": True}
     scenario = parse_scenario(raw)
     store = RunStore.create_or_resume(tmp_path / "run", "fixed", yaml.safe_dump(raw), scenario.fingerprint())
     try:
@@ -217,7 +222,10 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     rows = [r for r in export(tmp_path / "run", tmp_path / "todo.csv", seed=5) if r["question_id"] == "s1"]
     assert rows and all({r["first"], r["second"]} == {"Answers 1", "Answers 2"} for r in rows)
     text = (tmp_path / "todo.csv").read_text(encoding="utf-8").lower()
-    assert "gpt" not in text and "vicuna" not in text  # a source's name is a model's name
+    if material:
+        assert "gpt" not in text and "vicuna" not in text  # a source's name is a model's name
+    else:
+        assert "time it. (gpt-4)" in text and "boil it. (vicuna-13b)" in text  # as the dataset has it
     row = rows[0]
     row["human_verdict"] = "1"
     write_rows(tmp_path / "todo.csv", rows)
@@ -229,3 +237,42 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     finally:
         store.close()
     assert judged == [("s1", first, second, judge_of[row["judge"]], -1)]
+
+
+async def test_the_file_withholds_every_spelling_the_match_withholds_and_nothing_else(tmp_path):
+    """One filter: an annotator reads each answer as the match's judges read it (every spelling of a
+    name withheld), and the question as it was asked (a vendor's name in it stays)."""
+    import json
+    import re
+
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
+
+    question = "How do I sum a column in Google Sheets?"
+    (tmp_path / "q.jsonl").write_text(json.dumps({"id": "gs", "question": question}) + "\n", encoding="utf-8")
+    styles = {"my-finetune": "MyFinetune here (my finetune to friends; my-finetune on paper).",
+              "o3": "Regards, o3 (no relation to MyFinetune).", "carol": "By carol, a \uff27\uff30\uff34-\uff14 model."}
+    agents = {n: {"backend": "scripted", "strategy": "synthetic_judge",
+                  "params": {"name": n, "quality": q, "style": styles[n], "skill": 0.1, "position_bias": 0.3}}
+              for n, q in (("my-finetune", 0.8), ("o3", 0.5), ("carol", 0.3))}
+    raw = {"name": "spelled", "seed": 4, "agents": agents, "tournament": {"role_swap": False},
+           "games": [{"game": "pairwise_review", "params": {"questions": str(tmp_path / "q.jsonl"), "contestants": 3,
+                                                             "peer": True, "samples": 3}}]}
+    scenario = parse_scenario(raw)  # no `anonymity`: on by default
+    store = RunStore.create_or_resume(tmp_path / "run", "spelled", yaml.safe_dump(raw), scenario.fingerprint())
+    try:
+        await run_tournament(scenario, store)
+        (record,) = store.records()
+    finally:
+        store.close()
+    judged = [m.shown or m.content for m in record.messages if m.kind == "prompt" and m.round > 1]
+    rows = export(tmp_path / "run", tmp_path / "todo.csv", seed=3)
+    assert rows, "no verdict was uncertain enough to export"
+    text = (tmp_path / "todo.csv").read_text(encoding="utf-8")
+    for spelling in ("MyFinetune", "my finetune", "my-finetune", r"\bo3\b", "\uff27\uff30\uff34", "carol"):
+        assert not re.search(spelling, text, re.IGNORECASE), spelling
+        assert not any(re.search(spelling, prompt, re.IGNORECASE) for prompt in judged), spelling
+    for row in rows:
+        assert row["question"] == question  # "Google" is the question's: it stays
+        for answer in (row["answer_1"], row["answer_2"]):
+            assert WITHHELD in answer and any(f"]\n{answer}\n[End of" in prompt for prompt in judged)  # as the judges read it

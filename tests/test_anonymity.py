@@ -104,16 +104,19 @@ async def test_a_synthetic_judge_reads_no_name_the_text_does_not_carry():
         assert "alice" not in " ".join(turn.prompt_data["answers"])  # ... its structured copy is not
 
 
-def test_the_strays_are_every_character_outside_ascii_matched_to_an_ascii_one():
-    """The quick check before the pattern lowers the text; it is exact only if the strays are all
-    the characters that a case-insensitive pattern matches to ASCII ones without being ASCII."""
+def test_the_quick_check_folds_every_character_outside_ascii_that_the_pattern_matches_to_an_ascii_one():
+    """The quick check reads an NFKC copy of the text and makes İ and ı an i; it is exact only if every
+    character that a case-insensitive pattern matches to an ASCII one, without being ASCII, is one of
+    those two or becomes ASCII under NFKC."""
     import re
+    import unicodedata
 
-    from arena.engine.anonymity import _STRAYS
+    from arena.engine.anonymity import _DOTTED
 
     ascii_char = re.compile(r"[\x00-\x7f]", re.IGNORECASE)
     found = {chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000 and ascii_char.fullmatch(chr(c))}
-    assert found == {chr(c) for c in range(0x80, 0x110000) if _STRAYS.fullmatch(chr(c))} == set("\u0130\u0131\u017f\u212a")
+    assert found == set("\u0130\u0131\u017f\u212a")
+    assert {c for c in found if not unicodedata.normalize("NFKC", c).isascii()} == set(_DOTTED)
 
 
 @pytest.mark.parametrize("text", [
@@ -133,19 +136,124 @@ def test_the_strays_are_every_character_outside_ascii_matched_to_an_ascii_one():
     ("通义千问", "gpt"),  # a term outside ASCII: the pattern always runs
 ])
 def test_the_quick_check_changes_nothing_the_filter_finds(text, terms):
-    from arena.engine.anonymity import _pattern, scrub
+    from arena.engine.anonymity import _compiled, _replaced, scrub
 
-    found: list[str] = []
-    expected = _pattern(terms).sub(lambda m: found.append(m.group(0)) or "[x]", text)
-    assert scrub(text, terms, "[x]") == (expected, found)
+    _, owner, spans = _compiled(terms).find(text)  # the pattern, without the quick check
+    assert scrub(text, terms, "[x]") == _replaced(text, owner, spans, "[x]")
 
 
 def test_a_long_reply_without_names_is_let_through_without_the_pattern():
-    from arena.engine.anonymity import _none_in
+    from arena.engine.anonymity import _compiled
 
-    terms = ("alice-gpt", "gpt", "claude")
-    assert _none_in("Player A gives 5 coins. " * 60, terms)
-    assert _none_in("We agree \u2014 \u201cfair\u201d. " * 40, terms)
-    assert not _none_in("... and GPT-4o said so", terms)
-    assert not _none_in("\u017fome text", terms)  # a stray: left to the pattern
-    assert not _none_in("no names", ("通义千问",))
+    absent = _compiled(("alice-gpt", "gpt", "claude", "slaude")).absent
+    assert absent("Player A gives 5 coins. " * 60)
+    assert absent("We agree \u2014 \u201cfair\u201d. " * 40)
+    assert not absent("... and GPT-4o said so")
+    assert not absent("... and alice gpt said so")  # a spelling with a joint: still found
+    assert not absent("... and \uff27\uff30\uff34-4 said so")  # fullwidth letters: still found
+    assert absent("\u017fome text")  # a stray, folded as the pattern reads it: no name
+    assert not absent("\u017flaude, cl\u0430ude and CL\u0391UDE")  # ſ, a Cyrillic а, a Greek Α: the pattern runs
+    assert not _compiled(("通义千问",)).absent("no names")
+
+
+# -- names as identities: every spelling, and nothing else ------------------------------------------------
+def _filter(allow=(), material=False, **agents):
+    from arena.engine.anonymity import Filter, identity_names
+
+    return Filter(identity_names(agents or {"alice": {"model": "my-finetune"}, "bob": {"model": "o3"}}, allow=allow),
+                  "[x]", tuple(allow), material)
+
+
+@pytest.mark.parametrize("written", [
+    "my-finetune", "my finetune", "MyFinetune", "myfinetune", "my_finetune", "MY-FINETUNE", "My Finetune",
+    "o3", "o3-mini", "O3",
+    "\uff27\uff30\uff34-4", "\uff27\uff30\uff34-\uff14o", "\uff4d\uff59\uff46\uff49\uff4e\uff45\uff54\uff55\uff4e\uff45",  # fullwidth
+    "G\u0420\u0422-4",  # Cyrillic Р and Т among Latin letters
+    "G\u200bPT-4", "Cl\u00adaude",  # a zero-width space, a soft hyphen
+    "alice", "Alice", "bob", "OpenAI", "Open AI", "Meta-Llama-3-8B", "llama3", "Llama", "PaLM 2", "Phi-3",
+])
+def test_every_spelling_of_a_name_an_agent_writes_is_withheld(written):
+    text = f"Between us: I am {written}, and proud of it\uff01"
+    assert _filter().said(text) == ("Between us: I am [x], and proud of it\uff01", [written])  # the rest as written
+
+
+@pytest.mark.parametrize("text", [
+    "a meta-analysis of llama wool, palm oil and the bard's phi ratio",
+    "metaphors, metadata, Googled, Philosophy, a llama.cpp build",
+    "o3o, zo3, co3 and 3o3",  # a short id is a whole word or nothing
+    "\u041c\u0435\u0442\u0430 \u0438 \u0420\u043e\u0441\u0441\u0438\u044f",  # Russian words whose letters look Latin
+    "Ｔｈｅ fullwidth text that names nobody",
+])
+def test_ordinary_words_stay_even_in_what_agents_write(text):
+    assert _filter().said(text) == (text, [])
+
+
+def test_the_referee_text_stays_whole_and_a_quoted_reply_loses_its_names():
+    f = _filter()
+    rules = "You are Judge. Compare the answers on Google Sheets and GPT-4 that alice's tutor wrote."
+    assert f.text(rules) == (rules, [])  # the referee's words, before anyone spoke: nothing to hide
+    words = "A Llama, a Palm, the Bard, Phi and a Meta-analysis: words at the start of a sentence."
+    assert f.text(words) == (words, [])
+    reply, found = f.said("Use Google Sheets' SUM.\nSigned, alice (my-finetune).")
+    assert reply == "Use [x] Sheets' SUM.\nSigned, [x] ([x])." and found == ["Google", "alice", "my-finetune"]
+    prompt = f"[Question]\n{rules}\n\n[Assistant 1]\nUse Google Sheets' SUM.\nSigned, alice (my-finetune).\n[End]"
+    shown, found = f.text(prompt)
+    assert shown == f"[Question]\n{rules}\n\n[Assistant 1]\nUse [x] Sheets' SUM.\nSigned, [x] ([x]).\n[End]"
+    assert found == ["Google", "alice", "my-finetune"]
+
+
+def test_an_agent_repeating_the_referees_words_reveals_nothing_and_keeps_them():
+    f = _filter()
+    question = "How do I use Google Sheets to track my budget?"
+    f.text(f"Question: {question}\n\nWrite your answer.")
+    reply = f"{question}\nFirst, open Google Sheets. I am alice."
+    assert f.said(reply) == (f"{question}\nFirst, open [x] Sheets. I am [x].", ["Google", "alice"])
+    judge = f"[Question]\n{question}\n\n[Assistant 1]\n{reply}\n[End of Assistant 1]"
+    assert f.text(judge)[0] == f"[Question]\n{question}\n\n[Assistant 1]\n{question}\nFirst, open [x] Sheets. I am [x].\n[End of Assistant 1]"
+
+
+def test_the_allow_list_keeps_what_it_names_and_material_scrubs_the_referee_too():
+    f = _filter(allow=["Google Sheets", "bob"])
+    assert f.said("Google Sheets, not Google; bob and alice") == ("Google Sheets, not [x]; bob and [x]", ["Google", "alice"])
+    material = _filter(material=True)
+    assert material.text("Answer by GPT-4 from OpenAI") == ("Answer by [x] from [x]", ["GPT-4", "OpenAI"])
+
+
+def test_on_by_default_and_off_only_when_the_scenario_says_so():
+    from arena.run.scenario import parse_scenario
+
+    def parsed(**top):
+        return parse_scenario({"name": "t", "agents": {"my-finetune": {"backend": "scripted", "strategy": "free_rider"},
+                                                      "o3": {"backend": "scripted", "strategy": "always_all"}},
+                               "games": [{"game": "public_goods"}], **top})
+
+    assert {"my-finetune", "o3", "OpenAI"} <= set(parsed().scrub_terms())
+    assert {"my-finetune", "o3"} <= set(parsed(anonymity=None).scrub_terms())
+    for off in (False, "off", {"scrub": False}):
+        assert parsed(anonymity=off).scrub_terms() == ()
+    assert "Google" not in parsed(anonymity={"allow": ["google"]}).scrub_terms()
+    (spec, *_) = __import__("arena.run.tournament", fromlist=["plan"]).plan(parsed(anonymity={"allow": ["Google Sheets"]}))
+    assert spec.scrub_allow == ("Google Sheets",) and "o3" in spec.scrub
+
+
+MODEL_BACKENDS = {"openai", "anthropic", "llamacpp"}
+
+
+def test_every_shipped_model_scenario_hides_names():
+    """A scenario that seats a model says so: `anonymity` is written in it and not turned off."""
+    import yaml
+
+    from arena.run.scenario import load_scenario
+
+    checked = []
+    for path in sorted((ROOT / "scenarios").glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not any(isinstance(a, dict) and a.get("backend") in MODEL_BACKENDS for a in raw["agents"].values()):
+            continue
+        assert "anonymity" in raw, f"{path.name} seats models but does not say `anonymity: {{}}`"
+        terms = load_scenario(path).scrub_terms()
+        allowed = set((raw["anonymity"] or {}).get("allow", ()))
+        assert set(raw["agents"]) - allowed <= set(terms), f"{path.name}: the filter is off"
+        assert {"OpenAI", "Claude"} <= set(terms), f"{path.name}: vendor names are let through"
+        checked.append(path.stem)
+    assert {"lfqa-peer-discussion", "idiom-solitaire-models", "local-llm", "faireval-bpc"} <= set(checked)

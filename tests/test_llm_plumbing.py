@@ -160,7 +160,7 @@ async def test_the_anonymity_filter_hides_names_from_other_seats_only(roundtable
 
 async def test_without_the_filter_nothing_is_scrubbed(roundtable):
     scenario = parse_scenario({
-        "name": "open", "games": [{"game": "roundtable"}],
+        "name": "open", "games": [{"game": "roundtable"}], "anonymity": "off",  # the opt-out: the filter is on by default
         "agents": {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["I am Claude."]}} for n in "ab"},
     })
     assert scenario.scrub_terms() == ()

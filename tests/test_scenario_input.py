@@ -387,6 +387,7 @@ def test_a_judge_model_is_only_ever_sent_comparisons_under_the_default_role_swap
               judge: {json.dumps(agent("model-judge"))}
             games:
               - {{game: pairwise_review, params: {{questions: q.jsonl, contestants: 2}}}}
+            anonymity: off   # the answers differ only by the model's name, which the filter would withhold
             """)
         scenario = load_scenario(path)
         store = RunStore.create_or_resume(tmp_path / "run", scenario.name, path.read_text(), scenario.fingerprint())

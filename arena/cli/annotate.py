@@ -11,8 +11,10 @@ review tuples, so `arena rank RUN_DIR` uses it.
 A person judging is a judge like any other: they are shown the two answers in an order drawn
 from a seed (recorded in the file, with the order itself, so a verdict on "answer 1" is
 credited to the right side), labelled by position and seat only, with the names of the run's
-agents, their models and model vendors scrubbed from every text. Nothing in the file names an
-agent: an item is known by an id the run can look up.
+agents, their models and model vendors scrubbed from what the agents wrote, by the filter the match
+uses (the question and answers read from a dataset stay as written, unless the scenario's
+``anonymity: {material: true}`` asks). Nothing in the file names an agent: an item is known by an
+id the run can look up.
 """
 
 from __future__ import annotations
@@ -28,8 +30,7 @@ import yaml
 
 from arena.contract import seeding
 from arena.contract.files import replacing
-from arena.engine.anonymity import scrub
-from arena.run.scenario import VENDOR_TERMS
+from arena.engine.anonymity import Filter, identity_names
 from arena.store import RunStore, StoreError
 
 COLUMNS = ["item", "question_id", "judge", "first", "second", "question", "answer_1", "answer_2", "model_verdict", "bpde",
@@ -64,14 +65,27 @@ def item_id(match: str, judge: str, a: str, b: str) -> str:
     return hashlib.blake2b("\x1f".join((match, judge, a, b)).encode(), digest_size=6).hexdigest()
 
 
-def filter_terms(store: RunStore) -> tuple[str, ...]:
-    """What an annotator must not read: the run's own anonymity terms, and whatever its settings, the
-    names of its agents, their models and the model vendors."""
+@dataclass(frozen=True)
+class Anonymity:
+    """What an annotator must not read: the run's own anonymity names, and whatever its settings, the
+    names of its agents, their models and the model vendors; the run's allow-list and ``material``."""
+
+    names: tuple[str, ...]
+    allow: tuple[str, ...] = ()
+    material: bool = False
+
+    def filter(self) -> Filter:
+        """A fresh filter for one item: what one item's agents wrote is no concern of another's."""
+        return Filter(self.names, WITHHELD, self.allow, self.material)
+
+
+def anonymity_of(store: RunStore) -> Anonymity:
     raw = yaml.safe_load(store.run_info().get("scenario") or "") or {}
-    agents = raw.get("agents") or {}
-    terms = list(agents) + [str(a["model"]) for a in agents.values() if isinstance(a, dict) and a.get("model")]
-    terms += list(((raw.get("anonymity") or {}).get("terms") or [])) + list(VENDOR_TERMS)
-    return tuple(sorted({t for t in terms if len(t) >= 3}, key=lambda t: (-len(t), t)))
+    settings = raw.get("anonymity")
+    settings = settings if isinstance(settings, dict) else {}
+    allow = tuple(str(a) for a in settings.get("allow") or ())
+    names = identity_names(raw.get("agents") or {}, [str(t) for t in settings.get("terms") or ()], True, allow)
+    return Anonymity(names, allow, bool(settings.get("material")))
 
 
 def items(store: RunStore) -> list[Item]:
@@ -109,15 +123,19 @@ def uncertain(store: RunStore, beta: float) -> list[Item]:
     return ranked[: math.ceil(beta * len(ranked) - 1e-9)]
 
 
-def shown(item: Item, seed: int, terms: tuple[str, ...]) -> dict[str, str]:
-    """The item as an annotator gets it: in the seed's order, names scrubbed, by position and seat only."""
+def shown(item: Item, seed: int, anonymity: Anonymity) -> dict[str, str]:
+    """The item as an annotator gets it: in the seed's order, names scrubbed, by position and seat only.
+    An answer a seat wrote is the agent's words; the question and a dataset's answers are the referee's."""
     order = (1, 0) if item.swapped(seed) else (0, 1)
-    clean = lambda text: scrub(text, terms, WITHHELD)[0]
+    names = anonymity.filter()
+    question, question_id = names.text(item.question)[0], names.text(item.question_id)[0]
+    by_agent = [not label.startswith("Answers ") for label in item.pair]  # "Answers N": the scenario's fixed answers
+    texts = [(names.said if by_agent[i] else names.text)(item.texts[i])[0] for i in (0, 1)]
     verdict = None if item.verdict is None else (-item.verdict if item.swapped(seed) else item.verdict)
     return {
-        "item": item.id, "question_id": clean(item.question_id), "judge": item.judge,
-        "first": item.pair[order[0]], "second": item.pair[order[1]], "question": clean(item.question),
-        "answer_1": clean(item.texts[order[0]]), "answer_2": clean(item.texts[order[1]]),
+        "item": item.id, "question_id": question_id, "judge": item.judge,
+        "first": item.pair[order[0]], "second": item.pair[order[1]], "question": question,
+        "answer_1": texts[order[0]], "answer_2": texts[order[1]],
         "model_verdict": _SHOWN.get(verdict, ""), "bpde": f"{item.bpde:.6f}", "seed": str(seed), "human_verdict": "",
     }
 
@@ -131,13 +149,13 @@ def export(run_dir: str | Path, beta: float, output: str | Path, seed: int | Non
     seed = new_seed() if seed is None else seed
     store = RunStore.open(run_dir, readonly=True)
     try:
-        chosen, terms = uncertain(store, beta), filter_terms(store)
+        chosen, anonymity = uncertain(store, beta), anonymity_of(store)
     finally:
         store.close()
     with replacing(output) as partial, partial.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=COLUMNS)
         writer.writeheader()
-        writer.writerows(shown(item, seed, terms) for item in chosen)
+        writer.writerows(shown(item, seed, anonymity) for item in chosen)
     return len(chosen), seed
 
 
@@ -152,11 +170,11 @@ def ask(run_dir: str | Path, beta: float, seed: int | None = None, read=input, w
     seed = new_seed() if seed is None else seed
     store = RunStore.open(run_dir)
     try:
-        chosen, terms = uncertain(store, beta), filter_terms(store)
+        chosen, anonymity = uncertain(store, beta), anonymity_of(store)
         write(f"{len(chosen)} verdicts to look at; the answers are shown in an order drawn with seed {seed}.")
         done = 0
         for n, item in enumerate(chosen, start=1):
-            view = shown(item, seed, terms)
+            view = shown(item, seed, anonymity)
             write(f"\n── {n} of {len(chosen)} · item {item.id} · question {view['question_id']} · judge {item.judge} "
                   f"(its verdict {view['model_verdict'] or 'none'}, BPDE {item.bpde:.3f})")
             write(f"[Question]\n{view['question']}\n\n[Answer 1]\n{view['answer_1']}\n\n[Answer 2]\n{view['answer_2']}")

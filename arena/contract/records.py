@@ -64,6 +64,8 @@ class MatchSpec(BaseModel):
     settings: MatchSettings = Field(default_factory=MatchSettings)
     scrub: tuple[str, ...] = Field((), description="Strings removed from a seat's words before other seats see them.")
     scrub_replacement: str = "[name withheld]"
+    scrub_allow: tuple[str, ...] = Field((), description="Phrases the anonymity filter keeps (\"Google Sheets\").")
+    scrub_material: bool = Field(False, description="Scrub the referee's own text too, not only what agents wrote.")
 
 
 class EventLog(Sequence[Event]):

@@ -104,7 +104,7 @@ class Match:
         self.agents: dict[str, Agent] = {seat.label: agents[seat.agent] for seat in self.seats}
         self.game: Game = game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
         self.pool = MessagePool(labels)
-        self.filter = Filter(spec.scrub, spec.scrub_replacement)
+        self.filter = Filter(spec.scrub, spec.scrub_replacement, spec.scrub_allow, spec.scrub_material)
         self.asker = Asker(spec.key, spec.seed, spec.settings, self._emit)
         self.action_schema = self.game.action_schema()  # cached by the game: built once per class or params
         desk = MatchDesk(agents, self.asker, self.filter, self.pool,
@@ -118,13 +118,17 @@ class Match:
 
     def _post(self, sender: str, content: str, recipients, kind: MessageKind, data=None) -> Message:
         """Post a message; the anonymity filter makes, once, the version the other seats get (the
-        sender gets its own words back as it wrote them)."""
+        sender gets its own words back as it wrote them). A seat's words are the filter's to learn
+        even when nobody hears them yet: a game may quote them later, to a judge."""
         recipients = tuple(recipients)
         shown = shown_data = None
-        if self.filter and recipients.count(sender) < len(recipients):  # someone other than the sender reads it
-            shown, found = self.filter.text(content)
+        heard = recipients.count(sender) < len(recipients)  # someone other than the sender reads it
+        if self.filter and (heard or sender != REFEREE):
+            shown, found = (self.filter.text if sender == REFEREE else self.filter.said)(content)
             shown_data, in_data = self.filter.data(data) if data is not None else (None, [])
-            if found or in_data:
+            if not heard:  # learnt, not shown
+                shown = shown_data = None
+            elif found or in_data:
                 self._emit(Scrubbed(match=self.spec.key, round=self.pool.round, seat=sender, found=found + in_data))
         message = self.pool.post(sender, content, recipients, kind, data, shown, shown_data)
         self._emit(MessagePosted(match=self.spec.key, message=message))

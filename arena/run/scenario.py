@@ -7,7 +7,6 @@ import difflib
 import hashlib
 import json
 import os
-import re
 import types
 import typing
 from pathlib import Path
@@ -24,6 +23,7 @@ from arena.contract.paths import path_fields
 from arena.services.calls import Budget, LimitSettings
 from arena.contract.records import MatchSettings
 from arena.contract.referee import RefereeSpec
+from arena.engine.anonymity import VENDOR_TERMS, identity_names  # noqa: F401  (VENDOR_TERMS: read from here too)
 from arena.run.overrides import Override, apply_overrides, mark_problems
 from arena.run.seating import orders_per_table, tables_count
 from arena.run.yamlfile import read_yaml
@@ -156,15 +156,9 @@ class Price(BaseModel):
     output: float = Field(ge=0, description="USD per million completion tokens.")
 
 
-VENDOR_TERMS = (
-    "OpenAI", "ChatGPT", "GPT", "Anthropic", "Claude", "Google", "Gemini", "Gemma", "PaLM", "Bard", "Meta",
-    "Llama", "Mistral", "Mixtral", "Codestral", "Qwen", "DeepSeek", "Vicuna", "Phi", "Grok", "xAI", "Open AI",
-    "Cohere", "ChatGLM", "Baichuan",
-)
-
-
 class Anonymity(BaseModel):
-    """Scrub self-identifying strings from what a seat's words look like to other seats."""
+    """Scrub self-identifying strings from what agents wrote, before anyone else reads it. On unless a
+    scenario says ``anonymity: off`` (or ``{scrub: false}``)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -172,6 +166,8 @@ class Anonymity(BaseModel):
     terms: list[str] = Field(default_factory=list, description="More strings to scrub.")
     vendors: bool = Field(True, description="Also scrub well-known model and vendor names.")
     replacement: str = Field("[name withheld]", description="What a scrubbed string becomes.")
+    allow: list[str] = Field(default_factory=list, description="Words and phrases never scrubbed (\"Google Sheets\").")
+    material: bool = Field(False, description="Also scrub the referee's own text: rules, questions, dataset answers.")
 
 
 class Scenario(BaseModel):
@@ -192,7 +188,8 @@ class Scenario(BaseModel):
         description="Model -> USD per million tokens, added to the built-in table; or a YAML file of that mapping.",
     )
     budget: Budget | None = Field(None, description="No new match starts once this is spent.")
-    anonymity: Anonymity | None = Field(None, description="Scrub model and vendor names from what other seats see.")
+    anonymity: Anonymity = Field(default_factory=Anonymity,
+                                 description="Scrub model and vendor names from what agents wrote (on; `off` to opt out).")
     cache: str | None = Field(None, description="Response cache file; default: responses.sqlite in the run directory.")
 
     @field_validator("name")
@@ -201,6 +198,16 @@ class Scenario(BaseModel):
         problem = name_problem(value)
         if problem:
             raise ValueError(problem)
+        return value
+
+    @field_validator("anonymity", mode="before")
+    @classmethod
+    def _anonymity_shorthand(cls, value):
+        # `anonymity: off` (YAML's false) is the visible opt-out; `on`, true or an empty value take the defaults
+        if value is None or value is True:
+            return {}
+        if value is False or (isinstance(value, str) and value.strip().lower() in ("off", "no", "false")):
+            return {"scrub": False}
         return value
 
     @field_validator("concurrency", mode="before")
@@ -219,13 +226,10 @@ class Scenario(BaseModel):
 
     def scrub_terms(self) -> tuple[str, ...]:
         """What the anonymity filter removes: agent names, their models, and (by default) vendor names."""
-        if self.anonymity is None or not self.anonymity.scrub:
+        if not self.anonymity.scrub:
             return ()
-        names = list(self.agents) + [str(raw["model"]) for raw in self.agents.values() if isinstance(raw, dict) and raw.get("model")]
-        terms = list(self.anonymity.terms) + [variant for name in names for variant in _spellings(name)]
-        if self.anonymity.vendors:
-            terms += VENDOR_TERMS
-        return tuple(sorted({t for t in terms if len(t) >= 3}, key=lambda t: (-len(t), t)))  # "a" would eat words
+        a = self.anonymity  # the filter spells each name the ways a model writes it (arena.engine.anonymity)
+        return identity_names(self.agents, a.terms, a.vendors, a.allow)
 
     def tournament_for(self, entry: GameEntry) -> Tournament:
         return entry.tournament or self.tournament
@@ -237,11 +241,6 @@ class Scenario(BaseModel):
         """What makes two runs the same run: everything that decides which matches are played and how."""
         meaning = self.model_dump(mode="json", include={"seed", "agents", "games", "tournament", "match", "anonymity"})
         return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
-
-
-def _spellings(name: str) -> set[str]:
-    """A name and the ways a model writes it in prose: ``alice_gpt4o`` as alice-gpt4o or alice gpt4o."""
-    return {name, *(re.sub(r"[-_ ]", joint, name) for joint in "-_ ")}
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:

@@ -34,7 +34,7 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
     roles = entry_roles(scenario, entry)
     cases = entry_cases(entry)
     scrub_terms = scenario.scrub_terms()
-    replacement = scenario.anonymity.replacement if scenario.anonymity else "[name withheld]"
+    anonymity = scenario.anonymity
     every_table = tables(scenario, entry)
     specs = []
     for repeat in range(first, last + 1):
@@ -51,7 +51,8 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
                             key=key, group=entry.name, repeat=repeat, game=entry.game, params=params, agents=order,
                             seed=seed, shuffle_seats=shuffle,
                             referees=tuple(entry.referee or ()), settings=scenario.match, scrub=scrub_terms,
-                            scrub_replacement=replacement,
+                            scrub_replacement=anonymity.replacement, scrub_allow=tuple(anonymity.allow),
+                            scrub_material=anonymity.material,
                         )
                     )
     return specs
