@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from arena.run import stability
 from arena.contract import plugins
 from arena.contract.agent import Agent
-from arena.contract.calls import CallRecord, CallStarted
+from arena.contract.calls import PROBE_SEAT, CallRecord, CallStarted
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
@@ -229,7 +229,7 @@ async def run_tournament(
         await agents[agent].probe()
 
     def answered(call: CallRecord) -> None:
-        if not call.cached and call.error is None and call.agent in agents:
+        if not call.cached and call.error is None and call.agent in agents and call.seat != PROBE_SEAT:
             outages.answered(agents[call.agent].endpoint())
 
     outages = Outages(scenario.match.outage_wait, probe, say)
