@@ -164,6 +164,7 @@ class MockServer:
         self._idle = threading.Condition()
         self.busy = 0  # chat requests generating or queued to, with one_at_a_time
         self._gates: dict[str, threading.Event] = {}
+        self._gates_lock = threading.Lock()
         self._changed = threading.Condition()
         self.responder = responder
         self.hung = hung
@@ -216,7 +217,7 @@ class MockServer:
             return [r for r in self.requests if not r.is_probe]
 
     def gate(self, name: str) -> threading.Event:
-        with self._lock:
+        with self._gates_lock:  # not the request lock: a script opens gates while that is held
             return self._gates.setdefault(name, threading.Event())
 
     def open_gate(self, name: str) -> None:
@@ -268,7 +269,9 @@ class MockServer:
 
     def stop(self) -> None:
         self._stopping.set()  # wakes slow handlers
-        for gate in list(self._gates.values()):  # and gated ones, which then drop their connection
+        with self._gates_lock:
+            gates = list(self._gates.values())
+        for gate in gates:  # and gated ones, which then drop their connection
             gate.set()
         if self._server is not None:
             self._server.shutdown()

@@ -551,3 +551,97 @@ def test_a_slow_model_on_a_server_that_stops_listing_its_models_while_it_generat
     timeouts = [e for r in played for e in r.events if isinstance(e, TurnFailed) and e.failure == "timeout"]
     assert timeouts and len(timeouts) == len(mock.probes())  # each cut-off turn: one probe, then the default
     assert sum(c.error is not None and c.error.startswith("cut off by the turn's deadline") for c in calls) == len(timeouts)
+
+
+# -- the breaker's state, changed by probes and real answers at once -----------------------------------
+async def test_a_real_answer_closing_the_breaker_while_a_probe_is_out_leaves_one_back_and_no_crash(autojump_clock):
+    """A match still playing on the endpoint gets a real answer while a waiting match's probe is in
+    flight: the answer closes the breaker, and the probe's success, when it comes, has nothing to
+    close (it used to run ``_back`` on the cleared failure: AttributeError on None)."""
+    from arena.run.outages import Outages
+
+    said: list[str] = []
+    probe_out, probe_back = trio.Event(), trio.Event()
+
+    async def probe(agent):
+        probe_out.set()
+        await probe_back.wait()
+
+    outages = Outages(60, probe, lambda agent, endpoint, text: said.append(text))
+    outages.failed(BackendUnavailable("alice", "openai", "http://a", "500: overloaded"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outages.wait_for, ["http://a"])
+        await probe_out.wait()
+        outages.answered("http://a")  # the real answer
+        probe_back.set()
+    assert [t.split(" is ")[-1] for t in said] == ["unavailable: 500: overloaded; matches that need it wait for it", "back"]
+    assert not outages.any_down(["http://a"]) and not outages.given_up()
+
+
+async def test_a_probe_failing_after_a_real_answer_closed_the_breaker_does_not_open_it_again(autojump_clock):
+    from arena.run.outages import Outages
+
+    said: list[str] = []
+    probe_out, probe_back = trio.Event(), trio.Event()
+
+    async def probe(agent):
+        probe_out.set()
+        await probe_back.wait()
+        raise BackendUnavailable("alice", "openai", "http://a", "429: slow down")
+
+    outages = Outages(60, probe, lambda agent, endpoint, text: said.append(text))
+    outages.failed(BackendUnavailable("alice", "openai", "http://a", "500: overloaded"))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(outages.wait_for, ["http://a"])
+        await probe_out.wait()
+        outages.answered("http://a")
+        probe_back.set()
+    assert not outages.any_down(["http://a"]) and len(said) == 2 and said[-1].endswith("is back")
+    assert await outages.wait_for(["http://a"]) is None  # nothing to wait for, and no stale give-up time
+
+
+async def test_a_real_answer_while_a_probe_is_out_on_two_endpoints_and_four_matches_does_not_crash_the_run(tmp_path):
+    """The issue's reproduction, made exact with the mock's gates. Endpoint A: match X's first turn
+    fails (500), so A's breaker opens and X probes A; match Y's first turn is held until that probe
+    arrives, then answered (a real answer: the breaker closes); the probe is answered only once Y has
+    moved on to its next turn. Endpoint B plays its two matches meanwhile."""
+    state = {"held": None, "failed": False, "probed": False}
+    with OpenAIMock() as a, OpenAIMock() as b:
+        def on_a(count, body):
+            if is_probe(body):
+                state["probed"] = True
+                a.open_gate("held")  # the match still playing gets its answer while the probe is out
+                return "gate:probe"
+            seed = body["seed"]
+            if state["held"] is None:
+                state["held"] = seed
+                return "gate:held"
+            if not state["failed"] and seed != state["held"]:
+                state["failed"] = True
+                return "500"
+            if state["probed"] and seed != state["held"]:
+                a.open_gate("probe")  # that answer has been taken: now the probe comes back
+            return "ok"
+
+        a.reset(on_a)
+        raw = {
+            "name": "race", "seed": 3, "concurrency": 4,
+            "agents": {"alice": model(a.base_url, retries=0), "bob": model(b.base_url),
+                       "carol": {"backend": "scripted", "strategy": "tit_for_tat"}},
+            "games": [{"game": "public_goods", "label": "on-a", "agents": ["alice", "carol"], "params": {"rounds": 2}},
+                      {"game": "public_goods", "label": "on-b", "agents": ["bob", "carol"], "params": {"rounds": 2}}],
+            "tournament": {"repeats": 2}, "match": {"turn_timeout": 20, "outage_wait": 60},
+        }
+        s = parse_scenario(raw)
+        store = RunStore.create_or_resume(tmp_path / "run", s.name, yaml.safe_dump(raw), s.fingerprint())
+        keep = KeepRecords()
+        try:
+            result = await run_tournament(s, store, keep)
+            assert list(result.statuses.values()) == ["finished"] * 4 and not result.outages
+            assert state == {"held": state["held"], "failed": True, "probed": True} and len(a.probes()) == 1
+            assert [c.error for c in store.calls() if c.agent == "bob"] == [None] * 4  # B's calls: all answered
+            outage_notes = [n["text"] for n in store.notes() if n["topic"] == "outage"]
+            assert len(outage_notes) == 2 and outage_notes[-1].endswith("is back")
+            assert Counter(r.status for r in store.records(status=None)) == {"finished": 4}
+        finally:
+            store.close()
