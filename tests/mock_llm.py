@@ -31,9 +31,10 @@ request body as the server received it, so a test plays any game the way a model
 from the text it was sent and nothing else (a dict is sent as JSON, or as the forced tool's
 input on the Anthropic API).
 
-Listing the models (a backend's free probe) is answered at once, outside the script, as a live
-server answers it while its model is busy; ``hung=True`` makes it hang too, as a server that
-accepts connections and answers nothing does. ``keys={...}``: the only API keys the server
+Listing the models (the key check before a run) is answered at once, outside the script, as most
+live servers answer it while their model is busy; ``hung=True`` makes it hang too, as a server that
+accepts connections and answers nothing does. A backend's probe is a chat request like any other
+(``is_probe`` tells it apart), so the script decides its fate too. ``keys={...}``: the only API keys the server
 takes; any other gets a 401 to every request, the model listing included.
 
 ``one_at_a_time=True`` serves chat requests as llama_cpp.server does: one generates at a time and

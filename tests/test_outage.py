@@ -645,3 +645,33 @@ async def test_a_real_answer_while_a_probe_is_out_on_two_endpoints_and_four_matc
             assert Counter(r.status for r in store.records(status=None)) == {"finished": 4}
         finally:
             store.close()
+
+
+# -- the probe each hosted backend sends -------------------------------------------------------------
+@pytest.mark.parametrize("backend", ["openai", "anthropic"])
+async def test_the_probe_is_the_smallest_chat_request_and_an_answer_without_text_fails_it(backend):
+    from arena.agents.llm import PROBE_PROMPT, PROBE_TOKENS
+    from mock_llm import AnthropicMock
+
+    from arena.agents.anthropic_backend import AnthropicAgent
+    from arena.agents.openai_backend import OpenAIAgent
+
+    Mock, Agent_ = (OpenAIMock, OpenAIAgent) if backend == "openai" else (AnthropicMock, AnthropicAgent)
+    with Mock(["ok", "empty", "null", "nochoices", "429", "400"]) as mock:
+        config = Agent_.Config(base_url=mock.base_url, model="mock-model", api_key_env="NO_SUCH_KEY")
+        agent = Agent_("alice", config)
+        try:
+            await agent.probe()  # answered with text
+            for _ in range(4):  # no text (empty, null), no message, a rate limit: not back
+                with pytest.raises(BackendUnavailable) as raised:
+                    await agent.probe()
+                assert raised.value.endpoint == mock.base_url
+            await agent.probe()  # a refusal is an answer: the server works, the request is what it refused
+        finally:
+            await agent.aclose()
+        assert len(mock.requests) == 6 and all(r.is_probe for r in mock.requests)
+        path = "/v1/chat/completions" if backend == "openai" else "/v1/messages"
+        for r in mock.requests:
+            assert r.path == path and r.body["model"] == "mock-model" and r.body["max_tokens"] == PROBE_TOKENS
+            assert r.body["messages"] == [{"role": "user", "content": PROBE_PROMPT}]
+            assert not {"system", "tools", "response_format", "grammar"} & set(r.body)
