@@ -33,6 +33,7 @@ from arena.contract import AgentConfig, BackendUnavailable, plugins
 from arena.contract.calls import PROBE_SEAT
 from arena.contract.agent import Agent
 from arena.contract.events import ActionTaken, TurnFailed
+from arena.agents.llm import LLMAgent, TransientError
 from arena.results.payoffs import summarize
 from arena.run.runner import KeepRecords, Observer, run_tournament
 from arena.run.scenario import parse_scenario
@@ -198,45 +199,57 @@ def cached_texts(run_dir: Path) -> list[str]:
         db.close()
 
 
+@pytest.fixture(scope="module")
+def flapping(tmp_path_factory):
+    """One server for the flapping cases, and the export of a run that saw it fine: (mock, scenario, export)."""
+    from contextlib import redirect_stdout
+
+    folder = tmp_path_factory.mktemp("flapping")
+    with OpenAIMock() as mock:
+        path = write(folder / "s.yaml", scenario("flapping", mock.base_url, rounds=2, repeats=2, outage_wait=2.0))
+        reference = arena("run", path, "--quiet", "--run-dir", folder / "reference", cwd=folder)
+        assert reference.returncode == 0, reference.stdout + reference.stderr
+        shown = []
+        for extra in ((), ("--format", "csv")):
+            with redirect_stdout(StringIO()) as out:
+                assert main(["export", str(folder / "reference"), *extra]) == 0
+            shown.append(out.getvalue())
+        yield mock, path, tuple(shown)
+
+
 @pytest.mark.parametrize("failure", ["500", "429", "nonjson", "malformed", "nochoices"])
 def test_a_flapping_chat_endpoint_is_never_back_on_its_model_list_and_asks_each_turn_a_bounded_number_of_times(
-        tmp_path, capsys, failure):
+        tmp_path, capsys, flapping, failure):
     """Every chat request fails (a 500, a 429 storm, an HTML page, JSON cut short, no message) while
     the model listing answers at once: no probe finds it back, so no match is replayed on a server
     that fails it again; each turn is asked its 3 tries and no more however long outage_wait is."""
-    with OpenAIMock() as mock:
-        raw = scenario("flapping", mock.base_url, rounds=2, repeats=2, outage_wait=3.0)
-        path = write(tmp_path / "s.yaml", raw)
-        reference = arena("run", path, "--quiet", "--run-dir", tmp_path / "reference", cwd=tmp_path)
-        assert reference.returncode == 0, reference.stdout + reference.stderr
-        expected = exports(capsys, tmp_path / "reference")
+    mock, path, expected = flapping
+    mock.reset(lambda count, body: failure)
+    result = arena("run", path, "--plain", "--run-dir", tmp_path / "run", cwd=tmp_path)
+    said = flat(result.stdout + result.stderr)
+    assert result.returncode == OUTAGE, said
+    assert f"Stopped: backend openai at {mock.base_url}" in said and "is unavailable:" in said
+    assert "DEFAULT" not in result.stdout  # the round log never shows a made-up move
+    asked = turn_counts(mock)
+    assert asked and set(asked.values()) == {3}  # retries: 2, so 3 tries a turn, and never a replay
+    probes = len(mock.probes())
+    assert 1 <= probes <= 2  # one at a time, after pauses of 1 s and 2 s, within the 2 s it is waited for
 
-        mock.reset(lambda count, body: failure)
-        result = arena("run", path, "--plain", "--run-dir", tmp_path / "run", cwd=tmp_path)
-        said = flat(result.stdout + result.stderr)
-        assert result.returncode == OUTAGE, said
-        assert f"Stopped: backend openai at {mock.base_url}" in said and "is unavailable:" in said
-        assert "DEFAULT" not in result.stdout  # the round log never shows a made-up move
-        asked = turn_counts(mock)
-        assert asked and set(asked.values()) == {3}  # retries: 2, so 3 tries a turn, and never a replay
-        probes = len(mock.probes())
-        assert 1 <= probes <= 3  # one at a time, after pauses of 1 s and 2 s, within the 3 s it is waited for
+    played, calls, in_flight, notes = records(tmp_path / "run")
+    assert played and {r.status for r in played} == {"interrupted"}
+    for record in played:
+        assert record.payoffs == {}
+        assert not [e for e in record.events if isinstance(e, TurnFailed) or getattr(e, "defaulted", False)]
+    assert not in_flight and calls and all(c.error for c in calls)
+    assert sum(c.seat == PROBE_SEAT for c in calls) == probes  # each probe is in the call log, as a probe
+    assert not [n for n in notes if n["text"].endswith("is back")]  # a listing is no proof, and a probe never passed
+    assert any("given up" in n["text"] for n in notes)
+    assert cached_texts(tmp_path / "run") == []  # nothing was answered, so nothing kept
 
-        played, calls, in_flight, notes = records(tmp_path / "run")
-        assert played and {r.status for r in played} == {"interrupted"}
-        for record in played:
-            assert record.payoffs == {}
-            assert not [e for e in record.events if isinstance(e, TurnFailed) or getattr(e, "defaulted", False)]
-        assert not in_flight and calls and all(c.error for c in calls)
-        assert sum(c.seat == PROBE_SEAT for c in calls) == probes  # each probe is in the call log, as a probe
-        assert not [n for n in notes if n["text"].endswith("is back")]  # a listing is no proof, and a probe never passed
-        assert any("given up" in n["text"] for n in notes)
-        assert cached_texts(tmp_path / "run") == []  # nothing was answered, so nothing kept
-
-        mock.reset(None)  # the server is fine again: the same command plays it all, to the same results
-        again = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
-        assert again.returncode == 0, again.stdout + again.stderr
-        assert set(turn_counts(mock).values()) == {1} and not mock.probes()
+    mock.reset(None)  # the server is fine again: the same command plays it all, to the same results
+    again = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert set(turn_counts(mock).values()) == {1} and not mock.probes()
     assert exports(capsys, tmp_path / "run") == expected
 
 
@@ -675,3 +688,42 @@ async def test_the_probe_is_the_smallest_chat_request_and_an_answer_without_text
             assert r.path == path and r.body["model"] == "mock-model" and r.body["max_tokens"] == PROBE_TOKENS
             assert r.body["messages"] == [{"role": "user", "content": PROBE_PROMPT}]
             assert not {"system", "tools", "response_format", "grammar"} & set(r.body)
+
+
+class FailingChat(LLMAgent):
+    """A model backend whose chat path fails every request, its probe included (as a 429 storm does),
+    with the default retries: 5 tries a turn."""
+
+    backend_name = "failing_chat"
+    asked: Counter = Counter()  # (match, round, attempt) -> requests
+    probes = 0
+
+    def endpoint(self):
+        return "http://failing"
+
+    async def complete(self, request):
+        FailingChat.asked[request.seed] += 1
+        await trio.sleep(0.1)
+        raise TransientError("429: rate limited")
+
+    async def probe(self, match=""):
+        FailingChat.probes += 1
+        raise BackendUnavailable(self.name, self.backend_name, self.endpoint(), "429: rate limited")
+
+
+@pytest.mark.parametrize("outage_wait", [10, 600])
+async def test_requests_per_turn_do_not_grow_with_outage_wait(autojump_clock, outage_wait):
+    plugins.register("agent backend", "failing_chat", FailingChat)
+    FailingChat.asked, FailingChat.probes = Counter(), 0
+    try:
+        raw = {"name": "storm", "seed": 1, "concurrency": 2,
+               "agents": {"storm": {"backend": "failing_chat", "model": "m"},
+                          "giver": {"backend": "scripted", "strategy": "always_all"}},
+               "games": [{"game": "public_goods", "params": {"rounds": 2}}],
+               "tournament": {"repeats": 3}, "match": {"outage_wait": outage_wait}}
+        result = await run_tournament(parse_scenario(raw))
+    finally:
+        plugins.unregister("agent backend", "failing_chat")
+    assert [o.agent for o in result.outages] == ["storm"] and "finished" not in result.statuses.values()
+    assert set(FailingChat.asked.values()) == {5}  # retries 4: five tries a turn, however long the run waits
+    assert FailingChat.probes >= (3 if outage_wait == 10 else 20)  # the waiting went on probing, and only probing
