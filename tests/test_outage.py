@@ -487,7 +487,7 @@ def test_a_chat_endpoint_that_hangs_or_answers_no_text_is_an_outage_and_a_resume
     is fine the same command plays what is missing, to the export of a run that saw no outage."""
     total, answered = 4 * 3 * 2, 5
     with OpenAIMock() as mock:
-        raw = scenario("silent", mock.base_url, turn_timeout=0.5, outage_wait=1.0)
+        raw = scenario("silent", mock.base_url, turn_timeout=2.0, outage_wait=1.0)
         path = write(tmp_path / "s.yaml", raw)
         reference = arena("run", path, "--quiet", "--run-dir", tmp_path / "reference", cwd=tmp_path)
         assert reference.returncode == 0, reference.stdout + reference.stderr

@@ -282,12 +282,13 @@ async def run_tournament(
                     store.prepare(spec, position)
                 played = await executor.play(spec, sinks, store)
                 record = played.record
+                if played.outage is not None:  # before the slot is free: no match may start on a backend that is down
+                    outages.failed(played.outage)
             if store is not None:  # counted as played once a commit has made it durable
                 store.finish(record, commit=False)  # at once: whatever commits next has the match's last rows and its outcome together
                 await commits.commit()
             if played.outage is None:
-                break
-            outages.failed(played.outage)  # then wait for the backend, and play the match again
+                break  # else wait for the backend (above), and play the match again
         if record is not None:
             over(record, resumed=False)
 
