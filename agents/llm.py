@@ -11,9 +11,12 @@ match). Transient failures are tried again, with backoff, only while the turn ha
 time left; when the tries run out, or the deadline comes while the server is still
 failing, the backend is unavailable (``BackendUnavailable``): the match is
 interrupted, never scored. A call the deadline cuts off without any failure is
-either a slow model or a hung server: the endpoint is probed (a free request). If it
-answers, the server is up and the model merely slow, and the match counts a timeout;
-if it does not, the backend is unavailable.
+either a slow model or a hung server, and a reply with no text either a model that
+said nothing or a server that answers everyone so: the chat endpoint itself is asked
+a probe (the smallest chat request, which a busy server queues behind its work and
+answers in turn). A probe answered with text means the server works: the match
+counts a timeout, or an invalid reply; no answer, or none with text, means the
+backend is unavailable. A reply with no text is never cached.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from arena.contract import (Agent, AgentConfig, ArenaError, BackendUnavailable, 
                             FatalAgentError, Turn)
 from arena.contract import ReplyCut
 from arena.contract.errors import shorten
+from arena.contract.calls import PROBE_SEAT
 
 from .prices import PRICES, cost
 
@@ -143,9 +147,15 @@ class LLMConfig(AgentConfig):
         return self.max_reply_chars or min(REPLY_CEILING, CHARS_PER_TOKEN * self.max_tokens)
 
 
-# How long a server that let a call hang until the turn's deadline has to answer a probe, before
-# the call is taken for an outage rather than a slow model (a probe lists models: it answers at once)
-PROBE_WAIT = 10.0
+# The probe: one user message and a reply of a few tokens, the cheapest request that proves the chat
+# path works (a model listing does not: a server may list its models and hang every chat, and
+# llama_cpp.server stops listing while it generates)
+PROBE_PROMPT = "Reply with the single word: ready"
+PROBE_TOKENS = 4  # a few rather than one: a first token may be only a space or a newline
+# The least time a probe is given after a call the turn's deadline cut off, or that came back with
+# no text; it is given as long as the turn had when that is longer, since a busy server answers it
+# only once the work queued before it is done
+PROBE_WAIT = 5.0
 # How long the key check before a run waits for the model listing; past it, the first call decides
 KEY_CHECK_WAIT = 10.0
 
@@ -195,7 +205,7 @@ class LLMAgent(Agent):
         base = dict(match=turn.match, seat=turn.seat, round=turn.round, attempt=turn.attempt, agent=self.name,
                     backend=self.backend_name, model=config.model)
         async with services.cached(**key) as hit:
-            if hit is None:
+            if hit is None or not hit.text.strip():  # an empty reply (kept by an older version) is asked again
                 return await self._ask(turn, request, key, base)
         # recorded at what it cost when first asked: reports count it as saved, the budget not at all
         cost = hit.cost if hit.cost is not None else self.cost_of(hit.prompt_tokens, hit.completion_tokens, services.prices)
@@ -273,29 +283,44 @@ class LLMAgent(Agent):
                 raise
             waited = trio.current_time() - began
             if last is None:  # nothing failed: a slow model, or a server that hangs. Only the server can say which
-                if await self._answers_probe(waited):  # it is up, and the model is slow: the match counts a timeout
+                if await self._answers_probe(waited, turn.match):  # it works, and the model is slow: a timeout
                     record(f"cut off by the turn's deadline after {waited:.1f} s")
                     raise
                 last = TransientError(f"no answer within the turn's {waited:.1f} s, nor to a probe after it")
             outage = self.unavailable(last, failures, cut_off=True)
             record(str(outage))
             raise outage from None
+        if not completion.text.strip():  # a model that said nothing, or a server that says nothing to anyone
+            if not await self._answers_probe(trio.current_time() - began, turn.match):
+                outage = self.unavailable(TransientError("the reply had no text, nor had the answer to a probe after it"),
+                                          tries)
+                record(str(outage), completion=completion)  # its tokens, as the server counted them
+                raise outage
+            record(completion=completion)
+            return completion.text  # an invalid reply, asked again by the match; never cached, so never replayed
         spent, latency = record(completion=completion)
         services.remember(CachedReply(completion.text, completion.prompt_tokens, completion.completion_tokens, spent, latency),
                           **key)
         return completion.text
 
-    async def _answers_probe(self, waited: float) -> bool:
-        """Whether the endpoint answers a probe (``probe``: free) within as long as the call waited,
-        up to PROBE_WAIT seconds. Asked after the turn's deadline, so shielded from it."""
+    async def _answers_probe(self, waited: float, match: str = "") -> bool:
+        """Whether the chat endpoint answers a probe with text within as long as the call waited, and
+        at least PROBE_WAIT seconds. Asked when the turn's deadline may have passed, so shielded from it."""
         with trio.CancelScope(shield=True):
-            with trio.move_on_after(min(PROBE_WAIT, waited)):
+            with trio.move_on_after(max(PROBE_WAIT, waited)):
                 try:
-                    await self.probe()
+                    await self.probe(match=match)
                 except BackendUnavailable:
                     return False
                 return True
         return False
+
+    async def probe(self, match: str = "") -> None:
+        """Whether the backend works (``Agent.probe``): a backend in this process always does."""
+
+    def probe_request(self) -> ChatRequest:
+        return ChatRequest(system=None, messages=[{"role": "user", "content": PROBE_PROMPT}], schema=None,
+                           temperature=None, max_tokens=PROBE_TOKENS, top_p=None, seed=0, stop=None)
 
     async def _try(self, request: ChatRequest) -> Completion:
         """One try, under the per-try timeout when one is set (the turn's deadline bounds it anyway)."""
@@ -428,14 +453,32 @@ class HostedAgent(LLMAgent):
         return (f"agent {self.name!r}: the server refused the API key ({status}); "
                 f"check the environment variable {self.config.api_key_env}")
 
-    async def probe(self) -> None:
-        """Listing the models costs nothing; any answer but a failure worth retrying means the server is back."""
+    async def probe(self, match: str = "") -> None:
+        """The chat endpoint works: a probe (``probe_request``) is answered with text, or refused (the
+        server answered, if only to refuse it). A failure worth retrying, an answer without text, or
+        none at all (the caller's time runs out) raises ``BackendUnavailable`` or is cancelled. Never
+        cached, never scored; logged as a call of the seat PROBE_SEAT (``match``: the match it was
+        asked for, if any), so its tokens and cost count like any call's."""
+        started = time.monotonic()
+        completion: Completion | None = None
+        error: str | None = "unanswered: the probe was given up"
         try:
-            await self.send(self.client.models.list)
+            completion = await self.complete(self.probe_request())
+            if not completion.text.strip():
+                raise TransientError("a probe was answered with no text")
+            error = None
         except TransientError as exc:
-            raise BackendUnavailable(self.name, self.backend_name, self.endpoint(), self.redact(str(exc))) from None
-        except (CallRefused, FatalAgentError):
-            pass  # it answered, if only to refuse this request
+            error = self.redact(str(exc))
+            raise BackendUnavailable(self.name, self.backend_name, self.endpoint(), error) from None
+        except (CallRefused, FatalAgentError) as exc:
+            error = self.redact(f"refused, so answered: {exc}")
+        finally:
+            tokens = (completion.prompt_tokens, completion.completion_tokens) if completion else (None, None)
+            self.services.record_call(CallRecord(
+                match=match, seat=PROBE_SEAT, round=0, attempt=0, agent=self.name, backend=self.backend_name,
+                model=self.config.model, prompt_tokens=tokens[0], completion_tokens=tokens[1],
+                cost=self.cost_of(*tokens, self.services.prices) if completion else None,
+                latency=time.monotonic() - started, error=error))
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:
         """The JSON the server answered to ``body`` at ``path``, through the client's documented

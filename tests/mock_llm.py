@@ -24,6 +24,12 @@ called for every request (``count`` starts at 1). A behaviour is one of
                            streams sends it; "flood:N:sized" announces its Content-Length first
     "flood_error:N"        a 400 whose error message runs on to N characters (default 2,000,000)
     "broken_off"           HTTP 200 announcing a whole answer, then the connection closed halfway through it
+    "hang"                 accept the request and never answer it (until the server stops)
+    "empty" / "null"       HTTP 200, a well-formed answer whose text is "" / null (Anthropic: an empty
+                           text block / no content block at all)
+    "nochoices"            HTTP 200 with no message at all (OpenAI: ``choices: []``; Anthropic: no content)
+    "nonjson"              HTTP 200 with an HTML page, as a proxy in front of a dead server sends
+    "gate:NAME"            wait until the test calls ``open_gate("NAME")``, then answer as "ok"
 
 ``responder`` replaces the public goods reply: a function ``(body) -> str | dict`` given the
 request body as the server received it, so a test plays any game the way a model would,
@@ -31,10 +37,17 @@ from the text it was sent and nothing else (a dict is sent as JSON, or as the fo
 input on the Anthropic API). Like Anthropic's API, the Anthropic mock answers 400 to a request
 with a message whose text is empty or blank (the closing assistant message excepted).
 
-Listing the models (a backend's free probe) is answered at once, outside the script, as a live
-server answers it while its model is busy; ``hung=True`` makes it hang too, as a server that
-accepts connections and answers nothing does. ``keys={...}``: the only API keys the server
+Listing the models (the key check before a run) is answered at once, outside the script, as most
+live servers answer it while their model is busy; ``hung=True`` makes it hang too, as a server that
+accepts connections and answers nothing does. A backend's probe is a chat request like any other
+(``is_probe`` tells it apart), so the script decides its fate too. ``keys={...}``: the only API keys the server
 takes; any other gets a 401 to every request, the model listing included.
+
+``one_at_a_time=True`` serves chat requests as llama_cpp.server does: one generates at a time and
+the rest queue, each generating for ``generate_seconds`` (a probe, ``is_probe``, for none) whether
+or not its client still waits, and the model listing is not answered while anything generates.
+``wait_until(check, timeout)`` waits for ``check(mock)`` to hold, looked at after every request the
+server receives or answers: tests wait for the server's own events, not for time.
 
 ``echo_key=True`` makes every error message quote the API key the client
 presented (as some servers do with part of it), to test that errors are
@@ -87,6 +100,10 @@ class Recorded:
         return body_text(self.body)
 
     @property
+    def is_probe(self) -> bool:
+        return is_probe(self.body)
+
+    @property
     def api_key(self) -> str | None:
         """The key the client presented: ``Authorization: Bearer ...`` or ``x-api-key`` (older Anthropic SDKs)."""
         auth = self.headers.get("authorization", "")
@@ -109,6 +126,14 @@ def body_text(body: Any) -> str:
             content = "\n\n".join(b.get("text", "") for b in content if isinstance(b, dict))
         parts.append(content or "")
     return "\n\n".join(parts)
+
+
+def is_probe(body: Any) -> bool:
+    """A backend's probe: one user message, a reply of a few tokens (a turn's call asks for far more)."""
+    body = body or {}
+    messages = body.get("messages") or []
+    most = body.get("max_tokens") or body.get("max_completion_tokens") or 0
+    return len(messages) == 1 and messages[0].get("role") == "user" and 0 < most <= 8 and not body.get("system")
 
 
 def coins_for(messages: Any, endowment: int) -> int:
@@ -140,7 +165,15 @@ class MockServer:
 
     def __init__(self, script: Script | None = None, *, slow_seconds: float = 3.0, model: str = "mock-model",
                  echo_key: bool = False, responder: Callable[[Any], str | dict] | None = None, hung: bool = False,
-                 keys: set[str] | None = None):
+                 keys: set[str] | None = None, one_at_a_time: bool = False, generate_seconds: float = 0.0):
+        self.one_at_a_time = one_at_a_time
+        self.generate_seconds = generate_seconds
+        self.generating = threading.Lock()  # held by the request that generates, with one_at_a_time
+        self._idle = threading.Condition()
+        self.busy = 0  # chat requests generating or queued to, with one_at_a_time
+        self._gates: dict[str, threading.Event] = {}
+        self._gates_lock = threading.Lock()
+        self._changed = threading.Condition()
         self.responder = responder
         self.hung = hung
         self.keys = keys
@@ -181,6 +214,39 @@ class MockServer:
         with self._lock:
             return [r.body for r in self.requests if path is None or r.path == path]
 
+    def probes(self) -> list[Recorded]:
+        """The requests that were a backend's probe (``is_probe``)."""
+        with self._lock:
+            return [r for r in self.requests if r.is_probe]
+
+    def turns(self) -> list[Recorded]:
+        """The requests that were not probes: the calls of the game's turns."""
+        with self._lock:
+            return [r for r in self.requests if not r.is_probe]
+
+    def gate(self, name: str) -> threading.Event:
+        with self._gates_lock:  # not the request lock: a script opens gates while that is held
+            return self._gates.setdefault(name, threading.Event())
+
+    def open_gate(self, name: str) -> None:
+        self.gate(name).set()
+
+    def changed(self) -> None:
+        """Wake whoever waits in ``wait_until``: a request came or was answered."""
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_until(self, check: Callable[["MockServer"], bool], timeout: float = 60.0) -> bool:
+        """Whether ``check(self)`` came to hold before ``timeout`` (a bound for a test that fails, not a pace)."""
+        end = time.monotonic() + timeout
+        with self._changed:
+            while not check(self):
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._changed.wait(min(left, 0.5))
+        return True
+
     def answered(self) -> list[Recorded]:
         """The requests that got a reply (HTTP 200 with a parsable message)."""
         with self._lock:
@@ -211,6 +277,10 @@ class MockServer:
 
     def stop(self) -> None:
         self._stopping.set()  # wakes slow handlers
+        with self._gates_lock:
+            gates = list(self._gates.values())
+        for gate in gates:  # and gated ones, which then drop their connection
+            gate.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -235,7 +305,8 @@ class MockServer:
             else:
                 behaviour = self._script.pop(0) if self._script else "ok"
             recorded.behaviour = behaviour
-            return behaviour
+        self.changed()
+        return behaviour
 
     def answer(self, route: str, body: Any, handler: "_Handler", garbage: bool = False) -> tuple[int, dict[str, str], Any, str]:
         """(status, headers, payload, reply text)."""
@@ -253,6 +324,10 @@ class MockServer:
         return f"{message} (key presented: {_presented_key(handler)})" if self.echo_key else message
 
     def error(self, status: int, headers: dict[str, str], handler: "_Handler") -> tuple[int, dict[str, str], Any]:
+        raise NotImplementedError
+
+    def emptied(self, payload: Any, kind: str) -> Any:
+        """``payload``, an answer, with no text ("empty", "null") or no message ("nochoices")."""
         raise NotImplementedError
 
 
@@ -290,14 +365,53 @@ class _Handler(BaseHTTPRequestHandler):
                 self.server_stopping.wait()
                 self._drop()
                 return
+            if mock.one_at_a_time:  # not while a request generates or waits to, as llama_cpp.server
+                with mock._idle:
+                    while mock.busy and not self.server_stopping.is_set():
+                        mock._idle.wait(0.5)
             self._send(200, {}, {"object": "list", "data": [
                 {"id": mock.model, "object": "model", "created": 1700000000, "owned_by": "mock"}]})
             return
         recorded = Recorded(self.command, path, headers, body, "ok")
         behaviour = mock._next_behaviour(body, recorded)
         kind, _, arg = str(behaviour).partition(":")
+        try:
+            self._behave(mock, route, body, recorded, kind, arg)
+        finally:
+            mock.changed()
+
+    def _behave(self, mock: MockServer, route: str, body: Any, recorded: Recorded, kind: str, arg: str) -> None:
         if kind == "drop":
             self._drop()
+            return
+        if kind == "hang":  # accepted, never answered: the client sees nothing until the server stops
+            self.server_stopping.wait()
+            self._drop()
+            return
+        if kind == "gate":
+            mock.gate(arg).wait()
+            if self.server_stopping.is_set():
+                self._drop()
+                return
+            kind = "ok"
+        if mock.one_at_a_time:  # one generation at a time; a client that gave up does not stop it
+            with mock._idle:
+                mock.busy += 1
+            try:
+                with mock.generating:
+                    if not is_probe(body) and self.server_stopping.wait(mock.generate_seconds):
+                        self._drop()
+                        return
+            finally:
+                with mock._idle:
+                    mock.busy -= 1
+                    mock._idle.notify_all()
+        if kind == "nonjson":
+            self._send_raw(200, {"Content-Type": "text/html"}, b"<html><body><h1>502 Bad Gateway</h1></body></html>")
+            return
+        if kind in ("empty", "null", "nochoices"):
+            status, extra, payload, text = mock.answer(route, body, self)
+            self._send(status, extra, mock.emptied(payload, kind))
             return
         late = kind == "slow"
         if late:  # the answer comes after the client's timeout: not counted as answered
@@ -463,6 +577,12 @@ class OpenAIMock(MockServer):
         message = self._error_message(message, handler)
         return status, headers, {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
+    def emptied(self, payload, kind):
+        if kind == "nochoices":
+            return {**payload, "choices": []}
+        message = {**payload["choices"][0]["message"], "content": "" if kind == "empty" else None}
+        return {**payload, "choices": [{**payload["choices"][0], "message": message}]}
+
 
 class AnthropicMock(MockServer):
     """``POST /v1/messages`` (the SDK's base URL is the server's root)."""
@@ -528,6 +648,11 @@ class AnthropicMock(MockServer):
         if status != 429:
             headers.setdefault("x-should-retry", "true" if status >= 500 else "false")
         return status, headers, {"type": "error", "error": {"type": kind, "message": message}}
+
+    def emptied(self, payload, kind):
+        if kind == "empty":
+            return {**payload, "content": [{"type": "text", "text": ""}], "stop_reason": "end_turn"}
+        return {**payload, "content": [] if kind == "null" else None, "stop_reason": "end_turn"}
 
 
 def _blank_message(messages: list) -> int | None:

@@ -4,6 +4,8 @@ turn's deadline."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import pytest
 import trio
 
@@ -191,6 +193,14 @@ class Log(Services):
     def __init__(self):
         self.started: list[CallStarted] = []
         self.records: list[CallRecord] = []
+        self.kept: dict[str, CachedReply] = {}  # the response cache: request -> reply
+
+    @asynccontextmanager
+    async def cached(self, **key):
+        yield self.kept.get(repr(key))
+
+    def remember(self, reply, **key):
+        self.kept[repr(key)] = reply
 
     def call_started(self, call):
         self.started.append(call)
@@ -204,7 +214,8 @@ class Log(Services):
 
 class Scripted(LLMAgent):
     """An LLM backend whose server does what ``plan`` says, one step per try: "fail" (a transient
-    error, as a refused connection or a 503), "hang" (never answers) or "ok"."""
+    error, as a refused connection or a 503), "hang" (never answers), "empty" (an answer with no
+    text) or "ok"."""
 
     backend_name = "scripted-llm"
 
@@ -212,13 +223,19 @@ class Scripted(LLMAgent):
         super().__init__("m", LLMConfig(backend="scripted-llm", model="x", **config), Log())
         self.plan, self.tries, self.probe_does, self.probes = list(plan), 0, probe, 0
 
-    async def probe(self):
-        """"answers", "hangs", or "refuses" (a connection refused: the endpoint is down)."""
+    async def probe(self, match=""):
+        """"answers", "hangs", "refuses" (a connection refused: the endpoint is down), "empty" (answered
+        with no text, as HostedAgent.probe says), or "queued:S" (answered after S seconds, as a busy
+        server answers once the work before it is done)."""
         self.probes += 1
         if self.probe_does == "hangs":
             await trio.sleep_forever()
+        if self.probe_does.startswith("queued:"):
+            await trio.sleep(float(self.probe_does.partition(":")[2]))
         if self.probe_does == "refuses":
             raise BackendUnavailable(self.name, self.backend_name, self.endpoint(), "connection refused")
+        if self.probe_does == "empty":
+            raise BackendUnavailable(self.name, self.backend_name, self.endpoint(), "a probe was answered with no text")
 
     def endpoint(self):
         return "http://model.invalid"
@@ -233,6 +250,8 @@ class Scripted(LLMAgent):
             raise TransientError("503: overloaded", status=503)
         if step == "hang":
             await trio.sleep_forever()
+        if step == "empty":
+            return Completion(text="", prompt_tokens=3, completion_tokens=0)
         return Completion(text="fine", prompt_tokens=3, completion_tokens=1)
 
 
@@ -279,16 +298,14 @@ async def test_a_live_model_cut_off_by_the_deadline_is_a_timeout_and_its_call_is
 async def test_a_call_cut_off_by_the_deadline_on_a_server_that_does_not_answer_a_probe_is_an_outage(autojump_clock, probe):
     """Nothing failed before the deadline, so the call alone cannot tell a slow model from a hung
     server: the probe the run uses to find a server's return decides, given as long as the call
-    waited, up to PROBE_WAIT."""
-    from arena.agents.llm import PROBE_WAIT
-
+    waited (at least PROBE_WAIT)."""
     agent = Scripted(["hang"], probe=probe)
     start = trio.current_time()
     with trio.move_on_after(20) as turn:
         with pytest.raises(BackendUnavailable, match=r"no answer within the turn's 20.0 s, nor to a probe after it"):
             await agent.reply(a_turn())
     assert agent.probes == 1
-    assert trio.current_time() - start == pytest.approx(20 + (PROBE_WAIT if probe == "hangs" else 0))
+    assert trio.current_time() - start == pytest.approx(20 + (20 if probe == "hangs" else 0))
     (record,) = agent.services.records
     assert "unavailable" in record.error and record.prompt_tokens is None and not agent.services.in_flight()
 
@@ -340,3 +357,49 @@ async def test_a_call_every_try_of_which_the_server_refused_spent_nothing_known(
     assert (spent_nothing.prompt_tokens, spent_nothing.completion_tokens) == (0, 0)
     (unknown,) = mixed.services.records
     assert (unknown.prompt_tokens, unknown.completion_tokens, unknown.cost) == (None, None, None)
+
+async def test_a_busy_server_that_answers_the_probe_only_after_its_queue_is_a_slow_model_not_an_outage(autojump_clock):
+    """llama_cpp.server generates one request at a time: the probe waits behind the call that was cut
+    off, which the server finishes anyway. Given as long as the turn had, it is answered: a timeout."""
+    agent = Scripted(["hang"], probe="queued:15")
+    start = trio.current_time()
+    with trio.move_on_after(20) as turn:
+        await agent.reply(a_turn())
+    assert turn.cancelled_caught and agent.probes == 1
+    assert trio.current_time() - start == pytest.approx(35)
+    (record,) = agent.services.records
+    assert record.error.startswith("cut off by the turn's deadline after 20.0 s")
+
+
+async def test_an_empty_reply_from_a_server_that_answers_a_probe_is_the_models_and_is_never_cached(autojump_clock):
+    agent = Scripted(["empty", "ok"])
+    with trio.move_on_after(60):
+        assert await agent.reply(a_turn()) == ""  # the match judges it: an invalid reply, asked again
+        assert agent.probes == 1 and not agent.services.kept
+        assert await agent.reply(a_turn()) == "fine"  # the same request again: asked, not replayed from the cache
+    assert agent.tries == 2 and agent.probes == 1
+    assert [r.error for r in agent.services.records] == [None, None]
+    assert [r.text for r in agent.services.kept.values()] == ["fine"]
+
+
+@pytest.mark.parametrize("probe", ["empty", "hangs", "refuses"])
+async def test_an_empty_reply_from_a_server_that_answers_no_probe_with_text_is_an_outage(autojump_clock, probe):
+    agent = Scripted(["empty"], probe=probe)
+    with trio.move_on_after(60) as turn:
+        with pytest.raises(BackendUnavailable, match=r"the reply had no text, nor had the answer to a probe after it"):
+            await agent.reply(a_turn())
+    assert not turn.cancelled_caught and agent.tries == 1 and agent.probes == 1 and not agent.services.kept
+    (record,) = agent.services.records
+    assert "unavailable" in record.error and not agent.services.in_flight()
+
+
+async def test_an_empty_reply_in_the_cache_is_asked_again(autojump_clock):
+    agent = Scripted(["ok"])
+    request = agent.chat_request(a_turn())
+    key = dict(backend=agent.backend_name, model="x", endpoint=agent.endpoint(), request=request.model_dump(by_alias=True),
+               sample=a_turn().seed)
+    agent.services.remember(CachedReply("", 3, 0, None, 0.1), **key)  # as an older version kept it
+    with trio.move_on_after(60):
+        assert await agent.reply(a_turn()) == "fine"
+    assert agent.tries == 1 and [r.cached for r in agent.services.records] == [False]
+    assert [r.text for r in agent.services.kept.values()] == ["fine"]

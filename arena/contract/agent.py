@@ -96,8 +96,9 @@ class Agent(ABC):
 
     async def probe(self) -> None:
         """After an outage: return when the endpoint answers again, raise ``BackendUnavailable`` when
-        it still does not. Make it cheap and free (listing models, not asking one): a run probes while
-        matches wait."""
+        it still does not. Make it cheap, and make it prove what a turn needs (a model backend sends
+        the smallest chat request, not a model listing that a hung chat path still answers): a run
+        probes while matches wait."""
 
     def cost_of(self, prompt_tokens: int, completion_tokens: int, extra_prices: dict[str, tuple[float, float]]) -> float | None:
         """USD for that many tokens, or None when unknown. Agents that call no model cost nothing."""

@@ -14,6 +14,11 @@ from typing import Any, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 
+# The seat a probe's record names: a minimal chat request that asks whether an endpoint works, not a
+# turn's call (never cached, never scored, and not a real answer for the outage breaker)
+PROBE_SEAT = "(probe)"
+
+
 class CallRecord(BaseModel):
     """One request to a model (or a cache hit standing in for it).
 

@@ -5,6 +5,11 @@ match that needs the endpoint starts (the others go on); the matches waiting for
 probing it, with pauses that grow, and all go ahead once it answers. An endpoint that has not
 given a real answer (a probe does not count) for ``wait`` seconds is given up on for the rest of
 the run: its matches are left for the next ``arena run``, which replays exactly those.
+
+A breaker's state changes from several tasks at once: a waiting match's probe, and the real
+answers that matches still playing on the endpoint get. Each opening is an *episode*; a probe
+speaks only for the episode it was sent in, so a probe that ends after a real answer has
+already closed the breaker (or after the endpoint failed anew) changes nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class Breaker:
         self.failure: BackendUnavailable | None = None  # the latest, while the endpoint is down
         self.silent_since: float | None = None  # when it last answered a real request, if it has failed since
         self.gave_up = False
+        self.episode = 0  # how many times the breaker has opened: a probe's result is for its own episode only
         self.pause = FIRST_PAUSE
         self.probing = trio.Lock()  # one waiter probes at a time; the others queue behind it
 
@@ -64,8 +70,10 @@ class Outages:
         breaker = self._breaker(outage.endpoint)
         if breaker.silent_since is None:
             breaker.silent_since = trio.current_time()
-        if not breaker.down and not breaker.gave_up:
-            self._say(outage.agent, outage.endpoint, f"{outage}; matches that need it wait for it")
+        if not breaker.down:
+            breaker.episode += 1
+            if not breaker.gave_up:
+                self._say(outage.agent, outage.endpoint, f"{outage}; matches that need it wait for it")
         breaker.failure = outage
         self._give_up_if_late(breaker)
 
@@ -101,29 +109,39 @@ class Outages:
         give_up_at = breaker.silent_since + self.wait
         await trio.sleep(max(0.0, min(breaker.pause, give_up_at - trio.current_time())))
         breaker.pause = min(2 * breaker.pause, LONGEST_PAUSE)
-        failure = breaker.failure
+        failure, episode = breaker.failure, breaker.episode
         if failure is None:  # a real answer came while we paused
+            return
+        if trio.current_time() >= give_up_at:  # no time left for a probe to be answered in
+            self._give_up_if_late(breaker)
             return
         with trio.move_on_at(give_up_at):
             try:
                 await self._probe(failure.agent)
             except BackendUnavailable as exc:
-                breaker.failure = exc
+                if breaker.down and breaker.episode == episode:  # else a real answer closed it meanwhile: that stands
+                    breaker.failure = exc
             except Exception as exc:  # a probe that breaks proves nothing: still down, and the person is told why
-                breaker.failure = BackendUnavailable(failure.agent, failure.backend, failure.endpoint,
-                                                     f"the probe failed: {type(exc).__name__}: {exc}")
+                if breaker.down and breaker.episode == episode:
+                    breaker.failure = BackendUnavailable(failure.agent, failure.backend, failure.endpoint,
+                                                         f"the probe failed: {type(exc).__name__}: {exc}")
             else:
-                self._back(breaker)
+                if breaker.episode == episode:  # not if it failed anew while the probe was out: that is newer news
+                    self._back(breaker)
                 return
         self._give_up_if_late(breaker)
 
     def _back(self, breaker: Breaker) -> None:
+        """Close the breaker, once: a probe and a real answer may both find it back."""
         failure = breaker.failure
+        if failure is None:
+            return
         breaker.failure, breaker.pause = None, FIRST_PAUSE
         self._say(failure.agent, breaker.endpoint, f"backend {failure.backend} at {breaker.endpoint} is back")
 
     def _give_up_if_late(self, breaker: Breaker) -> None:
-        if breaker.gave_up or breaker.silent_since is None or trio.current_time() < breaker.silent_since + self.wait:
+        if (breaker.gave_up or breaker.failure is None or breaker.silent_since is None
+                or trio.current_time() < breaker.silent_since + self.wait):
             return
         breaker.gave_up = True
         failure = breaker.failure

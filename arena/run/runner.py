@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from arena.run import stability
 from arena.contract import plugins
 from arena.contract.agent import Agent
-from arena.contract.calls import CallRecord, CallStarted
+from arena.contract.calls import PROBE_SEAT, CallRecord, CallStarted
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
@@ -229,7 +229,7 @@ async def run_tournament(
         await agents[agent].probe()
 
     def answered(call: CallRecord) -> None:
-        if not call.cached and call.error is None and call.agent in agents:
+        if not call.cached and call.error is None and call.agent in agents and call.seat != PROBE_SEAT:
             outages.answered(agents[call.agent].endpoint())
 
     outages = Outages(scenario.match.outage_wait, probe, say)
@@ -282,12 +282,13 @@ async def run_tournament(
                     store.prepare(spec, position)
                 played = await executor.play(spec, sinks, store)
                 record = played.record
+                if played.outage is not None:  # before the slot is free: no match may start on a backend that is down
+                    outages.failed(played.outage)
             if store is not None:  # counted as played once a commit has made it durable
                 store.finish(record, commit=False)  # at once: whatever commits next has the match's last rows and its outcome together
                 await commits.commit()
             if played.outage is None:
-                break
-            outages.failed(played.outage)  # then wait for the backend, and play the match again
+                break  # else wait for the backend (above), and play the match again
         if record is not None:
             over(record, resumed=False)
 
