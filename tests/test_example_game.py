@@ -244,7 +244,7 @@ async def test_invalid_replies_are_asked_again_then_default_to_50(installed, tmp
     assert [t.attempt for t in round_1] == [0, 1, 2]
     chat = round_1[2].as_chat()
     assert chat[-2] == {"role": "assistant", "content": "about forty"}
-    assert chat[-1]["content"].startswith('[Referee] Reply with a JSON object such as {"guess": 33} and nothing else.')
+    assert chat[-1]["content"].startswith('Reply with a JSON object such as {"guess": 33} and nothing else.')
 
     from helpers import stored
 
