@@ -119,19 +119,23 @@ def reviewing_groups(store: RunStore, reviews: Iterable[Review] = ()) -> dict[st
     return {group: found[group] for group in games if group in found}
 
 
-def _turns_in(store: RunStore, groups: Iterable[str]) -> tuple[list[TurnRow], int, int]:
-    """The seats' turns in the finished matches of ``groups``, and all their turns and defaulted ones."""
-    turns = [t for group in groups for t in store.turns(group)]
-    return turns, sum(t.turns for t in turns), sum(t.defaulted for t in turns)
+def _turns_in(store: RunStore, groups: Iterable[str], turns: list[TurnRow] | None) -> tuple[list[TurnRow], int, int]:
+    """The seats' turns in the finished matches of ``groups`` (from ``turns``, the store's ``turns()``
+    when the caller has read them), and all their turns and defaulted ones."""
+    groups = set(groups)
+    found = [t for t in (store.turns() if turns is None else turns) if t.group in groups] if groups else []
+    return found, sum(t.turns for t in found), sum(t.defaulted for t in found)
 
 
-def stand_peer_rank(store: RunStore, board: Leaderboard, groups: Iterable[str]) -> list[BoardNote]:
+def stand_peer_rank(store: RunStore, board: Leaderboard, groups: Iterable[str],
+                    turns: list[TurnRow] | None = None) -> list[BoardNote]:
     """Give the board what it stands on: each contestant's own turns (its answers and its verdicts)
     in the matches of ``groups``, the entries whose reviews it counts; and its notes, on the board
-    (for a terminal) and returned (for ``leaderboard_notes``)."""
+    (for a terminal) and returned (for ``leaderboard_notes``). ``turns``: the store's ``turns()``,
+    when the caller has read them."""
     from arena.rank.board import TurnShare  # the board's module loads the numbers' libraries: only here
 
-    turns, total, defaulted = _turns_in(store, groups)
+    turns, total, defaulted = _turns_in(store, groups, turns)
     by_agent: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for t in turns:
         by_agent[t.agent][0] += t.turns
@@ -155,12 +159,12 @@ def stand_peer_rank(store: RunStore, board: Leaderboard, groups: Iterable[str]) 
     return [BoardNote(board="peer_rank", agents=hollow, mostly_defaults=whole, text=text)]
 
 
-def left_out_note(store: RunStore, groups: dict[str, str]) -> BoardNote | None:
+def left_out_note(store: RunStore, groups: dict[str, str], turns: list[TurnRow] | None = None) -> BoardNote | None:
     """Why a run with no reviews has no peer rank, when its reviewing games (``groups``) finished
-    matches; None when it has no reviewing game."""
+    matches; None when it has no reviewing game. ``turns`` as for ``stand_peer_rank``."""
     if not groups:
         return None
-    _, total, defaulted = _turns_in(store, groups)
+    _, total, defaulted = _turns_in(store, groups, turns)
     why = (f"; {defaulted} of {total} turns in their matches defaulted, and a defaulted verdict is no review. "
            f"{DEFAULTED}" if defaulted else ".")
     entries = ", ".join(group if group == game else f"{group} ({game})" for group, game in groups.items())

@@ -21,19 +21,20 @@ def peer_rank(store: RunStore, weighted: bool = False, **options):
     return ranked(store, weighted, **options)[0]
 
 
-def ranked(store: RunStore, weighted: bool = False, **options) -> tuple:
+def ranked(store: RunStore, weighted: bool = False, turns: list[TurnRow] | None = None, **options) -> tuple:
     """(the peer rank or None, its notes): what it stands on when there is one (``standing``), why
-    it is left out when the run's reviewing games gave no review."""
+    it is left out when the run's reviewing games gave no review. ``turns``: the store's ``turns()``,
+    when the caller has read them."""
     from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
 
     rows = store.review_rows()
     groups = reviewing_groups(store, rows)
     if not rows:
-        note = left_out_note(store, groups)
+        note = left_out_note(store, groups, turns)
         return None, [note] if note else []
     board = leaderboard(Reviews.from_rows(rows), weighted=weighted, **options)
-    return board, stand_peer_rank(store, board, groups)
+    return board, stand_peer_rank(store, board, groups, turns)
 
 
 def stood(store: RunStore, board, rows: list) -> object:
@@ -53,8 +54,8 @@ def peer_rank_left_out(store: RunStore) -> BoardNote | None:
 def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | None = None, **options) -> dict:
     """``scores``: the store's ``scores()``, when the caller has read them already."""
     info = store.run_info()
-    board, peer_notes = ranked(store, weighted, **options)
     turns = list(store.turns())  # every seat's turns: how many, how many defaulted, invalid, late
+    board, peer_notes = ranked(store, weighted, turns, **options)
     scores = list(store.scores()) if scores is None else scores  # read once: the payoffs and the role tables
     payoffs = summarize(scores, turns)
     metrics = metrics_json(store, turns, scores)
