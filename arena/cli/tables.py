@@ -77,7 +77,7 @@ def print_payoffs(console: Console, rows: list[PayoffSummary], names: dict[str, 
         table.add_column("Agent")
         if by_role:
             table.add_column("Role")
-        # timeouts beside invalid replies, when there were any: the table keeps to 80 columns otherwise
+        # timeouts beside invalid replies only when there were any: the table stays narrow otherwise
         late = any(r.timeouts for r in members)
         for name in ("Matches", "Mean", "95% CI", "Std", "Invalid") + ("Timeouts",) * late + ("Defaulted", "Valid"):
             table.add_column(name, justify="right")

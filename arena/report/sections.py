@@ -58,12 +58,12 @@ def turn_share(count: int, share: float | None) -> str:
     return str(count) if share is None else f"{count} ({share:.0%})"
 
 
-def _board(board: dict, heading: str, key: str, stands_on: dict | None = None) -> str:
+def _board(board: dict, heading: str, key: str) -> str:
     """One table (a column pair per method, rows in the first method's order, ranked as it ranks:
-    equal scores share a place) and a figure per method. ``stands_on``: each contestant's own turns
-    in the reviewing matches, for a run's board (the weighted board is given the unweighted one's)."""
+    equal scores share a place, then, for a run's board, each contestant's own turns in the
+    reviewing matches) and a figure per method."""
     methods = board["methods"]
-    stands_on = board.get("stands_on") if stands_on is None else stands_on
+    stands_on = board.get("stands_on")
     first = methods[0]
     order = sorted(first["scores"], key=lambda c: (first["rank"][c], c))
     headers, figures = ["Rank", "Contestant"], []
@@ -165,7 +165,7 @@ def leaderboard(summary: dict) -> str:
         parts += [warning(n["text"]) for n in rank.get("leaderboard_notes") or () if n.get("left_out")]
     if summary["weighted"]:
         parts.append(_board(summary["weighted"], "Weighted peer rank (PRD: reviewers weighed by their own score)",
-                            "weighted", (rank["peer_rank"] or {}).get("stands_on")))
+                            "weighted"))
     if rank["payoffs"]:
         parts.append("<h3>Payoffs</h3>" + note(
             "Mean payoff per agent over its matches (DeepEval Eq. 1; per role for games whose seats differ, Eq. 2), "

@@ -37,7 +37,7 @@ def ranked(store: RunStore, weighted: bool = False, turns: list[TurnRow] | None 
     return board, stand_peer_rank(store, board, groups, turns)
 
 
-def stood(store: RunStore, board, rows: list) -> object:
+def stood(store: RunStore, board, rows: list):
     """A board ranked from the run's review ``rows`` elsewhere (the report's weighted one), with what
     it stands on and its notes, as ``ranked`` gives them."""
     stand_peer_rank(store, board, reviewing_groups(store, rows))
