@@ -88,9 +88,31 @@ def seen(message: Message, seat: str) -> str:
     return message.content if message.sender == seat else (message.shown or message.content)
 
 
-def current_prompt(text: str) -> str:
-    """What the referee asks at this turn: the text after the last '[Referee] '."""
-    return text.rsplit(f"[{REFEREE}] ", 1)[-1]
+def said(sender: str, text: str) -> str:
+    """Another seat's words as a model reads them: its seat label on a line of its own, then the words."""
+    return f"{sender} said:\n{text}"
+
+
+def content(message: dict) -> str:
+    """A request message's text; Anthropic's content may be a list of blocks."""
+    found = message.get("content")
+    return "\n\n".join(b.get("text", "") for b in found) if isinstance(found, list) else (found or "")
+
+
+def current_prompt(body: dict) -> str:
+    """The last user message of a request body: the referee's question at this turn, with, on an API
+    that joins neighbouring user turns (Anthropic), what the seat heard since its last reply before it."""
+    return content([m for m in body["messages"] if m["role"] == "user"][-1])
+
+
+def assert_no_speaker_tag(request: Recorded) -> None:
+    """No user message of the request starts with a speaker tag a model could copy: the referee's
+    voice is the user role itself, and another seat's words begin with its label and 'said:'."""
+    for message in request.messages:
+        if message["role"] == "user":
+            text = content(message)
+            assert not text.startswith(f"[{REFEREE}]"), text[:80]
+            assert not re.match(r"\[[^\]\n]{1,40}\] ", text), text[:80]
 
 
 @dataclass
@@ -104,6 +126,17 @@ class SeatTurn:
     def text(self) -> str:
         return self.request.text
 
+    @property
+    def asked(self) -> str:
+        """The prompt of this turn, as the request carries it: the whole of its last message, or, on an
+        API that joins neighbouring user turns, the part after the last paragraph break before it."""
+        prompt = seen(self.prompt, self.seat)
+        last = self.request.messages[-1]
+        text = content(last)
+        assert last["role"] == "user" and (text == prompt or text.endswith("\n\n" + prompt)), \
+            f"{self.seat}, round {self.round}: the request does not end with its prompt"
+        return prompt
+
 
 def seat_turns(record: MatchRecord, requests: list[Recorded]) -> tuple[list[SeatTurn], list[Recorded]]:
     """Each seat's turns with the request that took it, in round order; and the requests that
@@ -112,7 +145,9 @@ def seat_turns(record: MatchRecord, requests: list[Recorded]) -> tuple[list[Seat
     by_seat: dict[str, list[Recorded]] = {seat: [] for seat in rules}
     outside = []
     for request in requests:
-        owners = [seat for seat, text in rules.items() if f"[{REFEREE}] {text}" in request.text]
+        assert_no_speaker_tag(request)
+        first = next((content(m) for m in request.messages if m["role"] == "user"), "")  # the rules come first
+        owners = [seat for seat, text in rules.items() if first == text or first.startswith(text + "\n\n")]
         assert len(owners) <= 1, f"a request carries the rules of {owners}"
         (by_seat[owners[0]] if owners else outside).append(request)
     turns = []
@@ -120,15 +155,17 @@ def seat_turns(record: MatchRecord, requests: list[Recorded]) -> tuple[list[Seat
         prompts = [m for m in record.messages if m.kind == "prompt" and m.recipients == (seat,)]
         assert len(asked) == len(prompts), f"{seat}: {len(prompts)} turns but {len(asked)} requests"
         for prompt, request in zip(prompts, asked):
-            assert request.text.endswith(f"[{REFEREE}] {seen(prompt, seat)}"), f"{seat}, round {prompt.round}"
-            turns.append(SeatTurn(seat, prompt.round, prompt, request))
+            turn = SeatTurn(seat, prompt.round, prompt, request)
+            assert turn.asked  # the request ends with this turn's prompt, as the referee wrote it, untagged
+            turns.append(turn)
     return sorted(turns, key=lambda t: (t.round, t.seat)), outside
 
 
 def as_lived(messages: list[Message], seat: str) -> list[str]:
     """What ``seat`` read of these messages (posting order), in the order it lived them: in a round it
     was asked in, its own reply before the other seats' replies of that round, which were written at
-    the same time and are introduced by the referee's line saying so."""
+    the same time and are introduced by the referee's line saying so. The referee's words are as it
+    wrote them; another seat's follow its label (``said``)."""
     asked = {m.round for m in messages if m.kind == "prompt" and m.recipients == (seat,)}
     order: list[Message] = []
     for m in messages:
@@ -137,9 +174,9 @@ def as_lived(messages: list[Message], seat: str) -> list[str]:
     parts, introduced = [], set()
     for m in order:
         if m.kind == "reply" and m.sender != seat and m.round in asked and m.round not in introduced:
-            parts.append(f"[{REFEREE}] {SIMULTANEOUS}")
+            parts.append(SIMULTANEOUS)
             introduced.add(m.round)
-        parts.append(seen(m, seat))
+        parts.append(seen(m, seat) if m.sender in (seat, REFEREE) else said(m.sender, seen(m, seat)))
     return parts
 
 
@@ -159,7 +196,7 @@ def assert_conversation(record: MatchRecord, turn: SeatTurn, history: Callable[[
                if m.index < prompt.index and m.round < prompt.round and m.visible_to(seat) and history(m)]
     lived = as_lived(visible, seat)
     assert_in_order(turn.text, lived + [seen(prompt, seat)], f"{seat}, round {turn.round}")
-    assert turn.text.count(SIMULTANEOUS) == lived.count(f"[{REFEREE}] {SIMULTANEOUS}"), f"{seat}, round {turn.round}"
+    assert turn.text.count(SIMULTANEOUS) == lived.count(SIMULTANEOUS), f"{seat}, round {turn.round}"
     shown = {seen(m, seat) for m in visible} | {seen(prompt, seat)}
     hidden = [m for m in record.messages
               if m not in visible and m is not prompt and m.kind != "verdict" and seen(m, seat) not in shown]

@@ -232,7 +232,7 @@ async def test_a_synthetic_debater_comes_round_to_the_debaters_it_has_heard():
     assert data["finals"] == {"Debater 1": -1, "Debater 2": -1, "Debater 3": -1}  # having heard a and b, it agrees
     second = agents["c"].turns[1]
     assert second.prompt_data["others"] == {"Debater 1": -1, "Debater 2": -1}
-    assert "[Debater 1] My reading of the two answers.\nVerdict: 1" in "\n".join(
+    assert "Debater 1 said:\nMy reading of the two answers.\nVerdict: 1" in "\n".join(
         m["content"] for m in second.as_chat())  # what it read, as a model would
     (score,) = verdict_scores([record])
     c = next(d for d in score.debaters if d.agent == "c")

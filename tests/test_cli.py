@@ -307,8 +307,10 @@ def test_invalid_replies_are_flagged_in_the_log_and_counted(run_cli, tmp_path):
     result = run_cli("run", path, "--plain", "--run-dir", tmp_path / "run")
     assert result.returncode == 0
     assert "INVALID attempt 1" in result.stdout and "DEFAULT" in result.stdout
-    # the invalid and defaulted counts land in the table: 2 matches x 2 rounds x 2 attempts, 4 defaults
-    assert re.search(r"b\s*│\s*2\s*│.*│\s*8\s*│\s*4\s*│", result.stdout)
+    # the invalid and defaulted counts land in the table: 2 matches x 2 rounds x 2 attempts, 4 defaults, which
+    # are every one of its 4 turns, none valid; a note says its mean stands mostly on defaults
+    assert re.search(r"b\s*│\s*2\s*│.*│\s*8\s*│\s*4 \(100%\)\s*│\s*0 \(0%\)\s*│", result.stdout)
+    assert "note: public_goods: b (4 of 4 turns defaulted) stands mostly on defaults" in result.stdout
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "scenarios").glob("*.yaml")), ids=lambda p: p.name)

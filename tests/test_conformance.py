@@ -86,7 +86,7 @@ def discussion_reply(body) -> str:
     if question is None or first is None or second is None:
         return "I was not shown the question and both answers."
     longer = "1" if len(first) > len(second) else "2"
-    heard = re.findall(rf"\[{other}\] .*?Preference: (1|2|tie)", text, re.S)
+    heard = re.findall(rf"{other} said:\n.*?Preference: (1|2|tie)", text, re.S)
     if seat == "Reviewer 1":
         preference = longer
     else:
@@ -117,9 +117,9 @@ async def test_peer_discussion_keeps_the_material_in_every_turn(backend, tmp_pat
         heard = replies(record, other, before=turn.round)
         if turn.round > 1:
             assert heard[-1].content in turn.text  # the other's last review, which this turn answers
-            assert f"Remember: you are {turn.seat}, and you answer {other}." in current_prompt(turn.text)
+            assert f"Remember: you are {turn.seat}, and you answer {other}." in turn.asked
         else:
-            assert not heard and "[Reviewer" not in turn.text  # the first reviews are written alone
+            assert not heard and f"{other} said:" not in turn.text  # the first reviews are written alone
         for mine in replies(record, turn.seat, before=turn.round):
             assert mine.content in turn.text
 
@@ -152,7 +152,7 @@ async def test_public_goods_rounds_carry_the_endowment_and_the_last_report(backe
     for turn in turns:
         assert_conversation(record, turn)
         assert "each player receives 8 coins" in turn.text and "multiplied by 1.5 and shared equally among all 3" in turn.text
-        assert current_prompt(turn.text).startswith(f"Round {turn.round} of 3: you receive 8 coins.")
+        assert turn.asked.startswith(f"Round {turn.round} of 3: you receive 8 coins.")
         if turn.round == 1:
             assert "is over" not in turn.text
             continue
@@ -172,7 +172,7 @@ async def test_public_goods_rounds_carry_the_endowment_and_the_last_report(backe
 # -- idiom solitaire ------------------------------------------------------------------------------
 def idiom_reply(body) -> str:
     """The chain as the prompt gives it; an unused idiom that connects, the one with the most ways on."""
-    prompt = current_prompt(body_text(body))
+    prompt = current_prompt(body)
     chain = re.findall(r"「(.{4})」", between(prompt, "The chain so far", "The last idiom") or "")
     if not chain:
         return "不知"
@@ -198,7 +198,7 @@ async def test_idiom_solitaire_shows_the_whole_chain_at_every_move(backend, tmp_
     for k, turn in enumerate(turns):
         assert_conversation(record, turn)
         so_far = " → ".join(f"「{i}」" for i in chain[: k + 1])
-        prompt = current_prompt(turn.text)
+        prompt = turn.asked
         assert prompt.startswith(f"Move {k + 1} of at most 6. The chain so far, none of which may be used again: "
                                  f"{so_far}. The last idiom is 「{chain[k]}」."), (turn.seat, turn.round)
         assert f"starting with 「{chain[k][-1]}」" in prompt
@@ -214,12 +214,12 @@ PROBLEM = {"id": "add", "entry_point": "add",
 def code_review_reply(body) -> str | dict:
     text = body_text(body)
     if "You are the programmer" in text:
-        signature = between(text, "Problem:\n", "[Referee]").rstrip() + "\n"
+        signature = between(text, "Problem:\n", "\n\nWrite your solution.").rstrip() + "\n"
         fixes = re.findall(r"`(return [^`]+)`", text)
-        body_line = fixes[-1] if "Revise your solution" in current_prompt(text) and fixes else "return None"
+        body_line = fixes[-1] if "Revise your solution" in current_prompt(body) and fixes else "return None"
         return f"```python\n{signature}    {body_line}  # [{token(text)}]\n```"
     if "You are the code reviewer" in text:
-        latest = text.rsplit("[Programmer] ", 1)[-1].split("[Referee]")[0]
+        latest = text.rsplit("Programmer said:\n", 1)[-1].split("\n\nReview the programmer's latest code")[0]
         if "return None" in latest:
             return f"Correctness [{token(text)}]: the function returns None whatever it is given. Use `return a + b`."
         return "over"
@@ -251,16 +251,16 @@ async def test_code_review_seats_and_the_judge_see_the_latest_code_and_review(ba
         written = [extract_code(m.content) for m in replies(record, "Programmer", before=turn.round)]
         reviews = [m.content for m in replies(record, "Reviewer", before=turn.round)]
         if turn.seat == "Reviewer":
-            assert written[-1].strip() in turn.text and "reply with only 'over'" in current_prompt(turn.text)
+            assert written[-1].strip() in turn.text and "reply with only 'over'" in turn.asked
         elif written:
             assert written[-1].strip() in turn.text and reviews[-1] in turn.text
-            assert current_prompt(turn.text).startswith("Revise your solution following the reviewer's comments.")
+            assert turn.asked.startswith("Revise your solution following the reviewer's comments.")
     # the judge's brief, asked through the match's desk: the problem, every version, every review, the acceptance
     (brief,) = outside
     for part in [PROBLEM["prompt"], *(c.strip() for c in codes), replies(record, "Reviewer")[0].content,
                  "[Reviewer]\nover", "Score each of Programmer, Reviewer on a scale of 1 to 10"]:
         assert part in brief.text, part
-    assert "[Referee] You are an experienced software developer" in brief.text
+    assert current_prompt(brief.body).startswith("You are an experienced software developer")  # no speaker tag
 
 
 # -- translation ---------------------------------------------------------------------------------------
@@ -270,12 +270,12 @@ REFERENCE = "The cat sleeps on the warm windowsill while it rains outside."
 
 def translation_reply(body) -> str | dict:
     text = body_text(body)
-    found = re.search(r"(\w+) text:\n(.*?)\n\n\[Referee\]", text, re.S)
+    found = re.search(r"(\w+) text:\n(.*?)\n\n(?:Give your|Translator said:\n)", text, re.S)
     if "You are a professional translator" in text:
         source = found.group(2) if found else ""
         return f"Draft [{token(text)}] of {len(source.split())} words: " + " ".join(reversed(source.split()))
     if "You are a professional translation editor" in text:
-        draft = between(text, "[Translator] ", "\n\n[Referee]")
+        draft = between(text, "Translator said:\n", "\n\nGive the polished")
         return f"Polished [{token(text)}]: {draft}" if draft and found else ""
     return judge_verdict(text)
 
@@ -302,7 +302,7 @@ async def test_translation_proofreader_and_judge_see_the_source_and_the_draft(ba
         assert_conversation(record, turn)
         assert SOURCE in turn.text and "German" in turn.text and "English" in turn.text
         assert REFERENCE not in turn.text  # the reference scores them; it is shown to neither
-    assert draft.content in proofreader.text and current_prompt(proofreader.text) == "Give the polished English translation."
+    assert draft.content in proofreader.text and proofreader.asked == "Give the polished English translation."
     (brief,) = outside
     for part in [SOURCE, draft.content, polished.content, "German source text", "polished English translation",
                  "Score each of Translator, Proofreader on a scale of 1 to 10"]:
@@ -319,7 +319,7 @@ def debate_reply(body) -> str:
     second = between(text, "[Answer 2]\n", "\n[End of Answer 2]")
     if first is None or second is None:
         return "I was not shown the answers."
-    heard = sorted(set(re.findall(r"\[(Debater \d+|Summarizer)\] ", text)))
+    heard = sorted(set(re.findall(r"(Debater \d+|Summarizer) said:\n", text)))
     if "You follow a debate" in text:
         return f"Summary [{token(text)}]: I have read {', '.join(heard) or 'nobody yet'}."
     seat = re.search(r"You are (Debater \d+)", text).group(1)
@@ -394,7 +394,7 @@ async def test_pairwise_judges_see_the_question_and_both_answers_in_the_order_sh
         assert_conversation(record, turn, history=lambda m: m.kind == "rules")  # every comparison stands alone
         assert QUESTION in turn.text
         if turn.seat != "Judge":
-            assert current_prompt(turn.text) == f"Question: {QUESTION}\n\nWrite your answer."
+            assert turn.asked == f"Question: {QUESTION}\n\nWrite your answer."
             continue
         assert turn.text.count("[Assistant 1]") == 1 and turn.text.count("[Question]") == 1
         first = between(turn.text, "[Assistant 1]\n", "\n[End of Assistant 1]")

@@ -19,6 +19,7 @@ from arena.run.scenario import VENDOR_TERMS
 from conformance_kit import (
     BACKENDS,
     between,
+    current_prompt,
     local_only,  # noqa: F401  (an autouse fixture)
     mock_server,
     model_agent,
@@ -52,7 +53,7 @@ def signed(body, words: str) -> str:
 
 def pairwise_reply(body) -> str:
     text = body_text(body)
-    if "Write your answer." in text.rsplit("[Referee] ", 1)[-1]:
+    if "Write your answer." in current_prompt(body):
         return signed(body, "boil it for " + ("eight minutes, then cool it in cold water." if "gpt" in body["model"]
                                               else "a while."))
     first = between(text, "[Assistant 1]\n", "\n[End of Assistant 1]") or ""

@@ -46,7 +46,8 @@ SCORES_OR_CHOICE = {
 def last_words(text: str, seat: str) -> str:
     """What ``seat`` said last in a conversation as a model reads it (a synthetic reply is one paragraph;
     messages are joined by a blank line)."""
-    return text.rsplit(f"[{seat}] ", 1)[-1].split("\n\n")[0].rstrip() if f"[{seat}] " in text else ""
+    heard = f"{seat} said:\n"
+    return text.rsplit(heard, 1)[-1].split("\n\n")[0].rstrip() if heard in text else ""
 
 
 def said_verdict(words: str, value: float) -> bool:
@@ -77,7 +78,7 @@ SHOWS: dict[str, dict[str, Shows]] = {
         "task": words({"review": "Write your review", "discuss": "Continue the discussion"}),
         # the other reviewer's last stated preference: the last one its own words give
         "others": lambda others: lambda text: all(
-            text.rsplit(f"[{seat}] ", 1)[-1].split("\n[")[0].rstrip().endswith(f"Preference: {PREFERENCE[p]}")
+            last_words(text, seat).endswith(f"Preference: {PREFERENCE[p]}")
             for seat, p in others.items()),
     },
     "chateval_debate": {

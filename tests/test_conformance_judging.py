@@ -50,7 +50,7 @@ def discussion_reply(body) -> str:
     text = body_text(body)
     seat = re.search(r"You are (Reviewer \d)", text).group(1)
     other = re.search(r"\(the other is (Reviewer \d)\)", text).group(1)
-    heard = re.findall(rf"\[{other}\] .*?Preference: (1|2|tie)", text, re.S)
+    heard = re.findall(rf"{other} said:\n.*?Preference: (1|2|tie)", text, re.S)
     own = re.findall(r"Preference: (1|2|tie)", "\n".join(m["content"] for m in body["messages"]
                                                          if m["role"] == "assistant" and isinstance(m["content"], str)))
     spoken = own_turns(body)
@@ -93,7 +93,7 @@ async def test_peer_discussion_runs_its_turns_past_agreement_and_every_request_c
         for fact in (QUESTION, ANSWER_A, ANSWER_B):
             assert fact in turn.text
         if turn.round == 1:
-            assert "[Reviewer" not in turn.text
+            assert " said:\n" not in turn.text  # nobody else's words yet
             continue
         # the initial reviews: the seat's own first, as it wrote it without the other's in front of it,
         # then the other's, introduced as written at the same time (so the leader's comes first for the
@@ -101,11 +101,11 @@ async def test_peer_discussion_runs_its_turns_past_agreement_and_every_request_c
         reviews = [m.content for m in replies(record) if m.round == 1]
         assert reviews[0].startswith(f"{leader}, message 1")
         own, others = sorted(reviews, key=lambda r: not r.startswith(f"{turn.seat},"))
-        at = [turn.text.find(p) for p in (own, f"[Referee] {SIMULTANEOUS}", others)]
+        at = [turn.text.find(p) for p in (own, f"\n\n{SIMULTANEOUS}\n\n", others)]
         assert min(at) >= 0 and at == sorted(at) and turn.text.count(SIMULTANEOUS) == 1
         other = follower if turn.seat == leader else leader
         assert replies(record, other, before=turn.round)[-1].content in turn.text
-        assert f"Remember: you are {turn.seat}, and you answer {other}." in current_prompt(turn.text)
+        assert f"Remember: you are {turn.seat}, and you answer {other}." in turn.asked
     # the leader's change of mind came with the agreement in front of it
     change = next(t for t in turns if t.round == 4)
     agreed = next(m for m in replies(record, follower) if m.round == 3)
@@ -120,7 +120,7 @@ def debate_reply(body) -> str:
     second = between(text, "[Answer 2]\n", "\n[End of Answer 2]")
     if first is None or second is None:
         return "I was not shown the answers."
-    heard = sorted(set(re.findall(r"\[(Debater \d+|Summarizer)\] ", text)))
+    heard = sorted(set(re.findall(r"(Debater \d+|Summarizer) said:\n", text)))
     if "You follow a debate" in text:
         return f"Summary [{token(text)}]: I have read {', '.join(heard) or 'nobody yet'}."
     seat = re.search(r"You are (Debater \d+)", text).group(1)
@@ -140,7 +140,7 @@ async def test_a_calibrated_debate_shows_each_order_in_its_own_match_at_every_tu
     claimed = 0
     for record in records:
         turns, outside = seat_turns(record, [q for q in requests if any(
-            f"[Referee] {m.content}" in q.text for m in record.messages if m.kind == "rules")])
+            m.content in q.text for m in record.messages if m.kind == "rules")])
         assert not outside and len(turns) == 6
         claimed += len(turns)
         swapped = record.params["case"].endswith("@swapped")
@@ -172,7 +172,7 @@ def scoring_reply(body) -> str:
     """Reads the dimensions and the scale from the rules and gives each a score from the response's
     length and the dimension's place: all from the text."""
     text = body_text(body)
-    heard = sorted(set(re.findall(r"\[(Debater \d+|Summarizer)\] ", text)))
+    heard = sorted(set(re.findall(r"(Debater \d+|Summarizer) said:\n", text)))
     if "You follow a debate" in text:
         return f"Summary [{token(text)}]: I have read {', '.join(heard) or 'nobody yet'}."
     seat = re.search(r"You are (Debater \d+)", text).group(1)
@@ -210,7 +210,7 @@ async def test_scoring_debaters_see_the_dialogue_the_fact_and_the_response_at_ev
             assert fact in turn.text
         if turn.seat != "Summarizer":
             assert "'naturalness: N', 'groundedness: N'" in turn.text and "a whole number from 0 to 3" in turn.text
-            assert current_prompt(turn.text) == "Your turn in the debate: give your arguments, then your scores."
+            assert turn.asked == "Your turn in the debate: give your arguments, then your scores."
         now = [m for m in replies(record) if m.sender != turn.seat and m.round == turn.round]
         assert not any(m.content in turn.text for m in now)
     (data,) = [m.data for m in record.messages if m.kind == "notice"]

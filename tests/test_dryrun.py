@@ -107,7 +107,7 @@ def code_review(body):
         return words(100, "this code")
     if "Score each of" in prompt:
         return judge_verdict(prompt)
-    problem = text.split("Problem:\n", 1)[1].split("\n[Referee]", 1)[0].rstrip()
+    problem = text.split("Problem:\n", 1)[1].split("\nWrite your solution", 1)[0].rstrip()
     body_lines = "\n".join(f"    step_{i} = {i}  # working towards the result" for i in range(4))
     return f"```python\n{problem}\n{body_lines}\n    return []\n```"
 

@@ -159,10 +159,13 @@ def test_plugin_package_runs_a_scenario_from_the_command_line(tmp_path):
         cells = [c.strip() for c in re.split(r"[│┃|]", line) if c.strip()]
         if cells and cells[0] in GUESSES:
             rows[cells[0]] = cells[1:]
-    # Agent | Matches | Mean | 95% CI | Std | Invalid | Defaulted; seat order changes nothing here
+    # Agent | Matches | Mean | 95% CI | Std | Invalid | Defaulted | Valid (turns, with their share of the
+    # agent's 6: three rounds in each of two matches); seat order changes nothing here
     assert rows == {
-        name: ["2", f"{points:.2f}", f"[{points:.2f}, {points:.2f}]", "0.00", "0", "0"] for name, points in POINTS.items()
+        name: ["2", f"{points:.2f}", f"[{points:.2f}, {points:.2f}]", "0.00", "0", "0 (0%)", "6 (100%)"]
+        for name, points in POINTS.items()
     }
+    assert "note:" not in out  # every turn was valid: nothing to say about what the table stands on
     assert [name for name in rows] == ["low", "high", "mid"]  # best mean first, then by name
 
 
@@ -244,7 +247,7 @@ async def test_invalid_replies_are_asked_again_then_default_to_50(installed, tmp
     assert [t.attempt for t in round_1] == [0, 1, 2]
     chat = round_1[2].as_chat()
     assert chat[-2] == {"role": "assistant", "content": "about forty"}
-    assert chat[-1]["content"].startswith('[Referee] Reply with a JSON object such as {"guess": 33} and nothing else.')
+    assert chat[-1]["content"].startswith('Reply with a JSON object such as {"guess": 33} and nothing else.')
 
     from helpers import stored
 

@@ -106,7 +106,7 @@ async def test_two_full_vocabularies_play_to_a_draw_and_both_orders_are_played()
 # -- the role swap, as the models see it ------------------------------------------------------------
 def _connecting_idiom(body) -> str:
     """An unused idiom that continues the chain the prompt shows."""
-    prompt = current_prompt(body_text(body))
+    prompt = current_prompt(body)
     chain = re.findall(r"「(.{4})」", between(prompt, "The chain so far", "The last idiom") or "")
     options = [i for i in successors(chain[-1][-1], False) if i not in chain] if chain else []
     return min(options) if options else "不知"

@@ -301,8 +301,8 @@ async def test_anthropic_messages_alternate_carry_the_system_prompt_and_use_a_fo
                                         "input_schema": contribution_schema(10)}]
             assert r.body["tool_choice"] == {"type": "tool", "name": "act"}
             assert r.api_key == key and r.headers.get("anthropic-version")
-        # the rules and the first prompt, both from the referee, arrive as one user message
-        assert "[Referee] You are Player" in requests[0].body["messages"][0]["content"]
+        # the rules and the first prompt, both from the referee, arrive as one user message, untagged
+        assert requests[0].body["messages"][0]["content"].startswith("You are Player")
         assert "Round 1 of 3" in requests[0].body["messages"][0]["content"]
         # a garbage reply went back to the model as its own turn, followed by the referee's complaint
         retried = [r for r in requests if any(m["role"] == "assistant" and "a few coins, maybe" in m["content"]

@@ -79,7 +79,10 @@ async def test_garbage_is_reasked_with_the_reason_then_defaulted():
     third_attempt = garbage.turns[2]
     assert third_attempt.attempt == 2
     assert [r.reply for r in third_attempt.retries] == [f.reply for f in failures[:2]]
-    assert "JSON" in third_attempt.as_chat()[-1]["content"]
+    chat = third_attempt.as_chat()
+    assert [m["content"] for m in chat[-4:]] == [failures[0].reply, f"{failures[0].reason} {third_attempt.prompt}",
+                                                 failures[1].reply, f"{failures[1].reason} {third_attempt.prompt}"]
+    assert "JSON" in chat[-1]["content"]
 
 
 class Flaky(Agent):

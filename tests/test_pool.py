@@ -88,16 +88,16 @@ def test_the_model_is_told_which_replies_were_written_at_the_same_time_as_its_ow
     pool.post("Referee", "A, your move.", ["A"], "prompt")  # then a round where only A speaks
     pool.post("A", "A alone.", ["B", "C"], "reply")
     pool.close_round()
-    line = f"[Referee] {SIMULTANEOUS}"
+    line = SIMULTANEOUS  # the referee's voice is the user role: no speaker tag before its text
     assert turn_of(pool, "B").as_chat() == [
-        {"role": "user", "content": "[Referee] B, your move."},
+        {"role": "user", "content": "B, your move."},
         {"role": "assistant", "content": "B moves."},
         {"role": "user", "content": line},
-        {"role": "user", "content": "[A] A moves."},
-        {"role": "user", "content": "[C] C moves."},
-        {"role": "user", "content": "[Referee] Round over."},
-        {"role": "user", "content": "[A] A alone."},  # said after B's turn, in a round B was not asked in: no line
-        {"role": "user", "content": "[Referee] Next move."},
+        {"role": "user", "content": "A said:\nA moves."},
+        {"role": "user", "content": "C said:\nC moves."},
+        {"role": "user", "content": "Round over."},
+        {"role": "user", "content": "A said:\nA alone."},  # said after B's turn, in a round B was not asked in: no line
+        {"role": "user", "content": "Next move."},
     ]
     assert [c["content"] for c in turn_of(pool, "A").as_chat()].count(line) == 1
 
@@ -123,7 +123,7 @@ def test_a_seat_whose_turn_gave_no_reply_still_reads_the_others_as_simultaneous(
     pool.post("A", "A moves.", ["B"], "reply")  # B's turn was defaulted: it said nothing
     pool.close_round()
     assert [c["content"] for c in turn_of(pool, "B").as_chat()] == [
-        "[Referee] B, your move.", f"[Referee] {SIMULTANEOUS}", "[A] A moves.", "[Referee] Next move."]
+        "B, your move.", SIMULTANEOUS, "A said:\nA moves.", "Next move."]
 
 
 def test_posting_to_an_unknown_seat_is_refused():
@@ -238,7 +238,7 @@ def test_no_seat_ever_sees_the_current_round_or_a_message_it_may_not_hear(seed, 
         # and the model is told, once per such round, that those came at the same time as its turn
         simultaneous = {m.round for m in turn.history if m.kind == "reply" and m.sender != turn.seat
                         and turn.seat in game.speaking[m.round]}
-        assert sum(c["content"] == f"[Referee] {SIMULTANEOUS}" for c in turn.as_chat()) == len(simultaneous)
+        assert sum(c["content"] == SIMULTANEOUS for c in turn.as_chat()) == len(simultaneous)
 
 
 def test_a_message_the_pool_makes_without_validation_is_one_pydantic_would_have_made():

@@ -149,6 +149,7 @@ def test_packed_transcripts_say_what_each_match_stored(tmp_path):
         assert len(set(strings)) == len(strings)  # every text once
         kinds = {v: k for k, v in KINDS.items()}
         failed = 0
+        taken = Counter()  # (agent, defaulted): the turns of the finished matches, the peer rank's rows stand on
         for shown in packed["matches"]:
             match, messages, events = store.transcript(shown["k"])
             assert shown["st"] == match.status and shown["r"] == match.rounds and shown["seed"] == str(match.seed)
@@ -158,6 +159,9 @@ def test_packed_transcripts_say_what_each_match_stored(tmp_path):
                     for r, sender, kind, content, audience, _, seen in shown["m"]] == \
                    [(m.round, m.sender, m.kind, m.content, m.recipients, m.shown) for m in messages]
             actions = [e.body for e in events if e.type == "action"]
+            if match.status == "finished":
+                agent = {s.label: s.agent for s in match.seats}
+                taken.update((agent[e["seat"]], bool(e["defaulted"])) for e in actions)
             assert [(r, text(seat), text(action)) for r, seat, action, _, _ in shown["a"]] == \
                    [(e["round"], e["seat"], e["action"]) for e in actions]
             invalid = [e.body for e in events if e.type == "turn_failed"]
@@ -176,8 +180,13 @@ def test_packed_transcripts_say_what_each_match_stored(tmp_path):
         # the report's numbers are arena rank's: the leaderboard and the weighted one, recomputed alone
         reviews = Reviews.from_rows(store.review_rows())
         elo_module._PATHS.clear()
-        assert report.summary["rank"]["peer_rank"] == leaderboard(reviews).model_dump()
-        assert report.summary["weighted"] == leaderboard(reviews, weighted=True).model_dump()
+        stands_on = {agent: {"turns": taken[(agent, False)] + taken[(agent, True)], "valid_turns": taken[(agent, False)],
+                             "defaulted_turns": taken[(agent, True)]} for agent, _ in taken}
+        for board, weighted in ((report.summary["rank"]["peer_rank"], False), (report.summary["weighted"], True)):
+            assert {k: v for k, v in board.items() if k != "stands_on"} == \
+                leaderboard(reviews, weighted=weighted).model_dump(exclude={"stands_on"})
+            assert {a: {k: s[k] for k in ("turns", "valid_turns", "defaulted_turns")}
+                    for a, s in board["stands_on"].items()} == stands_on
     finally:
         store.close()
 

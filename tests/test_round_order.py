@@ -36,7 +36,7 @@ from test_conformance_judging import DIALOGUE, FACT, RESPONSE, scoring_reply
 
 pytestmark = pytest.mark.parametrize("backend", BACKENDS)
 
-LINE = f"[{REFEREE}] {SIMULTANEOUS}"
+LINE = SIMULTANEOUS  # the referee's words go out as written: its voice is the user role itself
 
 
 # -- what a request must be, from the record alone ----------------------------------------------------
@@ -67,12 +67,12 @@ def lived(record: MatchRecord, seat: str, before: int) -> list[tuple[str, str]]:
             if phase(m) == 2 and asked and not introduced:
                 chat.append(("user", LINE))
                 introduced = True
-            chat.append(("user", f"[{m.sender}] {seen(m, seat)}"))
+            chat.append(("user", seen(m, seat) if m.sender == REFEREE else f"{m.sender} said:\n{seen(m, seat)}"))
     return chat
 
 
 def expected_request(record: MatchRecord, seat: str, prompt: Message, backend: str) -> list[tuple[str, str]]:
-    chat = lived(record, seat, prompt.round) + [("user", f"[{REFEREE}] {seen(prompt, seat)}")]
+    chat = lived(record, seat, prompt.round) + [("user", seen(prompt, seat))]
     if backend == "anthropic":  # its API takes alternating turns: neighbours of one role are joined
         merged: list[tuple[str, str]] = []
         for role, text in chat:
@@ -117,7 +117,7 @@ def check_every_turn(record: MatchRecord, requests: list[Recorded], backend: str
             at_line = text.index(LINE, at_own)
             expect = at_line + len(LINE)
             for other in theirs:  # right after the line, one after another, whole
-                block = f"\n\n[{other.sender}] {seen(other, seat)}"
+                block = f"\n\n{other.sender} said:\n{seen(other, seat)}"
                 assert text[expect:expect + len(block)] == block, (seat, turn.round, other.sender)
                 expect += len(block)
             counted["read"] += 1

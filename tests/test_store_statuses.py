@@ -121,11 +121,11 @@ def test_a_match_cut_at_max_rounds_is_recorded_truncated_shown_so_and_left_out_o
             messages = talk(body)
             own = [m["content"] for m in body["messages"] if m["role"] == "assistant"]
             assert "say MORE to keep the table talking" in messages[0]
-            assert [m for m in messages if m.endswith("MORE or DONE?")] == [f"[Referee] Turn {k}: MORE or DONE?"
+            assert [m for m in messages if m.endswith("MORE or DONE?")] == [f"Turn {k}: MORE or DONE?"
                                                                              for k in (1, 2, 3)]
             assert own == ["MORE", "MORE"], "its own two earlier replies"
-            assert sum(re.fullmatch(r"\[Player \d\] MORE", m) is not None for m in messages) == 2, "the other seat's"
-            assert [m[10:16] for m in messages if re.match(r"\[Referee\] Turn \d: Player", m)] == ["Turn 1", "Turn 2"], "and the referee's word on turns 1 and 2"
+            assert sum(re.fullmatch(r"Player \d said:\nMORE", m) is not None for m in messages) == 2, "the other seat's"
+            assert [m[:6] for m in messages if re.match(r"Turn \d: Player", m)] == ["Turn 1", "Turn 2"], "and the referee's word on turns 1 and 2"
         asked = mock.count
         assert asked == 3 * 2 + 2 + 2  # the talkers' match: 3 turns of 2 seats; each quitter's match: 1 turn
 

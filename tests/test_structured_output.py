@@ -254,7 +254,7 @@ async def test_a_server_refusing_every_constraint_gets_plain_text_with_the_schem
         schema = json.dumps(contribution_schema(10), ensure_ascii=False, separators=(",", ":"))
         for body in openai_mock.bodies()[len(probed):]:
             prompt = last_user_text(body)
-            assert prompt.startswith("[Referee] Round ") and prompt.endswith("follows this JSON schema: " + schema)
+            assert prompt.startswith("Round ") and prompt.endswith("follows this JSON schema: " + schema)
             assert "response_format" not in body and "grammar" not in body
         assert not any(t.defaulted for t in turns_of(records, {"alice", "bob"}))
         (note,) = mode_notes(store)

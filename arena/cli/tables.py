@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
+from arena.results.standing import payoff_notes
 from arena.results.usage import Usage, usage_by_agent
 from arena.store import RunStore
 
@@ -22,6 +23,7 @@ def print_results(console: Console, store: RunStore) -> None:
         print_payoffs(console, summarize(store.scores(metric), turns, metric=metric), names)
         for table in role_tables(store.scores(metric), metric=metric):
             print_role_table(console, table, names)
+    print_peer_rank_left_out(console, store)
     usage = usage_by_agent(store.calls())
     if usage:
         print_usage(console, usage)
@@ -35,6 +37,15 @@ def print_results(console: Console, store: RunStore) -> None:
         tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
         console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
     print_left_out(console, store)
+
+
+def print_peer_rank_left_out(console: Console, store: RunStore) -> None:
+    """Say why there is no peer rank, when the run's reviewing games gave no review to rank."""
+    from arena.results.summary import peer_rank_left_out
+
+    note = peer_rank_left_out(store)
+    if note is not None:
+        console.print(Text(f"note: {note.text}", style="yellow"))
 
 
 def print_left_out(console: Console, store: RunStore) -> None:
@@ -66,16 +77,24 @@ def print_payoffs(console: Console, rows: list[PayoffSummary], names: dict[str, 
         table.add_column("Agent")
         if by_role:
             table.add_column("Role")
-        # timeouts beside invalid replies, when there were any: the table keeps to 80 columns otherwise
+        # timeouts beside invalid replies only when there were any: the table stays narrow otherwise
         late = any(r.timeouts for r in members)
-        for name in ("Matches", "Mean", "95% CI", "Std", "Invalid") + ("Timeouts",) * late + ("Defaulted",):
+        for name in ("Matches", "Mean", "95% CI", "Std", "Invalid") + ("Timeouts",) * late + ("Defaulted", "Valid"):
             table.add_column(name, justify="right")
         for r in members:
             cells = [r.agent] + ([r.role] if by_role else [])
             cells += [str(r.matches), f"{r.mean:.2f}", f"[{r.low:.2f}, {r.high:.2f}]", f"{r.std:.2f}",
-                      str(r.invalid_replies)] + [str(r.timeouts)] * late + [str(r.defaulted_turns)]
+                      str(r.invalid_replies)] + [str(r.timeouts)] * late
+            cells += [turn_share(r.defaulted_turns, r.defaulted_share), turn_share(r.valid_turns, r.valid_share)]
             table.add_row(*cells)
         console.print(table)
+        for note in payoff_notes(members):
+            console.print(Text(f"  note: {note.text}", style="yellow"))
+
+
+def turn_share(count: int, share: float | None) -> str:
+    """A count of turns with its share of the agent's turns: '4 (67%)'; the count alone when no turns were counted."""
+    return str(count) if share is None else f"{count} ({share:.0%})"
 
 
 def print_role_table(console: Console, t: RoleTable, names: dict[str, list[str]] | None = None) -> None:
@@ -157,13 +176,20 @@ def print_leaderboard(console: Console, board) -> None:
     """A peer-rank leaderboard: one table per method, then weights, the pairwise matrix, bias and agreement."""
     who = ", ".join(board.reviewers)
     console.print(f"{board.reviews} reviews of {len(board.contestants)} contestants by {who}")
+    stands = getattr(board, "stands_on", None)  # a run's board: each contestant's own turns in the reviewing matches
+    if stands is not None:
+        console.print("Defaulted, Valid: each contestant's own turns (answers and verdicts) in the reviewing matches, "
+                      "with their shares; — where it took none.", highlight=False)
+    for note in getattr(board, "notes", []):
+        console.print(Text(f"note: {note}", style="yellow"))
     for result in board.methods:
         intervals = result.low is not None
         how = "95% bootstrap interval, questions resampled" if intervals else "no intervals: --bootstrap 0"
         table = Table(title=f"{'weighted ' if result.weighted else ''}{METHOD_NAMES[result.method]} ({how})",
                       title_justify="left")
         columns = ("Rank", "Contestant", "Score") + (("95% CI",) if intervals else ())
-        for column in columns + (("Spread over orderings",) if result.spread else ()):
+        columns += ("Spread over orderings",) if result.spread else ()
+        for column in columns + (("Defaulted", "Valid") if stands is not None else ()):
             table.add_column(column, justify="left" if column == "Contestant" else "right")
         digits = 3 if result.method == "winrate" else 0
         for name in result.ranking():
@@ -172,6 +198,10 @@ def print_leaderboard(console: Console, board) -> None:
                 row.append(f"[{result.low[name]:.{digits}f}, {result.high[name]:.{digits}f}]")
             if result.spread:
                 row.append(f"±{result.spread[name]:.0f}")
+            if stands is not None:
+                found = stands.get(name)
+                row += (["—", "—"] if found is None else [turn_share(found.defaulted_turns, found.defaulted_share),
+                                                          turn_share(found.valid_turns, found.valid_share)])
             table.add_row(*row)
         console.print(table)
         if len(set(result.rank.values())) < len(result.rank):

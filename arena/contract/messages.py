@@ -132,9 +132,12 @@ class Turn(BaseModel):
     def as_chat(self) -> list[dict[str, str]]:
         """The turn as chat messages: the seat's own words are assistant turns, the rest user turns.
 
-        Other seats' replies of a round this seat was asked in were written at the same time as its
-        own (the pool shows them after it): a referee's line says so before the first of them, so the
-        model does not read its reply as an answer to words it had not seen."""
+        The referee's voice is the user role itself: its text goes out as written, with no speaker
+        tag at the start for a model to copy into its own replies. Another seat's words are
+        introduced by its label alone (``heard``), so the model knows who spoke without learning
+        which agent that is. Other seats' replies of a round this seat was asked in were written at
+        the same time as its own (the pool shows them after it): a line says so before the first of
+        them, so the model does not read its reply as an answer to words it had not seen."""
         chat: list[dict[str, str]] = []
         seat = self.seat
         asked = introduced = None  # the last round this seat was asked in; the last one said to be simultaneous
@@ -146,12 +149,18 @@ class Turn(BaseModel):
             if message.kind == "prompt":  # its own: a prompt reaches only the seat it asks
                 asked = message.round
             elif message.kind == "reply" and message.round == asked and introduced != asked:
-                chat.append({"role": "user", "content": f"[{REFEREE}] {SIMULTANEOUS}"})
+                chat.append({"role": "user", "content": SIMULTANEOUS})
                 introduced = asked
-            chat.append({"role": "user", "content": f"[{message.sender}] {message.content}"})
-        chat.append({"role": "user", "content": f"[{REFEREE}] {self.prompt}"})
+            chat.append({"role": "user", "content": heard(message.sender, message.content)})
+        chat.append({"role": "user", "content": self.prompt})
         for retry in self.retries:
             if retry.reply is not None:
                 chat.append({"role": "assistant", "content": retry.reply})
-            chat.append({"role": "user", "content": f"[{REFEREE}] {retry.reason} {self.prompt}"})
+            chat.append({"role": "user", "content": f"{retry.reason} {self.prompt}"})
         return chat
+
+
+def heard(sender: str, content: str) -> str:
+    """A message as another seat's model reads it: the referee's text as written; a seat's words
+    after a line naming its seat label ("Player 2 said:"), never the agent behind it."""
+    return content if sender == REFEREE else f"{sender} said:\n{content}"

@@ -54,6 +54,17 @@ class Agreement(BaseModel):
     ranking: RankingAgreement
 
 
+class TurnShare(BaseModel):
+    """What a contestant's row stands on, for a board ranked from a run's reviews: its own turns in the
+    matches that reviewed (its answers and its verdicts), and the shares valid and defaulted."""
+
+    turns: int
+    valid_turns: int
+    defaulted_turns: int
+    valid_share: float | None
+    defaulted_share: float | None
+
+
 class Leaderboard(BaseModel):
     contestants: list[str]
     reviewers: list[str]
@@ -64,6 +75,9 @@ class Leaderboard(BaseModel):
     pairwise_weights: dict[str, float] | None = None  # the weighted win rate's reviewer weights, when weighted
     bias: list[ReviewerBias]
     agreement: list[Agreement]
+    # set by arena.results for a board of a run's reviews; a reviews file has no turns to count
+    stands_on: dict[str, TurnShare] | None = None  # contestant -> its turns behind the board
+    notes: list[str] = []  # what a reader must know of the whole board (mostly defaults, say)
 
 
 def _separation_note(result: MethodResult, samples: int) -> None:
@@ -188,4 +202,4 @@ def leaderboard(
     )
 
 
-__all__ = ["Leaderboard", "MethodResult", "ReviewError", "Reviews", "leaderboard"]
+__all__ = ["Leaderboard", "MethodResult", "ReviewError", "Reviews", "TurnShare", "leaderboard"]

@@ -56,14 +56,14 @@ def collect(store: RunStore, transcripts: bool = True) -> ReportData:
 
 def _summary(store: RunStore) -> dict[str, Any]:
     from arena.rank import leaderboard
-    from arena.results.summary import rank_json  # the very numbers `arena rank RUN_DIR --json` prints
+    from arena.results.summary import rank_json, stood  # the very numbers `arena rank RUN_DIR --json` prints
     from .figures import build_figures
 
     scores = list(store.scores())
     rank = rank_json(store, scores=scores)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
-    weighted = None if reviews is None else leaderboard(reviews, weighted=True).model_dump()
+    weighted = None if reviews is None else stood(store, leaderboard(reviews, weighted=True), rows).model_dump()
     return {
         "title": rank["run"]["name"] or store.run_dir.name,
         "arena_version": __version__,

@@ -41,6 +41,11 @@ def note(text: str) -> str:
     return f'<p class="note">{escape(text)}</p>'
 
 
+def warning(text: str) -> str:
+    """A note a reader must see before trusting a board: it stands mostly on defaults, or is left out."""
+    return f'<p class="note warning" data-note="standing">{escape(text)}</p>'
+
+
 def _tied(ranks: list[int]) -> bool:
     return len(set(ranks)) < len(ranks)
 
@@ -48,10 +53,17 @@ def _tied(ranks: list[int]) -> bool:
 TIES = "Equal scores share a rank (1, 2, 2, 4)."
 
 
+def turn_share(count: int, share: float | None) -> str:
+    """A count of turns with its share of the agent's turns: '4 (67%)'; the count alone when none were counted."""
+    return str(count) if share is None else f"{count} ({share:.0%})"
+
+
 def _board(board: dict, heading: str, key: str) -> str:
     """One table (a column pair per method, rows in the first method's order, ranked as it ranks:
-    equal scores share a place) and a figure per method."""
+    equal scores share a place, then, for a run's board, each contestant's own turns in the
+    reviewing matches) and a figure per method."""
     methods = board["methods"]
+    stands_on = board.get("stands_on")
     first = methods[0]
     order = sorted(first["scores"], key=lambda c: (first["rank"][c], c))
     headers, figures = ["Rank", "Contestant"], []
@@ -75,15 +87,25 @@ def _board(board: dict, heading: str, key: str) -> str:
             row += [fmt(result["scores"][name], digits), interval]
             if result.get("spread"):
                 row.append(f"±{result['spread'][name]:.0f}")
+        if stands_on is not None:
+            found = stands_on.get(name)
+            row += ["—", "—"] if found is None else [turn_share(found["defaulted_turns"], found["defaulted_share"]),
+                                                    turn_share(found["valid_turns"], found["valid_share"])]
         rows.append(row)
+    if stands_on is not None:
+        headers += ["Defaulted", "Valid"]
     ranks = [first["rank"][n] for n in order]
     what = note(f"{board['reviews']} reviews of {len(board['contestants'])} contestants by "
                 f"{', '.join(board['reviewers'])}; 95% bootstrap intervals, questions resampled; ranked by "
-                f"{METHOD_NAMES[first['method']]}." + (f" {TIES}" if _tied(ranks) else ""))
-    return (f"<h3>{escape(heading)}</h3>" + what
+                f"{METHOD_NAMES[first['method']]}." + (f" {TIES}" if _tied(ranks) else "")
+                + (" Defaulted and valid turns: each contestant's own turns (answers and verdicts) in the reviewing "
+                   "matches, with their shares." if stands_on is not None else ""))
+    warnings = "".join(warning(text) for text in board.get("notes") or ())
+    # a column pair per method and the turns behind each row: wider than the page with many methods, so it scrolls
+    return (f"<h3>{escape(heading)}</h3>" + what + warnings + '<div class="scroll">'
             + table(headers, rows, numeric_from=2, row_classes=["top" if r == 1 else "" for r in ranks],
                     attrs=f' class="board" data-board="{key}" data-method="{first["method"]}"')
-            + '<div class="pair">' + "".join(figures) + "</div>")
+            + '</div><div class="pair">' + "".join(figures) + "</div>")
 
 
 def _metric_title(rank: dict, group: str, metric: str) -> str:
@@ -104,18 +126,23 @@ def _payoffs(rank: dict, rows: list[dict], key: str = "payoffs") -> str:
             places = competition_ranks({r["agent"]: r["mean"] for r in mine})
             table_rows = [[places[r["agent"]], r["agent"], r["matches"], fmt(r["mean"], 2),
                            f"[{fmt(r['low'], 2)}, {fmt(r['high'], 2)}]", fmt(r["std"], 2), r["invalid_replies"],
-                           r["defaulted_turns"]] for r in mine]
+                           turn_share(r["defaulted_turns"], r.get("defaulted_share")),
+                           turn_share(r.get("valid_turns", 0), r.get("valid_share"))] for r in mine]
             figure = svg.intervals([(r["agent"], r["mean"], r["low"], r["high"]) for r in mine], 2, f"{title}: mean",
                                    compact=True)
             classes = ["top" if places[r["agent"]] == 1 else "" for r in mine]
             if _tied(list(places.values())):
                 title += " (equal means share a rank)"
             parts.append(f'<div class="method"><h4>{escape(title)}</h4><div class="pair">'
-                         + table(["Rank", "Agent", "Matches", "Mean", "95% interval", "Std", "Invalid", "Defaulted"],
+                         + table(["Rank", "Agent", "Matches", "Mean", "95% interval", "Std", "Invalid", "Defaulted",
+                                  "Valid"],
                                  table_rows, numeric_from=2, row_classes=classes,
                                  attrs=f' class="board" data-board="{key}" data-group="{escape(group)}" '
                                        f'data-role="{escape(role)}" data-metric="{escape(mine[0]["metric"])}"')
                          + figure + "</div></div>")
+        metric = members[0].get("metric", "payoff")
+        parts += [warning(n["text"]) for n in rank.get("leaderboard_notes") or ()
+                  if n["board"] == metric and n.get("group") == group]
     return "".join(parts)
 
 
@@ -134,6 +161,8 @@ def leaderboard(summary: dict) -> str:
                           "they are ranked with them, and there is no agreement to check."))
     if rank["peer_rank"]:
         parts.append(_board(rank["peer_rank"], "Peer rank (every reviewer counts the same)", "peer"))
+    else:
+        parts += [warning(n["text"]) for n in rank.get("leaderboard_notes") or () if n.get("left_out")]
     if summary["weighted"]:
         parts.append(_board(summary["weighted"], "Weighted peer rank (PRD: reviewers weighed by their own score)",
                             "weighted"))

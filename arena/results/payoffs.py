@@ -12,6 +12,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from arena.contract import seeding
+from arena.results.standing import stands_on
 from arena.store.rows import ScoreRow, TurnRow
 
 
@@ -27,7 +28,13 @@ class PayoffSummary(BaseModel):
     std: float
     invalid_replies: int
     timeouts: int  # attempts that got no reply within the turn's time
-    defaulted_turns: int
+    defaulted_turns: int  # turns given the game's default: invalid replies to the last attempt, or a timeout
+    # what the mean stands on: the agent's turns in the matches behind it, and the shares of them that
+    # were valid and defaulted (None: no turns known, as in a store written before turns were counted)
+    turns: int = 0
+    valid_turns: int = 0
+    valid_share: float | None = None
+    defaulted_share: float | None = None
 
 
 class RoleCell(BaseModel):
@@ -111,12 +118,14 @@ def summarize(scores: Iterable[ScoreRow], turns: Iterable[TurnRow] = (), resampl
     invalid: dict[tuple[str, str, str], int] = defaultdict(int)
     timeouts: dict[tuple[str, str, str], int] = defaultdict(int)
     defaulted: dict[tuple[str, str, str], int] = defaultdict(int)
+    taken: dict[tuple[str, str, str], int] = defaultdict(int)
     for turn in turns:
         if scored is None or turn.key in scored:
             cell = (turn.group, turn.agent, turn.role)
             invalid[cell] += turn.invalid
             timeouts[cell] += turn.timeouts
             defaulted[cell] += turn.defaulted
+            taken[cell] += turn.turns
     summaries = []
     for key, values in payoffs.items():
         group, agent, role = key
@@ -125,7 +134,8 @@ def summarize(scores: Iterable[ScoreRow], turns: Iterable[TurnRow] = (), resampl
         summaries.append(PayoffSummary(group=group, metric=metric or "payoff", agent=agent, role=role,
                                        matches=len(values), mean=mean, low=low, high=high, std=std,
                                        invalid_replies=invalid[key], timeouts=timeouts[key],
-                                       defaulted_turns=defaulted[key]))
+                                       defaulted_turns=defaulted[key],
+                                       **stands_on(taken[key], defaulted[key])))
     summaries.sort(key=lambda r: (group_order.index(r.group), r.role, -r.mean, r.agent))
     return summaries
 

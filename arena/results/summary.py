@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from arena.results.dimensions import dimension_scores
 from arena.results.discussion import discussion_summaries
-from arena.results.payoffs import role_tables, summarize
+from arena.results.payoffs import PayoffSummary, role_tables, summarize
+from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
 from arena.results.verdicts import verdict_scores
 from arena.results.usage import usage_by_agent
 from arena.store import RunStore
@@ -15,27 +16,59 @@ from arena.store.rows import ScoreRow, TurnRow
 
 
 def peer_rank(store: RunStore, weighted: bool = False, **options):
-    """The run's review tuples as a leaderboard, when its games produced any; ``options`` are
-    ``arena.rank.leaderboard``'s (methods, reviewers, reference, bootstrap, ...)."""
+    """The run's review tuples as a leaderboard, with what each row stands on, when its games produced
+    any; ``options`` are ``arena.rank.leaderboard``'s (methods, reviewers, reference, bootstrap, ...)."""
+    return ranked(store, weighted, **options)[0]
+
+
+def ranked(store: RunStore, weighted: bool = False, turns: list[TurnRow] | None = None, **options) -> tuple:
+    """(the peer rank or None, its notes): what it stands on when there is one (``standing``), why
+    it is left out when the run's reviewing games gave no review. ``turns``: the store's ``turns()``,
+    when the caller has read them."""
     from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
 
     rows = store.review_rows()
-    return leaderboard(Reviews.from_rows(rows), weighted=weighted, **options) if rows else None
+    groups = reviewing_groups(store, rows)
+    if not rows:
+        note = left_out_note(store, groups, turns)
+        return None, [note] if note else []
+    board = leaderboard(Reviews.from_rows(rows), weighted=weighted, **options)
+    return board, stand_peer_rank(store, board, groups, turns)
+
+
+def stood(store: RunStore, board, rows: list):
+    """A board ranked from the run's review ``rows`` elsewhere (the report's weighted one), with what
+    it stands on and its notes, as ``ranked`` gives them."""
+    stand_peer_rank(store, board, reviewing_groups(store, rows))
+    return board
+
+
+def peer_rank_left_out(store: RunStore) -> BoardNote | None:
+    """Why the run has no peer rank, when it has reviewing games and they gave no review; else None.
+    The reviews are read only when the run has a reviewing game."""
+    groups = reviewing_groups(store)
+    return left_out_note(store, groups) if groups and not store.review_rows() else None
 
 
 def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | None = None, **options) -> dict:
     """``scores``: the store's ``scores()``, when the caller has read them already."""
     info = store.run_info()
-    board = peer_rank(store, weighted, **options)
-    turns = list(store.turns())  # only the seats that had an invalid, late or defaulted turn
+    turns = list(store.turns())  # every seat's turns: how many, how many defaulted, invalid, late
+    board, peer_notes = ranked(store, weighted, turns, **options)
     scores = list(store.scores()) if scores is None else scores  # read once: the payoffs and the role tables
+    payoffs = summarize(scores, turns)
+    metrics = metrics_json(store, turns, scores)
+    others = [PayoffSummary(**row) for group in metrics.values() for name, found in list(group.items())[1:]
+              for row in found["summary"]]  # the first metric is the payoff
     return {
         "peer_rank": None if board is None else board.model_dump(),
         "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
-        "payoffs": [r.model_dump() for r in summarize(scores, turns)],
+        "payoffs": [r.model_dump() for r in payoffs],
         "role_tables": [t.model_dump() for t in role_tables(scores)],
-        "metrics": metrics_json(store, turns, scores),
+        "metrics": metrics,
+        # where a board stands mostly on defaults, or a peer rank is left out (arena.results.standing)
+        "leaderboard_notes": [n.model_dump() for n in payoff_notes(payoffs) + payoff_notes(others) + peer_notes],
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
         "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates

@@ -67,7 +67,8 @@ class NoticeRow(NamedTuple):
 
 
 class TurnRow(NamedTuple):
-    """One seat's troubled turns in one finished match: invalid replies, timeouts, defaulted turns."""
+    """One seat's turns in one finished match: how many it took (``turns``; valid or defaulted), and
+    its troubled ones: invalid replies, timeouts, defaulted turns."""
 
     key: str
     group: str
@@ -76,6 +77,7 @@ class TurnRow(NamedTuple):
     invalid: int
     timeouts: int
     defaulted: int
+    turns: int = 0
 
 
 class MessageRow(NamedTuple):

@@ -650,20 +650,22 @@ class RunStore:
             yield ScoreRow(key, group_, repeat, _seats(seats), {row[4]: row[5] for row in rows})
 
     def turns(self, group: str | None = None) -> Iterator[TurnRow]:
-        """The seats of finished matches that had invalid replies, timeouts or defaulted turns, with
-        how many of each. A referee's judge sits in no seat and is left out."""
+        """Every seat of a finished match that took a turn: how many turns (one action each, valid or
+        defaulted), and how many invalid replies, timeouts and defaulted turns it had. A referee's
+        judge sits in no seat and is left out."""
         where, args = _where("finished", None, group)
         failure = "json_extract(e.body, '$.failure')"
         cursor = self.db.execute(
             f"SELECT e.match_key, m.grp, m.seats, json_extract(e.body, '$.seat') AS seat, "
             f"SUM(e.type = 'turn_failed' AND {failure} = 'invalid'), SUM(e.type = 'turn_failed' AND {failure} = 'timeout'), "
-            f"SUM(e.type = 'action') FROM matches m JOIN events e ON e.match_key = m.key{where} AND "
-            f"((e.type = 'turn_failed' AND {failure} IN ('invalid', 'timeout')) "
-            "OR (e.type = 'action' AND json_extract(e.body, '$.defaulted'))) GROUP BY e.match_key, seat", args)
-        for key, group_, seats, seat, invalid, timeouts, defaulted in cursor:
+            "SUM(e.type = 'action' AND coalesce(json_extract(e.body, '$.defaulted'), 0)), SUM(e.type = 'action') "
+            f"FROM matches m JOIN events e ON e.match_key = m.key{where} AND "
+            f"((e.type = 'turn_failed' AND {failure} IN ('invalid', 'timeout')) OR e.type = 'action') "
+            "GROUP BY e.match_key, seat", args)
+        for key, group_, seats, seat, invalid, timeouts, defaulted, taken in cursor:
             found = next((s for s in _seats(seats) if s.label == seat), None)
             if found is not None:
-                yield TurnRow(key, group_, found.agent, found.role, invalid, timeouts, defaulted)
+                yield TurnRow(key, group_, found.agent, found.role, invalid, timeouts, defaulted, taken)
 
     def metric_names(self) -> dict[str, list[str]]:
         """Each entry's metrics in the order its referees report them; the first is the payoff."""
