@@ -273,7 +273,7 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
 
 
 def _run(args: argparse.Namespace) -> int:
-    from arena.store import StoreError
+    from arena.store import NotAFolder, StoreError
     from arena.store import RunStore
 
     scenario = _load(args)
@@ -284,6 +284,9 @@ def _run(args: argparse.Namespace) -> int:
         store = RunStore.create_or_resume(
             args.run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
         )
+    except NotAFolder as exc:  # here the run directory was chosen by --run-dir (or the scenario's output)
+        raise StoreError(f"{exc.path} is a file, not a folder: a run needs a folder of its own (made if missing); "
+                         "give another --run-dir") from None
     except StoreError as exc:
         raise StoreError(f"{exc}{_overrides_hint(args.run_dir, args.overrides)}") from None
     try:  # however the run ends (Ctrl-C, budget, outage, an error), the run's lock is let go

@@ -110,7 +110,8 @@ class Found(NamedTuple):
 
 def examine(path: Path) -> Found:
     """What the file at ``path`` is, from its size and header (the page count there is checked
-    against the size, which tells a store cut short from a whole one)."""
+    against the size, which tells a store cut short from a whole one). A file this user may not
+    read raises PermissionError: it is none of these, and must never be set aside as damaged."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -122,6 +123,8 @@ def examine(path: Path) -> Found:
     try:
         with path.open("rb") as handle:
             header = handle.read(100)
+    except PermissionError:
+        raise  # a file this user may not read is not damaged: the caller says whose it is to read
     except OSError as exc:
         return Found("damaged", f"it cannot be read: {exc.strerror}")
     if len(header) < 100 or not header.startswith(MAGIC):

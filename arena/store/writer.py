@@ -21,6 +21,7 @@ import os
 import re
 import socket
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
@@ -36,10 +37,10 @@ from arena import __version__
 from arena.contract.events import Event, MessagePosted, SeatInfo
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.capabilities import Review
-from arena.contract.files import examine, leftovers, replacing, set_aside, sqlite_damaged
+from arena.contract.files import Found, examine, leftovers, replacing, set_aside, sqlite_damaged
 from arena.contract.messages import REFEREE, Message
 from arena.contract.records import KEPT, EventLog, MatchRecord, MatchSpec
-from arena.store.errors import DamagedStore, NoRunYet, OtherFormat, StoreError
+from arena.store.errors import DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat, StoreError
 from arena.store.lock import RunLock
 from arena.store.rows import EventRow, MatchRow, MessageRow, NoticeRow, ScoreRow, StoredTranscript, Transcript, TurnRow
 
@@ -134,6 +135,47 @@ _KEYED = ("matches", "starts")
 
 def _sqlite_reason(exc: sqlite3.Error) -> str:
     return f"SQLite says: {exc}"
+
+
+# What SQLite answers when the operating system refuses it a file: a matter of permissions, never damage.
+_REFUSED = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
+
+
+def sqlite_refused(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorname", "") or "").startswith(_REFUSED)
+
+
+def _file_part(path: Path) -> Path:
+    """The first part of ``path`` that is a file, for a path that goes through one."""
+    for part in reversed((path, *path.parents)):
+        if part.is_file():
+            return part
+    return path
+
+
+def check_folder(run_dir: Path) -> None:
+    """A run directory that is a file (the scenario, most often), or one this user may not enter, is said
+    in a sentence before anything looks inside it; one that does not exist is left to the caller."""
+    try:
+        mode = run_dir.stat().st_mode
+        if stat.S_ISDIR(mode):
+            (run_dir / STORE_FILE).stat()  # may this user look inside?
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise NotAFolder(_file_part(run_dir)) from None
+    except PermissionError:
+        raise NotPermitted(run_dir, "enter") from None
+    if not stat.S_ISDIR(mode):
+        raise NotAFolder(run_dir)
+
+
+def _examine(path: Path) -> Found:
+    """``examine``, with a store this user may not read said as such (never as damaged)."""
+    try:
+        return examine(path)
+    except PermissionError:
+        raise NotPermitted(path, "read") from None
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -306,8 +348,13 @@ class RunStore:
         first), then resumes the store, or makes it whole in a file of its own and renames it into place,
         so that whenever this is stopped the directory holds either a complete store or none."""
         run_dir = Path(run_dir)
+        check_folder(run_dir)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise NotAFolder(_file_part(run_dir)) from None
+        except PermissionError:
+            raise NotPermitted(next(p for p in run_dir.parents if p.exists()), "write in") from None
         except OSError as exc:
             raise StoreError(f"cannot make the run directory {run_dir}: {exc.strerror}") from None
         lock = RunLock.acquire(run_dir)
@@ -323,7 +370,11 @@ class RunStore:
         path = run_dir / STORE_FILE
         for leftover in leftovers(path):  # a new store whose making was cut short: it never held a run
             leftover.unlink(missing_ok=True)
-        found = examine(path)
+        try:
+            found = _examine(path)
+        except NotPermitted:  # refused, --force-new or not: a store nobody has read may be worth keeping
+            raise NotPermitted(path, "read", "run as a user who may, or give this run another --run-dir "
+                               "(--force-new sets aside only a store it could read)") from None
         problem, label, aside = None, "old", None
         if found.state == "damaged":
             problem, label = DamagedStore(path, found.reason), "damaged"
@@ -347,6 +398,8 @@ class RunStore:
             except DamagedStore as exc:
                 problem, label = exc, "damaged"
             except sqlite3.DatabaseError as exc:
+                if sqlite_refused(exc):  # its journal, say, belongs to another user: not damage, and not set aside
+                    raise NotPermitted(path, "read") from None
                 if not sqlite_damaged(exc):
                     raise
                 problem, label = DamagedStore(path, _sqlite_reason(exc)), "damaged"
@@ -359,7 +412,12 @@ class RunStore:
         if not path.exists() or examine(path).state == "empty":
             with replacing(path) as partial:  # made whole aside, then renamed: never half a store in place
                 _build(partial, name, scenario_text, fingerprint)
-        db = _connect(path)
+        try:
+            db = _connect(path)
+        except sqlite3.DatabaseError as exc:
+            if sqlite_refused(exc):
+                raise NotPermitted(path, "write to") from None
+            raise
         try:
             # tables and format version as this version writes them, and the run row, in one transaction
             db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
@@ -393,15 +451,21 @@ class RunStore:
         """An existing run's store. ``readonly``: for commands that only read (show, export, rank, report,
         watch): nothing is written, not even SQLite's side files, and a read-only folder is fine."""
         run_dir = Path(run_dir)
+        check_folder(run_dir)
         path = run_dir / STORE_FILE
-        found = examine(path)
+        found = _examine(path)
         if found.state == "absent":
             raise StoreError(f"{run_dir} is not a run directory (no {STORE_FILE} in it)")
         if found.state == "damaged":
             raise DamagedStore(path, found.reason)
         if found.state == "empty":
             raise NoRunYet(path)
-        db = _connect_readonly(path) if readonly else _connect(path)
+        try:
+            db = _connect_readonly(path) if readonly else _connect(path)
+        except sqlite3.DatabaseError as exc:
+            if sqlite_refused(exc):
+                raise NotPermitted(path, "read" if readonly else "write to") from None
+            raise
         if not db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
             db.close()
             raise NoRunYet(path)
@@ -910,10 +974,20 @@ def _alive(pid: int | None, host: str | None) -> bool:
 
 
 def run_dirs(output: str | Path) -> Iterator[Path]:
+    """``output`` itself if it is a run directory, and every run directory in it. A folder this user may
+    not enter is yielded too: whether it holds a run is unknown, and the listing says it cannot tell."""
     root = Path(output)
-    if (root / STORE_FILE).exists():
+    check_folder(root)
+
+    def holds_a_run(folder: Path) -> bool:
+        try:
+            return (folder / STORE_FILE).exists()
+        except PermissionError:
+            return True
+
+    if holds_a_run(root):
         yield root
     if root.is_dir():
         for child in sorted(root.iterdir()):
-            if (child / STORE_FILE).exists():
+            if child.is_dir() and holds_a_run(child):
                 yield child
