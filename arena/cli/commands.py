@@ -7,7 +7,6 @@ import contextlib
 import csv
 import difflib
 import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from arena import __version__
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
 from arena.contract.errors import ConfigError
-from arena.contract.files import OutputError, replacing, sqlite_damaged
+from arena.contract.files import OutputError, replacing
 from arena.cli.documents import RUN_JSON, RUNS_JSON, SHOW_JSON, VALIDATE_JSON
 from arena.cli.output import closing_quietly, console as output_console, print_json, table_console
 from arena.cli.report import add_commands as add_report_commands
@@ -50,14 +49,25 @@ def _main(argv: list[str] | None) -> int:
         return 2
     try:
         return args.handler(args)
-    except _user_errors() as exc:  # evaluated only when something was raised: their modules load then
-        _error(str(exc))
-        return 2
-    except sqlite3.DatabaseError as exc:  # found part way through reading a store that looked whole
-        _error(_store_problem(exc, getattr(args, "run_dir", None)))
-        return 2
     except KeyboardInterrupt:
         return 130
+    except BaseExceptionGroup as group:  # Ctrl-C met inside a task group, beside whatever it stopped
+        if group.subgroup(KeyboardInterrupt) is not None:
+            return 130
+        return _said_or_raise(group, args)
+    except Exception as exc:
+        return _said_or_raise(exc, args)
+
+
+def _said_or_raise(exc: BaseException, args: argparse.Namespace) -> int:
+    """A mistake a person can fix is said in a sentence (exit 2); anything else is a bug, shown whole."""
+    from arena.cli.mistakes import said
+
+    sentence = said(exc, getattr(args, "run_dir", None), _user_errors(), run=args.handler is _run)
+    if sentence is None:
+        raise exc
+    _error(sentence)
+    return 2
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -76,15 +86,6 @@ def _error(text: str) -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(Text("error: ", style="bold red") + Text(text))
 
 
-def _store_problem(exc: sqlite3.DatabaseError, run_dir: Path | None) -> str:
-    from arena.store import DamagedStore, STORE_FILE
-
-    path = Path(run_dir) / STORE_FILE if run_dir is not None else Path(STORE_FILE)
-    if sqlite_damaged(exc):
-        return str(DamagedStore(path, f"SQLite says: {exc}"))
-    return f"{path} could not be read (SQLite says: {exc})"
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="arena", description="Evaluate language models by making them interact.",
@@ -101,8 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", type=Path)
     run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
     run.add_argument("--force-new", action="store_true", help="set the run directory's run aside (renamed, not deleted) and start afresh; cached replies are reused")
-    run.add_argument("--concurrency", type=_positive, metavar="N", help="matches at once (overrides the scenario)")
-    run.add_argument("--processes", type=_positive, metavar="N",
+    run.add_argument("--concurrency", type=_at_most("concurrency.matches"), metavar="N",
+                     help="matches at once (overrides the scenario)")
+    run.add_argument("--processes", type=_at_most("concurrency.processes"), metavar="N",
                      help="worker processes that play the matches (overrides the scenario's concurrency.processes; "
                           "for matches whose own work, or a fast server's many answers, takes the time)")
     run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
@@ -245,6 +247,21 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected at least 1, not {value}")
     return value
+
+
+def _at_most(field: str):
+    """A whole number from 1 to the cap the scenario's own field has: an option overrides a field, it does
+    not get past its cap."""
+    def parse(text: str) -> int:
+        from arena.run.scenario import Concurrency
+
+        value = _positive(text)
+        cap = next(m.le for m in Concurrency.model_fields[field.split(".")[1]].metadata if hasattr(m, "le"))
+        if value > cap:
+            raise argparse.ArgumentTypeError(f"expected at most {cap:,} (the cap of {field}), not {value:,}")
+        return value
+
+    return parse
 
 
 def _load(args: argparse.Namespace):

@@ -14,6 +14,7 @@ writes to a file only to look at it. A damaged file is set aside (renamed, never
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import sqlite3
@@ -31,6 +32,9 @@ SIDE_FILES = ("-wal", "-shm", "-journal")  # SQLite's companions of a database f
 
 class OutputError(ArenaError):
     """A file could not be written; whatever was there before is unchanged."""
+
+
+DISK_FULL = "disk full: free space, then run again: nothing is lost"  # how every command says it
 
 
 PARTIAL = ".partial"
@@ -65,6 +69,8 @@ def replacing(target: str | Path) -> Iterator[Path]:
     except OSError as exc:
         partial.unlink(missing_ok=True)
         kept = " (the file already there is unchanged)" if target.exists() else ""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OutputError(f"{DISK_FULL} (cannot write {target}: {exc.strerror}{kept and ';' + kept[2:-1]})") from None
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}{kept}") from None
     except BaseException:
         partial.unlink(missing_ok=True)

@@ -340,6 +340,7 @@ class RunStore:
         self._keys: set[str] | None = None  # every match the store has a row for, once prepare has read them
         self._in_tx = False
         self._last_commit = time.monotonic()
+        self._failed: sqlite3.Error | None = None  # a write that failed (a full disk): no write is taken after it
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -502,15 +503,18 @@ class RunStore:
 
     @_whole
     def set_status(self, status: str) -> None:
+        self._writable()
         self.db.execute("UPDATE run SET status = ?, updated = ? WHERE id = 1", (status, time.time()))
 
     @_whole
     def set_planned(self, planned: int) -> None:
+        self._writable()
         self.db.execute("UPDATE run SET planned = ?, updated = ? WHERE id = 1", (planned, time.time()))
 
     @_whole
     def record_session(self, overrides: list[str], limit: int | None) -> None:
         """One `arena run` on this run: the `--set KEY=VALUE` it was given and its `--limit`, for `arena show`."""
+        self._writable()
         self.db.execute("INSERT INTO sessions (started, overrides, match_limit) VALUES (?, ?, ?)",
                         (time.time(), json.dumps(overrides), limit))
 
@@ -577,6 +581,13 @@ class RunStore:
 
     def _write_rows(self) -> None:
         """Every row waiting, one statement per table, in the order the tables' rows depend on."""
+        try:
+            self._write_each()
+        except sqlite3.Error as exc:
+            self._give_up(exc)
+            raise
+
+    def _write_each(self) -> None:
         for table, rows in self._rows.items():
             if rows:
                 if table == "matches":
@@ -660,6 +671,7 @@ class RunStore:
 
     @_whole
     def record_stability(self, group: str, repeats: int, tau: float | None, max_width: float, stable: bool, done: bool) -> None:
+        self._writable()
         self.db.execute(
             "INSERT OR REPLACE INTO stability VALUES (?, ?, ?, ?, ?, ?)", (group, repeats, tau, max_width, int(stable), int(done))
         )
@@ -899,16 +911,37 @@ class RunStore:
 
     # -- transactions --------------------------------------------------------------
     def _begin(self) -> None:
+        self._writable()
         if not self._in_tx:
             self.db.execute("BEGIN")
             self._in_tx = True
 
+    def _writable(self) -> None:
+        if self._failed is not None:
+            raise StoreError(f"the run store takes no more writes after this one failed: {self._failed}") from self._failed
+
     def _commit(self) -> None:
         if self._in_tx:
-            self._write_rows()
-            self.db.execute("COMMIT")
+            try:
+                self._write_rows()
+                self.db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._give_up(exc)
+                raise
             self._in_tx = False
         self._last_commit = time.monotonic()
+
+    def _give_up(self, exc: sqlite3.Error) -> None:
+        """A write failed part way (a full disk): what the transaction holds is unknown (a batch of rows
+        goes in row by row), so it is rolled back whole, its rows dropped, and no other write is taken.
+        What was committed stays; the matches in flight are played again by the next run."""
+        self._failed = exc
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite rolled it back itself
+        self._in_tx = False
+        self._rows = {table: ({} if table in _KEYED else []) for table in _WRITES}
 
     @_whole
     def flush(self) -> None:
