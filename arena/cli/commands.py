@@ -342,7 +342,8 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
         return 130
     for warning in result.warnings:  # said on stderr however quiet the output (a damaged cache)
         output_console(stderr=True).print(Text("warning: ", style="bold yellow") + Text(warning))
-    return _report_run(args, console, run_dir, store, result)
+    lost = store.journal_lost()  # asked before the read-back, which saves what it can
+    return _report_run(args, console, run_dir, store, result, store.saved(), lost)
 
 
 def _overrides_hint(run_dir: Path, given: list[str]) -> str:
@@ -362,8 +363,14 @@ def _overrides_hint(run_dir: Path, given: list[str]) -> str:
     return f" It was last run with {flags}."
 
 
-def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store: RunStore, result) -> int:
-    """The results and how the run ended, for a person; then, with --json, the summary on stdout."""
+def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store: RunStore, result,
+                saved: dict[str, str] | None, lost: bool) -> int:
+    """The results and how the run ended, for a person; then, with --json, the summary on stdout. What
+    is said to be finished is what a new reader finds in the store (``saved``), not what the run meant
+    to write (None: it cannot be read); ``lost``: another program removed the store's journal while the run
+    wrote to it."""
+    unread = saved is None
+    saved = saved or {}
     from arena.cli.tables import print_results
     if not args.json:
         print_results(console, store)
@@ -371,7 +378,8 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
     for key in failed:  # read back one by one: the run kept no record
         error = store.match(key).error or ""
         console.print(f"[red]match {key} failed:[/] {error.splitlines()[0] if error else ''}")
-    finished, truncated = result.count("finished"), result.count("truncated")
+    finished = sum(saved.get(key) == "finished" for key in result.keys("finished"))
+    truncated = sum(saved.get(key) == "truncated" for key in result.keys("truncated"))
     cut = f", {truncated} truncated at max_rounds" if truncated else ""
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
     # of every match this session was to play: those the budget or an outage kept from starting count too
@@ -381,6 +389,11 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
         console.print(f"--limit {args.limit}: {result.beyond_limit} more matches are planned; run the same command "
                       "without --limit to play them.")
     status = _run_status(console, result, failed)
+    missing = [key for key, done in result.statuses.items() if done in ("finished", "truncated", "failed")
+               and saved.get(key) != done]
+    if lost or missing:
+        _error(_journal_problem(run_dir, len(missing), lost, unread))
+        status = 2
     if args.json:
         stopped = ("outage" if result.outages else "budget" if result.not_started else
                    "limit" if result.beyond_limit else None)
@@ -393,6 +406,22 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
 
         print_json(run_document(run_dir, store, session))
     return status
+
+
+def _journal_problem(run_dir: Path, missing: int, lost: bool, unread: bool) -> str:
+    from arena.store import STORE_FILE
+
+    store = run_dir / STORE_FILE
+    what = (f"{store}-wal, the store's journal, was removed by another program while this run wrote to it"
+            if lost else f"{store} does not hold what this run wrote to it")
+    if missing:
+        found = "the store cannot be read back now" if unread else f"{missing} of the matches this run counted are not in it"
+        return (f"{what}, and {found}; close every program "
+                f"that has {store} open (`arena watch`, an sqlite3 shell), then run the same command again: it "
+                "plays what is missing")
+    return (f"{what}; every match was saved into {store} all the same, but programs that had it open may fail to "
+            "read it (\"disk I/O error\") until they are closed: close them, then run the same command again to check "
+            "(it replays nothing that is kept)")
 
 
 def _run_status(console: Console, result, failed) -> int:

@@ -341,6 +341,7 @@ class RunStore:
         self._in_tx = False
         self._last_commit = time.monotonic()
         self._failed: sqlite3.Error | None = None  # a write that failed (a full disk): no write is taken after it
+        self._journal: tuple[int, int] | None = None  # the writer's -wal file (device, inode), as it opened it
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -445,6 +446,7 @@ class RunStore:
             raise
         store = cls(run_dir, db, lock=lock)
         store.took_over, store.set_aside = lock.previous, aside
+        store._journal = _identity(path.with_name(path.name + "-wal"))
         return store
 
     @classmethod
@@ -483,6 +485,37 @@ class RunStore:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    # -- what another process can read -----------------------------------------------
+    def journal_lost(self) -> bool:
+        """Whether the -wal file this writer commits into is no longer the one at its name: another
+        program removed it (or put another in its place). What was committed since the last
+        checkpoint is then in a file only this process can still reach, and lost when it closes."""
+        return self._journal is not None and _identity(self._wal()) != self._journal
+
+    def _wal(self) -> Path:
+        return self.run_dir / (STORE_FILE + "-wal")
+
+    def saved(self) -> dict[str, str] | None:
+        """Each match's status as a new reader finds it in the files: what the run may say it saved. A
+        writer whose journal was removed first copies everything it committed into the store file (a
+        checkpoint reads the log through this process's own handle on it), which saves it all unless
+        another process holds a read open at that moment. None: a new reader cannot read the store."""
+        if self.journal_lost():
+            try:
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error:
+                pass  # what was saved is read back below, whatever this managed
+        try:
+            reader = _connect_readonly(self.run_dir / STORE_FILE)
+        except (StoreError, sqlite3.Error):
+            return None
+        try:
+            return dict(reader.execute("SELECT key, status FROM matches").fetchall())
+        except sqlite3.Error:
+            return None
+        finally:
+            reader.close()
 
     # -- the run -------------------------------------------------------------------
     def run_info(self) -> dict[str, Any]:
@@ -989,6 +1022,14 @@ def _message_row(row) -> MessageRow:
     seq, idx, rnd, sender, recipients, kind, content, data, shown = row
     return MessageRow(seq, idx, rnd, sender, _recipients(recipients), kind, content,
                       None if data is None else json.loads(data), shown)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _alive(pid: int | None, host: str | None) -> bool:
