@@ -93,7 +93,7 @@ def replacing(target: str | Path) -> Iterator[Path]:
         partial.unlink(missing_ok=True)
         kept = " (the file already there is unchanged)" if target.exists() else ""
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise OutputError(f"{DISK_FULL} (cannot write {target}: {exc.strerror}{kept and ';' + kept[2:-1]})") from None
+            raise OutputError(f"{DISK_FULL} (cannot write {target}: {exc.strerror}{kept and '; ' + kept[2:-1]})") from None
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}{kept}") from None
     except BaseException:
         partial.unlink(missing_ok=True)
