@@ -502,10 +502,13 @@ class RunStore:
         checkpoint reads the log through this process's own handle on it), which saves it all unless
         another process holds a read open at that moment. None: a new reader cannot read the store."""
         if self.journal_lost():
-            try:
+            try:  # no waiting for a reader (it may never end its read): as much as can be copied now
+                self.db.execute("PRAGMA busy_timeout=0")
                 self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except sqlite3.Error:
                 pass  # what was saved is read back below, whatever this managed
+            finally:
+                self.db.execute("PRAGMA busy_timeout=30000")
         try:
             reader = _connect_readonly(self.run_dir / STORE_FILE)
         except (StoreError, sqlite3.Error):
