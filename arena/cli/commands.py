@@ -384,7 +384,10 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
     # of every match this session was to play: those the budget or an outage kept from starting count too
     total = len(result.statuses) + len(result.not_started) + len(result.unplayed)
-    console.print(f"{finished} of {total} matches finished{cut}{replayed}. Run directory: {run_dir}")
+    if unread:  # a count the store cannot confirm is not given
+        console.print(f"{total} matches played; the store cannot be read back to count them. Run directory: {run_dir}")
+    else:
+        console.print(f"{finished} of {total} matches finished{cut}{replayed}. Run directory: {run_dir}")
     if result.beyond_limit:
         console.print(f"--limit {args.limit}: {result.beyond_limit} more matches are planned; run the same command "
                       "without --limit to play them.")
