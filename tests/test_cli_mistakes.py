@@ -277,3 +277,20 @@ def test_concurrency_on_the_command_line_is_capped_too(tmp_path):
                                tmp_path / "run"], capture_output=True, text=True, cwd=ROOT)
         assert done.returncode == 2 and f"expected at most {cap}, not 100,000,000" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_store_this_user_may_read_but_not_write_is_read_and_not_resumed(finished_run, tmp_path, bound):
+    source, scenario = finished_run
+    run_dir = copy_run(source, tmp_path / "runs" / "read-only-store")
+    store = run_dir / "run.sqlite"
+    before = store.read_bytes()
+    store.chmod(0o444)
+    try:
+        (code, _, err), (shown, out, _) = as_unprivileged(
+            [["run", scenario, "--quiet", "--run-dir", run_dir], ["show", run_dir, "--json"]], cwd=tmp_path)
+    finally:
+        store.chmod(0o644)
+    said = said_once(code, err)
+    assert f"{store}: not permitted: this user may not write to it (it is not damaged, and nothing was changed)" in said
+    assert shown == 0 and [m["status"] for m in json.loads(out)["matches"]] == ["finished", "finished"]
+    assert store.read_bytes() == before

@@ -35,12 +35,6 @@ def disk_full(exc: BaseException) -> bool:
     return False
 
 
-def refused(exc: BaseException) -> bool:
-    """SQLite's word for a file the operating system would not let it open or write."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    return isinstance(exc, sqlite3.Error) and name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM"))
-
-
 def said(exc: BaseException, run_dir: Path | None, user_errors: tuple[type[BaseException], ...],
          run: bool = False) -> str | None:
     """The sentence for ``exc``, or None when it is not a mistake a person can fix (a bug: let it show).
@@ -77,11 +71,12 @@ def _disk_full(exc: BaseException, run_dir: Path | None) -> str:
 
 def store_problem(exc: sqlite3.DatabaseError, run_dir: Path | None) -> str:
     from arena.store import STORE_FILE, DamagedStore, NotPermitted
+    from arena.store.writer import sqlite_refused
 
     path = Path(run_dir) / STORE_FILE if run_dir is not None else Path(STORE_FILE)
     if disk_full(exc):
         return _disk_full(exc, run_dir)
-    if refused(exc):
+    if sqlite_refused(exc):
         return str(NotPermitted(path, "read or write"))
     if sqlite_damaged(exc):
         return str(DamagedStore(path, f"SQLite says: {exc}"))
