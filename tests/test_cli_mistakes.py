@@ -202,18 +202,24 @@ def test_a_full_disk_says_so_loses_nothing_and_the_same_command_goes_on(tmp_path
 
 
 # -- Ctrl-C ----------------------------------------------------------------------------------------------
-# Each point is a module the command imports, reported by Python itself (-X importtime) once it is loaded:
+# Each point is a module the command imports, reported by Python itself (importtime) once it is loaded:
 # the first is the first module imported after the `arena` package, as early as the command's code runs.
 POINTS = ["the command's first import", "pydantic", "rich", "trio", "arena.run.scenario", "arena.store.writer",
           "arena.run.runner"]
 
 
+SCRIPT = Path(sys.executable).with_name("arena")  # the console script an install makes
+
+
+@pytest.mark.parametrize("launcher", ["python -m arena.cli", "arena"])
 @pytest.mark.parametrize("point", POINTS)
-def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(tmp_path, point):
-    command = [sys.executable, "-X", "importtime", "-m", "arena.cli", "run", QUICKSTART, "--plain", "--run-dir",
-               tmp_path / "run"]
+def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(tmp_path, point, launcher):
+    if launcher == "arena" and not SCRIPT.exists():
+        pytest.skip(f"no console script at {SCRIPT}")
+    start = [SCRIPT] if launcher == "arena" else [sys.executable, "-m", "arena.cli"]
+    command = [*start, "run", QUICKSTART, "--plain", "--run-dir", tmp_path / "run"]
     child = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                             preexec_fn=interruptible)
+                             preexec_fn=interruptible, env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"})
     try:
         seen, package = [], False
         for line in child.stderr:  # one line per module, as each finishes loading
