@@ -77,3 +77,65 @@ def test_a_write_that_fails_part_way_keeps_the_old_file_and_leaves_nothing_behin
         assert "Traceback" not in said
         assert target.read_text() == OLD, command
     assert sorted(p.name for p in out.iterdir()) == sorted(t.name for t in planned), "no temporary file left behind"
+
+
+KILLED_AT_RENAME = """
+import os, sys, threading
+from pathlib import Path
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    if Path(src).name.endswith(".partial.jsonl"):  # the export is whole beside its target: stop for the kill
+        said = Path(sys.argv[1] + ".tmp")
+        said.write_text(Path(src).name)
+        real(said, sys.argv[1])
+        threading.Event().wait()
+    return real(src, dst, *args, **kwargs)
+os.replace = replace
+from arena.cli.commands import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def test_partial_exports_left_by_a_kill_are_removed_by_the_next_export_and_one_being_written_is_not(
+        reviewed_run, tmp_path, capsys):
+    import fcntl
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    run_dir, _ = reviewed_run
+    target = tmp_path / "matches.jsonl"
+    left = []
+    for n in range(2):  # two exports killed with their file whole and not yet renamed
+        ready = tmp_path / f"ready{n}"
+        child = subprocess.Popen([sys.executable, "-c", KILLED_AT_RENAME, str(ready), "export", str(run_dir), "-o",
+                                  str(target)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            while not ready.exists() and child.poll() is None:  # the child says when it has reached the rename
+                time.sleep(0.01)
+            assert child.poll() is None, child.stderr.read().decode()
+            child.send_signal(signal.SIGKILL)
+        finally:
+            child.wait(timeout=60)
+        left.append(tmp_path / ready.read_text())
+        assert left[-1].stat().st_size > LIMIT
+    assert not target.exists()
+    # a write of the same target in progress in another process: it holds its file's lock, as `replacing` does
+    live = tmp_path / ".matches.0123abcd.partial.jsonl"
+    held = os.open(live, os.O_WRONLY | os.O_CREAT)
+    other = tmp_path / ".matches.report.0123abcd.partial.jsonl"  # not this target's: left alone
+    other.write_text("x")
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        code, _, err = cli(capsys, "export", run_dir, "-o", target)
+        assert code == 0, err
+    finally:
+        os.close(held)
+    assert sorted(p.name for p in tmp_path.glob(".matches.*")) == sorted([live.name, other.name])
+    code, out, _ = cli(capsys, "export", run_dir)
+    assert target.read_text() == out and out
+    # the one being written is fair game once its writer is gone
+    code, _, _ = cli(capsys, "export", run_dir, "-o", target)
+    assert code == 0 and not live.exists() and other.exists()

@@ -2,6 +2,24 @@
 
 
 def main(argv: list[str] | None = None) -> int:
-    from arena.cli.commands import main as run  # imported on call: `arena --help` stays cheap
+    """``argv`` None: the program's own command line (the `arena` script, `python -m arena.cli`), which
+    exits 130 on Ctrl-C at any moment, with no traceback, from here to its very end."""
+    try:
+        try:
+            from arena.cli.commands import main as run  # imported on call: `arena --help` stays cheap
 
-    return run(argv)
+            return run(argv)
+        finally:
+            if argv is None:
+                _quiet_to_the_end()
+    except KeyboardInterrupt:  # while the command's modules load, or between its own handlers and here
+        return 130
+
+
+def _quiet_to_the_end() -> None:
+    """The command is over; a Ctrl-C while Python shuts down ends the process as the command's own would."""
+    import os
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started in the background, it stays deaf to it
+        signal.signal(signal.SIGINT, lambda *_: os._exit(130))

@@ -7,7 +7,6 @@ import contextlib
 import csv
 import difflib
 import json
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -17,7 +16,7 @@ from arena import __version__
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
 from arena.contract.errors import ConfigError
-from arena.contract.files import OutputError, replacing, sqlite_damaged
+from arena.contract.files import OutputError, replacing
 from arena.cli.documents import RUN_JSON, RUNS_JSON, SHOW_JSON, VALIDATE_JSON
 from arena.cli.output import closing_quietly, console as output_console, print_json, table_console
 from arena.cli.report import add_commands as add_report_commands
@@ -50,14 +49,25 @@ def _main(argv: list[str] | None) -> int:
         return 2
     try:
         return args.handler(args)
-    except _user_errors() as exc:  # evaluated only when something was raised: their modules load then
-        _error(str(exc))
-        return 2
-    except sqlite3.DatabaseError as exc:  # found part way through reading a store that looked whole
-        _error(_store_problem(exc, getattr(args, "run_dir", None)))
-        return 2
     except KeyboardInterrupt:
         return 130
+    except BaseExceptionGroup as group:  # Ctrl-C met inside a task group, beside whatever it stopped
+        if group.subgroup(KeyboardInterrupt) is not None:
+            return 130
+        return _said_or_raise(group, args)
+    except Exception as exc:
+        return _said_or_raise(exc, args)
+
+
+def _said_or_raise(exc: BaseException, args: argparse.Namespace) -> int:
+    """A mistake a person can fix is said in a sentence (exit 2); anything else is a bug, shown whole."""
+    from arena.cli.mistakes import said
+
+    sentence = said(exc, getattr(args, "run_dir", None), _user_errors(), run=args.handler is _run)
+    if sentence is None:
+        raise exc
+    _error(sentence)
+    return 2
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -76,15 +86,6 @@ def _error(text: str) -> None:
     Console(stderr=True, highlight=False, soft_wrap=True).print(Text("error: ", style="bold red") + Text(text))
 
 
-def _store_problem(exc: sqlite3.DatabaseError, run_dir: Path | None) -> str:
-    from arena.store import DamagedStore, STORE_FILE
-
-    path = Path(run_dir) / STORE_FILE if run_dir is not None else Path(STORE_FILE)
-    if sqlite_damaged(exc):
-        return str(DamagedStore(path, f"SQLite says: {exc}"))
-    return f"{path} could not be read (SQLite says: {exc})"
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="arena", description="Evaluate language models by making them interact.",
@@ -101,8 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", type=Path)
     run.add_argument("--run-dir", type=Path, help="where the run is stored (default: OUTPUT/NAME from the scenario)")
     run.add_argument("--force-new", action="store_true", help="set the run directory's run aside (renamed, not deleted) and start afresh; cached replies are reused")
-    run.add_argument("--concurrency", type=_positive, metavar="N", help="matches at once (overrides the scenario)")
-    run.add_argument("--processes", type=_positive, metavar="N",
+    run.add_argument("--concurrency", type=_at_most("concurrency.matches"), metavar="N",
+                     help="matches at once (overrides the scenario)")
+    run.add_argument("--processes", type=_at_most("concurrency.processes"), metavar="N",
                      help="worker processes that play the matches (overrides the scenario's concurrency.processes; "
                           "for matches whose own work, or a fast server's many answers, takes the time)")
     run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
@@ -247,6 +249,21 @@ def _positive(text: str) -> int:
     return value
 
 
+def _at_most(field: str):
+    """A whole number from 1 to the cap the scenario's own field has: an option overrides a field, it does
+    not get past its cap."""
+    def parse(text: str) -> int:
+        from arena.run.scenario import Concurrency
+
+        value = _positive(text)
+        cap = next(m.le for m in Concurrency.model_fields[field.split(".")[1]].metadata if hasattr(m, "le"))
+        if value > cap:
+            raise argparse.ArgumentTypeError(f"expected at most {cap:,} (the cap of {field}), not {value:,}")
+        return value
+
+    return parse
+
+
 def _load(args: argparse.Namespace):
     """The scenario file with the command's --set overrides written in."""
     from arena.run.scenario import load_scenario
@@ -273,7 +290,7 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
 
 
 def _run(args: argparse.Namespace) -> int:
-    from arena.store import StoreError
+    from arena.store import NotAFolder, StoreError
     from arena.store import RunStore
 
     scenario = _load(args)
@@ -284,6 +301,9 @@ def _run(args: argparse.Namespace) -> int:
         store = RunStore.create_or_resume(
             args.run_dir, scenario.name, args.scenario.read_text(encoding="utf-8"), scenario.fingerprint(), args.force_new
         )
+    except NotAFolder as exc:  # here the run directory was chosen by --run-dir (or the scenario's output)
+        raise StoreError(f"{exc.path} is a file, not a folder: a run needs a folder of its own (made if missing); "
+                         "give another --run-dir") from None
     except StoreError as exc:
         raise StoreError(f"{exc}{_overrides_hint(args.run_dir, args.overrides)}") from None
     try:  # however the run ends (Ctrl-C, budget, outage, an error), the run's lock is let go
@@ -322,7 +342,8 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
         return 130
     for warning in result.warnings:  # said on stderr however quiet the output (a damaged cache)
         output_console(stderr=True).print(Text("warning: ", style="bold yellow") + Text(warning))
-    return _report_run(args, console, run_dir, store, result)
+    lost = store.journal_lost()  # asked before the read-back, which saves what it can
+    return _report_run(args, console, run_dir, store, result, store.saved(), lost)
 
 
 def _overrides_hint(run_dir: Path, given: list[str]) -> str:
@@ -342,8 +363,14 @@ def _overrides_hint(run_dir: Path, given: list[str]) -> str:
     return f" It was last run with {flags}."
 
 
-def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store: RunStore, result) -> int:
-    """The results and how the run ended, for a person; then, with --json, the summary on stdout."""
+def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store: RunStore, result,
+                saved: dict[str, str] | None, lost: bool) -> int:
+    """The results and how the run ended, for a person; then, with --json, the summary on stdout. What
+    is said to be finished is what a new reader finds in the store (``saved``), not what the run meant
+    to write (None: it cannot be read); ``lost``: another program removed the store's journal while the run
+    wrote to it."""
+    unread = saved is None
+    saved = saved or {}
     from arena.cli.tables import print_results
     if not args.json:
         print_results(console, store)
@@ -351,16 +378,25 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
     for key in failed:  # read back one by one: the run kept no record
         error = store.match(key).error or ""
         console.print(f"[red]match {key} failed:[/] {error.splitlines()[0] if error else ''}")
-    finished, truncated = result.count("finished"), result.count("truncated")
+    finished = sum(saved.get(key) == "finished" for key in result.keys("finished"))
+    truncated = sum(saved.get(key) == "truncated" for key in result.keys("truncated"))
     cut = f", {truncated} truncated at max_rounds" if truncated else ""
     replayed = f", {result.resumed} from the earlier run" if result.resumed else ""
     # of every match this session was to play: those the budget or an outage kept from starting count too
     total = len(result.statuses) + len(result.not_started) + len(result.unplayed)
-    console.print(f"{finished} of {total} matches finished{cut}{replayed}. Run directory: {run_dir}")
+    if unread:  # a count the store cannot confirm is not given
+        console.print(f"{total} matches played; the store cannot be read back to count them. Run directory: {run_dir}")
+    else:
+        console.print(f"{finished} of {total} matches finished{cut}{replayed}. Run directory: {run_dir}")
     if result.beyond_limit:
         console.print(f"--limit {args.limit}: {result.beyond_limit} more matches are planned; run the same command "
                       "without --limit to play them.")
     status = _run_status(console, result, failed)
+    missing = [key for key, done in result.statuses.items() if done in ("finished", "truncated", "failed")
+               and saved.get(key) != done]
+    if lost or missing:
+        _error(_journal_problem(run_dir, len(missing), lost, unread))
+        status = 2
     if args.json:
         stopped = ("outage" if result.outages else "budget" if result.not_started else
                    "limit" if result.beyond_limit else None)
@@ -373,6 +409,22 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
 
         print_json(run_document(run_dir, store, session))
     return status
+
+
+def _journal_problem(run_dir: Path, missing: int, lost: bool, unread: bool) -> str:
+    from arena.store import STORE_FILE
+
+    store = run_dir / STORE_FILE
+    what = (f"{store}-wal, the store's journal, was removed by another program while this run wrote to it"
+            if lost else f"{store} does not hold what this run wrote to it")
+    if missing:
+        found = "the store cannot be read back now" if unread else f"{missing} of the matches this run counted are not in it"
+        return (f"{what}, and {found}; close every program "
+                f"that has {store} open (`arena watch`, an sqlite3 shell), then run the same command again: it "
+                "plays what is missing")
+    return (f"{what}; every match was saved into {store} all the same, but programs that had it open may fail to "
+            "read it (\"disk I/O error\") until they are closed: close them, then run the same command again to check "
+            "(it replays nothing that is kept)")
 
 
 def _run_status(console: Console, result, failed) -> int:

@@ -496,8 +496,8 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
         else:
             console.print("No finished matches yet.")
         return 0
-    except KeyboardInterrupt:
-        return 0
+    except KeyboardInterrupt:  # stopped watching: the run goes on in its own process
+        return 130
     finally:
         store.close()
 

@@ -4,7 +4,8 @@ Exports, reports, figures, annotation sheets and new run stores are written to a
 beside their target and renamed over it once complete: a command that fails part way (a full
 disk, a bug, a Ctrl-C, a kill) leaves the file that was there before as it was, and never a
 half-written one that looks finished. (The ``atomicwrites`` package did this once; it is no
-longer maintained.)
+longer maintained.) A temporary file left by a writer that was killed is removed by the next write
+of the same target; one whose writer is alive is not (the writer holds a lock on it).
 
 An SQLite file (a run store, a response cache) is either whole or something else: an empty file,
 a file cut short, one overwritten with something else. ``examine`` tells these apart from the
@@ -14,7 +15,10 @@ writes to a file only to look at it. A damaged file is set aside (renamed, never
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
+import re
 import secrets
 import sqlite3
 import time
@@ -33,6 +37,9 @@ class OutputError(ArenaError):
     """A file could not be written; whatever was there before is unchanged."""
 
 
+DISK_FULL = "disk full: free space, then run again: nothing is lost"  # how every command says it
+
+
 PARTIAL = ".partial"
 
 
@@ -40,6 +47,28 @@ def leftovers(target: str | Path) -> list[Path]:
     """Temporary files ``replacing`` left beside ``target`` when its process was killed mid-write."""
     target = Path(target)
     return sorted(target.parent.glob(f".{target.stem}.*{PARTIAL}{target.suffix}*"))
+
+
+def _clear_leftovers(target: Path) -> None:
+    """Remove the temporary files of earlier writes of ``target`` whose process died (a kill -9 leaves
+    them: 4-16 MB for an export). A write in progress holds a lock on its file and is left alone."""
+    name = re.compile(rf"\.{re.escape(target.stem)}\.[0-9a-f]{{8}}{re.escape(PARTIAL + target.suffix)}")
+    for path in leftovers(target):
+        if not name.fullmatch(path.name):  # another target's, or an SQLite side file: not ours to judge
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # its writer is alive
+            continue
+        else:
+            for doomed in (path, *(path.with_name(path.name + s) for s in SIDE_FILES)):
+                doomed.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
 
 
 @contextmanager
@@ -50,25 +79,27 @@ def replacing(target: str | Path) -> Iterator[Path]:
     target = Path(target)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _clear_leftovers(target)
         partial = target.with_name(f".{target.stem}.{secrets.token_hex(4)}{PARTIAL}{target.suffix}")
-        os.close(os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))  # the umask decides, as for any file
+        held = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask decides, as for any file
+        fcntl.flock(held, fcntl.LOCK_EX)  # while this is held, the file is a write in progress; the kernel lets go at death
     except OSError as exc:
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
         yield partial
-        fd = os.open(partial, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # the contents reach the disk before the name does
-        finally:
-            os.close(fd)
+        os.fsync(held)  # the contents reach the disk before the name does (the same file, whoever wrote it)
         os.replace(partial, target)
     except OSError as exc:
         partial.unlink(missing_ok=True)
         kept = " (the file already there is unchanged)" if target.exists() else ""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OutputError(f"{DISK_FULL} (cannot write {target}: {exc.strerror}{kept and '; ' + kept[2:-1]})") from None
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}{kept}") from None
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
+    finally:
+        os.close(held)
 
 
 def sqlite_damaged(exc: BaseException) -> bool:
@@ -110,7 +141,8 @@ class Found(NamedTuple):
 
 def examine(path: Path) -> Found:
     """What the file at ``path`` is, from its size and header (the page count there is checked
-    against the size, which tells a store cut short from a whole one)."""
+    against the size, which tells a store cut short from a whole one). A file this user may not
+    read raises PermissionError: it is none of these, and must never be set aside as damaged."""
     try:
         size = path.stat().st_size
     except FileNotFoundError:
@@ -122,6 +154,8 @@ def examine(path: Path) -> Found:
     try:
         with path.open("rb") as handle:
             header = handle.read(100)
+    except PermissionError:
+        raise  # a file this user may not read is not damaged: the caller says whose it is to read
     except OSError as exc:
         return Found("damaged", f"it cannot be read: {exc.strerror}")
     if len(header) < 100 or not header.startswith(MAGIC):

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from arena.contract.records import MatchRecord
 from arena.contract.files import sqlite_damaged
-from arena.store import STORE_FILE, DamagedStore, NoRunYet, OtherFormat, RunStore, StoreError, run_dirs
+from arena.store import STORE_FILE, DamagedStore, NoRunYet, NotPermitted, OtherFormat, RunStore, StoreError, run_dirs
 from arena.store.rows import MatchRow as StoredMatch
 
 
@@ -61,6 +61,8 @@ def run_row(run_dir: Path) -> RunRow:
         return unusable("empty: never started")
     except OtherFormat as exc:
         return unusable(f"store format {exc.version}: another version of Arena")
+    except NotPermitted:
+        return unusable("not permitted: this user may not read it")
     except (StoreError, sqlite3.Error) as exc:
         return sqlite_problem(exc)
     try:

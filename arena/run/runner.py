@@ -342,8 +342,11 @@ async def run_tournament(
                                      else "finished" if not failed else "finished with failures")
         except BaseException as exc:
             if store is not None:
-                store.flush()
-                store.set_status("interrupted")
+                try:
+                    store.flush()
+                    store.set_status("interrupted")
+                except Exception:  # the store fails too (a full disk): the error that stopped the run is the one to tell
+                    pass
             if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is not None:
                 raise KeyboardInterrupt from None  # Ctrl-C arrives wrapped by the nursery; callers expect it bare
             raise

@@ -10,7 +10,7 @@ import os
 import types
 import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -35,6 +35,7 @@ MAX_MATCHES = 100_000  # in one run, until_stable counted at its cap
 MAX_ROUNDS = 100_000  # match.max_rounds
 MAX_RETRIES = 100  # match.max_retries
 MAX_NAME = 100
+MAX_AT_ONCE = 10_000  # concurrency: matches (or one agent's matches) in flight at once
 
 
 class UntilStable(BaseModel):
@@ -139,9 +140,11 @@ class GameEntry(BaseModel):
 class Concurrency(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    matches: int = Field(4, ge=1, description="Matches played at once.")
-    per_agent: int | None = Field(None, ge=1, description="Matches one agent may be in at once (default: no limit).")
-    agents: dict[str, int] = Field(default_factory=dict, description="Per-agent limits overriding per_agent.")
+    matches: int = Field(4, ge=1, le=MAX_AT_ONCE, description="Matches played at once.")
+    per_agent: int | None = Field(None, ge=1, le=MAX_AT_ONCE,
+                                  description="Matches one agent may be in at once (default: no limit).")
+    agents: dict[str, Annotated[int, Field(ge=1, le=MAX_AT_ONCE)]] = Field(
+        default_factory=dict, description="Per-agent limits overriding per_agent.")
     processes: int = Field(1, ge=1, le=256, description="Worker processes that play the matches (1: the run's own "
                            "process); more than 1 uses more cores when matches, not models, are what takes the time.")
 

@@ -42,3 +42,24 @@ class OtherFormat(StoreError):
             f"{path} was written by another version of Arena (store format {version}, this one reads "
             f"{current}); export it with that version, or start a new run in another directory"
         )
+
+
+class NotAFolder(StoreError):
+    """A file where a run directory was asked for: most often the scenario file."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        scenario = path.suffix.lower() in (".yaml", ".yml")
+        hint = f"; to play that scenario: `arena run {path}`" if scenario else ""
+        super().__init__(f"{path} is a file, not a folder: give the run directory, the folder `arena run` made "
+                         f"(`arena runs` lists them){hint}")
+
+
+class NotPermitted(StoreError):
+    """A run directory or store this user may not enter, read or write: not damaged, and left as it was."""
+
+    def __init__(self, path: Path, doing: str = "read", advice: str = ""):
+        self.path = path
+        advice = advice or "run the command as a user who may, or ask its owner to grant access"
+        super().__init__(f"{path}: not permitted: this user may not {doing} it (it is not damaged, and nothing was "
+                         f"changed); {advice}")

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from arena.store.errors import StoreError
+from arena.store.errors import NotPermitted, StoreError
 
 LOCK_FILE = "run.lock"
 
@@ -63,6 +63,9 @@ class RunLock:
         path = Path(run_dir) / LOCK_FILE
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        except PermissionError:
+            raise NotPermitted(run_dir, "write in", "`arena run` needs a run directory it may write to (the other "
+                               "commands only read it): give another --run-dir, or run as a user who may") from None
         except OSError as exc:
             raise StoreError(f"cannot take the lock {path} for this run ({exc.strerror}); `arena run` needs a "
                              "run directory it may write to (the other commands only read it)") from None

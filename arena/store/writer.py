@@ -21,6 +21,7 @@ import os
 import re
 import socket
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
@@ -36,10 +37,10 @@ from arena import __version__
 from arena.contract.events import Event, MessagePosted, SeatInfo
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.capabilities import Review
-from arena.contract.files import examine, leftovers, replacing, set_aside, sqlite_damaged
+from arena.contract.files import Found, examine, leftovers, replacing, set_aside, sqlite_damaged
 from arena.contract.messages import REFEREE, Message
 from arena.contract.records import KEPT, EventLog, MatchRecord, MatchSpec
-from arena.store.errors import DamagedStore, NoRunYet, OtherFormat, StoreError
+from arena.store.errors import DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat, StoreError
 from arena.store.lock import RunLock
 from arena.store.rows import EventRow, MatchRow, MessageRow, NoticeRow, ScoreRow, StoredTranscript, Transcript, TurnRow
 
@@ -134,6 +135,47 @@ _KEYED = ("matches", "starts")
 
 def _sqlite_reason(exc: sqlite3.Error) -> str:
     return f"SQLite says: {exc}"
+
+
+# What SQLite answers when the operating system refuses it a file: a matter of permissions, never damage.
+_REFUSED = ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM", "SQLITE_AUTH")
+
+
+def sqlite_refused(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.Error) and (getattr(exc, "sqlite_errorname", "") or "").startswith(_REFUSED)
+
+
+def _file_part(path: Path) -> Path:
+    """The first part of ``path`` that is a file, for a path that goes through one."""
+    for part in reversed((path, *path.parents)):
+        if part.is_file():
+            return part
+    return path
+
+
+def check_folder(run_dir: Path) -> None:
+    """A run directory that is a file (the scenario, most often), or one this user may not enter, is said
+    in a sentence before anything looks inside it; one that does not exist is left to the caller."""
+    try:
+        mode = run_dir.stat().st_mode
+        if stat.S_ISDIR(mode):
+            (run_dir / STORE_FILE).stat()  # may this user look inside?
+    except FileNotFoundError:
+        return
+    except NotADirectoryError:
+        raise NotAFolder(_file_part(run_dir)) from None
+    except PermissionError:
+        raise NotPermitted(run_dir, "enter") from None
+    if not stat.S_ISDIR(mode):
+        raise NotAFolder(run_dir)
+
+
+def _examine(path: Path) -> Found:
+    """``examine``, with a store this user may not read said as such (never as damaged)."""
+    try:
+        return examine(path)
+    except PermissionError:
+        raise NotPermitted(path, "read") from None
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -298,6 +340,8 @@ class RunStore:
         self._keys: set[str] | None = None  # every match the store has a row for, once prepare has read them
         self._in_tx = False
         self._last_commit = time.monotonic()
+        self._failed: sqlite3.Error | None = None  # a write that failed (a full disk): no write is taken after it
+        self._journal: tuple[int, int] | None = None  # the writer's -wal file (device, inode), as it opened it
 
     # -- opening -------------------------------------------------------------------
     @classmethod
@@ -306,8 +350,13 @@ class RunStore:
         first), then resumes the store, or makes it whole in a file of its own and renames it into place,
         so that whenever this is stopped the directory holds either a complete store or none."""
         run_dir = Path(run_dir)
+        check_folder(run_dir)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise NotAFolder(_file_part(run_dir)) from None
+        except PermissionError:
+            raise NotPermitted(next(p for p in run_dir.parents if p.exists()), "write in") from None
         except OSError as exc:
             raise StoreError(f"cannot make the run directory {run_dir}: {exc.strerror}") from None
         lock = RunLock.acquire(run_dir)
@@ -323,7 +372,11 @@ class RunStore:
         path = run_dir / STORE_FILE
         for leftover in leftovers(path):  # a new store whose making was cut short: it never held a run
             leftover.unlink(missing_ok=True)
-        found = examine(path)
+        try:
+            found = _examine(path)
+        except NotPermitted:  # refused, --force-new or not: a store nobody has read may be worth keeping
+            raise NotPermitted(path, "read", "run as a user who may, or give this run another --run-dir "
+                               "(--force-new sets aside only a store it could read)") from None
         problem, label, aside = None, "old", None
         if found.state == "damaged":
             problem, label = DamagedStore(path, found.reason), "damaged"
@@ -347,6 +400,8 @@ class RunStore:
             except DamagedStore as exc:
                 problem, label = exc, "damaged"
             except sqlite3.DatabaseError as exc:
+                if sqlite_refused(exc):  # its journal, say, belongs to another user: not damage, and not set aside
+                    raise NotPermitted(path, "read") from None
                 if not sqlite_damaged(exc):
                     raise
                 problem, label = DamagedStore(path, _sqlite_reason(exc)), "damaged"
@@ -359,7 +414,12 @@ class RunStore:
         if not path.exists() or examine(path).state == "empty":
             with replacing(path) as partial:  # made whole aside, then renamed: never half a store in place
                 _build(partial, name, scenario_text, fingerprint)
-        db = _connect(path)
+        try:
+            db = _connect(path)
+        except sqlite3.DatabaseError as exc:
+            if sqlite_refused(exc):
+                raise NotPermitted(path, "write to") from None
+            raise
         try:
             # tables and format version as this version writes them, and the run row, in one transaction
             db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
@@ -386,6 +446,7 @@ class RunStore:
             raise
         store = cls(run_dir, db, lock=lock)
         store.took_over, store.set_aside = lock.previous, aside
+        store._journal = _identity(path.with_name(path.name + "-wal"))
         return store
 
     @classmethod
@@ -393,15 +454,21 @@ class RunStore:
         """An existing run's store. ``readonly``: for commands that only read (show, export, rank, report,
         watch): nothing is written, not even SQLite's side files, and a read-only folder is fine."""
         run_dir = Path(run_dir)
+        check_folder(run_dir)
         path = run_dir / STORE_FILE
-        found = examine(path)
+        found = _examine(path)
         if found.state == "absent":
             raise StoreError(f"{run_dir} is not a run directory (no {STORE_FILE} in it)")
         if found.state == "damaged":
             raise DamagedStore(path, found.reason)
         if found.state == "empty":
             raise NoRunYet(path)
-        db = _connect_readonly(path) if readonly else _connect(path)
+        try:
+            db = _connect_readonly(path) if readonly else _connect(path)
+        except sqlite3.DatabaseError as exc:
+            if sqlite_refused(exc):
+                raise NotPermitted(path, "read" if readonly else "write to") from None
+            raise
         if not db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
             db.close()
             raise NoRunYet(path)
@@ -418,6 +485,40 @@ class RunStore:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    # -- what another process can read -----------------------------------------------
+    def journal_lost(self) -> bool:
+        """Whether the -wal file this writer commits into is no longer the one at its name: another
+        program removed it (or put another in its place). What was committed since the last
+        checkpoint is then in a file only this process can still reach, and lost when it closes."""
+        return self._journal is not None and _identity(self._wal()) != self._journal
+
+    def _wal(self) -> Path:
+        return self.run_dir / (STORE_FILE + "-wal")
+
+    def saved(self) -> dict[str, str] | None:
+        """Each match's status as a new reader finds it in the files: what the run may say it saved. A
+        writer whose journal was removed first copies everything it committed into the store file (a
+        checkpoint reads the log through this process's own handle on it), which saves it all unless
+        another process holds a read open at that moment. None: a new reader cannot read the store."""
+        if self.journal_lost():
+            try:  # no waiting for a reader (it may never end its read): as much as can be copied now
+                self.db.execute("PRAGMA busy_timeout=0")
+                self.db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except sqlite3.Error:
+                pass  # what was saved is read back below, whatever this managed
+            finally:
+                self.db.execute("PRAGMA busy_timeout=30000")
+        try:
+            reader = _connect_readonly(self.run_dir / STORE_FILE)
+        except (StoreError, sqlite3.Error):
+            return None
+        try:
+            return dict(reader.execute("SELECT key, status FROM matches").fetchall())
+        except sqlite3.Error:
+            return None
+        finally:
+            reader.close()
 
     # -- the run -------------------------------------------------------------------
     def run_info(self) -> dict[str, Any]:
@@ -438,15 +539,18 @@ class RunStore:
 
     @_whole
     def set_status(self, status: str) -> None:
+        self._writable()
         self.db.execute("UPDATE run SET status = ?, updated = ? WHERE id = 1", (status, time.time()))
 
     @_whole
     def set_planned(self, planned: int) -> None:
+        self._writable()
         self.db.execute("UPDATE run SET planned = ?, updated = ? WHERE id = 1", (planned, time.time()))
 
     @_whole
     def record_session(self, overrides: list[str], limit: int | None) -> None:
         """One `arena run` on this run: the `--set KEY=VALUE` it was given and its `--limit`, for `arena show`."""
+        self._writable()
         self.db.execute("INSERT INTO sessions (started, overrides, match_limit) VALUES (?, ?, ?)",
                         (time.time(), json.dumps(overrides), limit))
 
@@ -513,6 +617,13 @@ class RunStore:
 
     def _write_rows(self) -> None:
         """Every row waiting, one statement per table, in the order the tables' rows depend on."""
+        try:
+            self._write_each()
+        except sqlite3.Error as exc:
+            self._give_up(exc)
+            raise
+
+    def _write_each(self) -> None:
         for table, rows in self._rows.items():
             if rows:
                 if table == "matches":
@@ -596,6 +707,7 @@ class RunStore:
 
     @_whole
     def record_stability(self, group: str, repeats: int, tau: float | None, max_width: float, stable: bool, done: bool) -> None:
+        self._writable()
         self.db.execute(
             "INSERT OR REPLACE INTO stability VALUES (?, ?, ?, ?, ?, ?)", (group, repeats, tau, max_width, int(stable), int(done))
         )
@@ -837,16 +949,37 @@ class RunStore:
 
     # -- transactions --------------------------------------------------------------
     def _begin(self) -> None:
+        self._writable()
         if not self._in_tx:
             self.db.execute("BEGIN")
             self._in_tx = True
 
+    def _writable(self) -> None:
+        if self._failed is not None:
+            raise StoreError(f"the run store takes no more writes after this one failed: {self._failed}") from self._failed
+
     def _commit(self) -> None:
         if self._in_tx:
-            self._write_rows()
-            self.db.execute("COMMIT")
+            try:
+                self._write_rows()
+                self.db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                self._give_up(exc)
+                raise
             self._in_tx = False
         self._last_commit = time.monotonic()
+
+    def _give_up(self, exc: sqlite3.Error) -> None:
+        """A write failed part way (a full disk): what the transaction holds is unknown (a batch of rows
+        goes in row by row), so it is rolled back whole, its rows dropped, and no other write is taken.
+        What was committed stays; the matches in flight are played again by the next run."""
+        self._failed = exc
+        try:
+            self.db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # SQLite rolled it back itself
+        self._in_tx = False
+        self._rows = {table: ({} if table in _KEYED else []) for table in _WRITES}
 
     @_whole
     def flush(self) -> None:
@@ -896,6 +1029,14 @@ def _message_row(row) -> MessageRow:
                       None if data is None else json.loads(data), shown)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
 def _alive(pid: int | None, host: str | None) -> bool:
     """Whether the process that writes a run still exists. From another machine we cannot tell: assume it does."""
     if not pid:
@@ -912,10 +1053,20 @@ def _alive(pid: int | None, host: str | None) -> bool:
 
 
 def run_dirs(output: str | Path) -> Iterator[Path]:
+    """``output`` itself if it is a run directory, and every run directory in it. A folder this user may
+    not enter is yielded too: whether it holds a run is unknown, and the listing says it cannot tell."""
     root = Path(output)
-    if (root / STORE_FILE).exists():
+    check_folder(root)
+
+    def holds_a_run(folder: Path) -> bool:
+        try:
+            return (folder / STORE_FILE).exists()
+        except PermissionError:
+            return True
+
+    if holds_a_run(root):
         yield root
     if root.is_dir():
         for child in sorted(root.iterdir()):
-            if (child / STORE_FILE).exists():
+            if child.is_dir() and holds_a_run(child):
                 yield child
