@@ -330,3 +330,24 @@ def test_quiet_prints_no_llama_cpp_log_lines(tmp_path, run_cli):
     assert "1 of 1 matches finished" in done.stdout
     assert done.stderr == ""  # llama.cpp logged "llama_kv_cache_iswa: using full-size SWA cache ..." here
     assert not [line for line in done.stdout.splitlines() if line.startswith(("llama", "ggml", "load", "print_info"))]
+
+
+def test_arena_run_on_a_crashing_build_stops_with_the_advice_and_exit_2(tmp_path):
+    """What a user sees: `arena run` (in a child whose check child kills itself with SIGSEGV) ends with
+    the explanation and exit 2, not a segmentation fault, and no match was started."""
+    scenario = tmp_path / "local.yaml"
+    scenario.write_text(json.dumps(public_goods({
+        "gemma": {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 4},
+        "freerider": {"backend": "scripted", "strategy": "free_rider"}}, rounds=1)))
+    crash = "import os, signal; print('0.3.99', flush=True); os.kill(os.getpid(), signal.SIGSEGV)"
+    code = ("import sys\nfrom arena.agents import llamacpp_backend\n"
+            f"llamacpp_backend.CHECK_CHILD = {crash!r}\n"
+            "from arena.cli import main\n"
+            f"sys.exit(main(['run', {str(scenario)!r}, '--plain', '--run-dir', {str(tmp_path / 'run')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "llama-cpp-python 0.3.99 crashed (SIGSEGV)" in done.stderr and "Traceback" not in done.stderr
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall' in done.stderr
+    store = RunStore.open(tmp_path / "run", readonly=True)
+    assert not list(store.records())  # stopped before any match began
+    store.close()
