@@ -8,7 +8,13 @@ loop never blocks and two agents never use one model at the same time.
 from __future__ import annotations
 
 import atexit
+import collections
+import ctypes
 import functools
+import importlib.util
+import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -44,6 +50,24 @@ _models: dict[tuple[str, int, str | None], tuple[Any, threading.Lock]] = {}
 _models_lock = threading.Lock()
 
 
+def _once_per_model(find):
+    """Resolve each model's file once per process: a packaged model's ``assemble()`` reads and hashes the
+    whole file (253 MB for gemma3-270m) every time it is asked. A failure is not kept: it is asked again."""
+    found: dict[str, Path] = {}
+    lock = threading.Lock()  # two agents preparing at once: one resolves, the other waits for its answer
+
+    def resolved(model: str) -> Path:
+        with lock:
+            if model not in found:
+                found[model] = find(model)
+            return found[model]
+
+    resolved.cache_clear = found.clear  # for tests that count the resolutions
+    resolved.__doc__, resolved.__name__ = find.__doc__, find.__name__
+    return resolved
+
+
+@_once_per_model
 def model_path(model: str) -> Path:
     if model in PACKAGED:
         try:
@@ -63,15 +87,93 @@ def _load(path: Path, n_ctx: int, n_threads: int | None, chat_format: str | None
     key = (str(path), n_ctx, chat_format)
     with _models_lock:
         if key not in _models:
+            check_library(path)  # before this process imports it: a build that crashes takes a child down, not the run
             try:
+                import llama_cpp
                 from llama_cpp import Llama
             except ImportError:
                 raise FatalAgentError(f"llama-cpp-python is not installed: {INSTALL_HINT}") from None
-            llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, chat_format=chat_format, verbose=False)
+            _keep_logs(llama_cpp)
+            try:
+                llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=n_threads, chat_format=chat_format,
+                              verbose=False)
+            except ValueError as exc:  # a file llama.cpp cannot read: what it logged says why
+                said = "".join(_log_lines).strip().splitlines()[-3:]
+                raise FatalAgentError(f"llama.cpp could not load {path}: {exc}"
+                                      + (f" (llama.cpp: {' | '.join(said)})" if said else "")) from None
             if not _models:
                 atexit.register(_close_all)
             _models[key] = (llama, threading.Lock())
         return _models[key]
+
+
+# What llama.cpp logs goes here, not to stderr: llama-cpp-python maps ggml's log levels by an older
+# numbering, so with verbose=False its warnings still print ("llama_kv_cache_iswa: using full-size SWA
+# cache ...") over the dashboard and under --quiet. The last lines are kept for a load's error message.
+_log_lines: collections.deque[str] = collections.deque(maxlen=64)
+_log_callback: Any = None  # the C callback: held here, or it is freed while llama.cpp still calls it
+
+
+def _keep_logs(llama_cpp: Any) -> None:
+    global _log_callback
+    if _log_callback is None:
+        @llama_cpp.llama_log_callback
+        def keep(level: int, text: bytes, user_data: Any) -> None:
+            _log_lines.append(text.decode("utf-8", "replace"))
+
+        _log_callback = keep
+        llama_cpp.llama_log_set(_log_callback, ctypes.c_void_p(0))
+
+
+# The first load in a process first loads the model in a child process and makes one token there: a
+# build of llama-cpp-python compiled for another CPU dies of a signal on import or at the first token,
+# and a child's death can be explained where the run's own would be a bare "Segmentation fault".
+# Tests replace CHECK_CHILD to simulate a crash.
+CHECK_CHILD = """
+import sys
+import llama_cpp
+print(llama_cpp.__version__, flush=True)
+print(llama_cpp.llama_print_system_info().decode("utf-8", "replace").strip(), flush=True)
+llama = llama_cpp.Llama(model_path=sys.argv[1], n_ctx=256, verbose=False)
+llama.create_completion("1", max_tokens=1)
+"""
+CHECK_TIMEOUT = 600.0  # a loaded machine's slowest load; past it the run goes on and loads the model itself
+REBUILD = 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir --no-deps llama-cpp-python'
+_checked: list[str | None] = []  # [None] once the check passed, [message] once it failed
+
+
+def check_library(path: Path) -> None:
+    """Raise FatalAgentError, saying how llama-cpp-python was built and how to rebuild it, when loading a model
+    and generating one token kills a child process. Once per process; a child that fails without a signal
+    (not installed, a bad file) is left to the run's own load, which says why."""
+    if not _checked:
+        _checked.append(_check_in_child(path))
+    if _checked[0] is not None:
+        raise FatalAgentError(_checked[0])
+
+
+def _check_in_child(path: Path) -> str | None:
+    try:
+        child = subprocess.run([sys.executable, "-c", CHECK_CHILD, str(path)], capture_output=True, text=True,
+                               errors="replace", timeout=CHECK_TIMEOUT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return None
+    if child.returncode >= 0:
+        return None
+    try:
+        how = signal.Signals(-child.returncode).name
+    except ValueError:
+        how = f"signal {-child.returncode}"
+    said = child.stdout.splitlines()
+    version = said[0] if said else "?"
+    features = [part.split("=")[0].strip() for part in (said[1] if len(said) > 1 else "").replace("CPU :", "").split("|")
+                if part.strip().endswith("= 1")]
+    stage = "when imported" if not said else f"loading {path.name} or making its first token"
+    built = f"it was built for a CPU with {', '.join(features)}" if features else "how it was built is unknown"
+    return (f"llama-cpp-python {version} crashed ({how}) {stage}, in a child process that checks it before the run "
+            f"loads it; {built}. A build from source with GGML_NATIVE=ON (the default) is compiled for the CPU "
+            f"it was built on, and a machine, or a virtual machine, that lacks or hides one of those instructions "
+            f"kills it. Rebuild it for any x86-64 CPU: {REBUILD}")
 
 
 def _close_all() -> None:
@@ -91,15 +193,27 @@ class LlamaCppAgent(LLMAgent):
     def check(cls, config: LlamaCppConfig) -> None:
         if config.model not in PACKAGED and not Path(config.model).expanduser().is_file():
             raise ConfigError([Problem(("model",), f"no GGUF file at {config.model!r}; give a path or one of {sorted(PACKAGED)}")])
+        # found, not imported: validating stays quick, and a build that crashes on import cannot take it down
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError([Problem(("backend",), f"the llamacpp backend needs llama-cpp-python, which is not "
+                                                     f"installed: {INSTALL_HINT}")])
+        if config.model in PACKAGED and importlib.util.find_spec(PACKAGED[config.model][0]) is None:
+            raise ConfigError([Problem(("model",), f"the packaged model {config.model!r} is not installed: {INSTALL_HINT}")])
 
     def endpoint(self) -> str:
         return f"embedded:{self.config.model}"
 
+    _model: tuple[Any, threading.Lock] | None = None  # this agent's model and its lock, once prepared
+
     async def prepare(self) -> None:
         """Load the model (once per process) before the first call is timed."""
+        if self._model is not None:  # `_ask` prepares before every call: the second time costs nothing
+            return
         config: LlamaCppConfig = self.config
-        path = model_path(config.model)
-        llama, _ = await trio.to_thread.run_sync(_load, path, config.n_ctx, config.n_threads, chat_format(config))
+        # in a thread: resolving a packaged model reads its whole file, and the event loop runs other calls meanwhile
+        path = await trio.to_thread.run_sync(model_path, config.model)
+        self._model = llama, _ = await trio.to_thread.run_sync(_load, path, config.n_ctx, config.n_threads,
+                                                               chat_format(config))
         if chat_format(config) is None and "tokenizer.chat_template" not in llama.metadata:
             self.services.note(self.name, self.endpoint(), "chat template",
                                f"{path.name} declares no chat template, so llama.cpp lays out the chat in its fallback "
@@ -118,7 +232,8 @@ class LlamaCppAgent(LLMAgent):
 
     async def _attempt(self, request: ChatRequest, mode: str | None) -> Completion:
         config: LlamaCppConfig = self.config
-        path = model_path(config.model)
+        await self.prepare()  # once: after that the model and its lock are the agent's own, nothing is looked up
+        llama, lock = self._model
         layout = chat_format(config)
         messages = ([{"role": "system", "content": request.system}] if request.system else []) + request.messages
         if request.system and self.system_first():
@@ -133,7 +248,6 @@ class LlamaCppAgent(LLMAgent):
         def generate() -> Completion:
             from llama_cpp import LogitsProcessorList
 
-            llama, lock = _load(path, config.n_ctx, config.n_threads, layout)
             counter = _Counter()
             text: list[str] = []
             size = 0

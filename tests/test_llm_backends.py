@@ -422,7 +422,7 @@ async def test_system_in_first_user_carries_the_system_text_and_persona_in_the_f
     for body in laid_out:
         assert [m["role"] for m in body["messages"]][0] == "user" and "system" not in [m["role"] for m in body["messages"]]
         first = body["messages"][0]["content"]
-        assert first.startswith("Be terse.\n\nYou are a miser.\n\n[Referee] ")
+        assert first.startswith("Be terse.\n\nYou are a miser.\n\nYou are ")  # then the rules, as the referee wrote them
         assert sum("Be terse." in m["content"] for m in body["messages"]) == 1  # said once, at the top
     plain = [b for b in openai_mock.bodies() if b not in laid_out]
     assert len(plain) == 2 and all(b["messages"][0] == {"role": "system", "content": "Be terse."} for b in plain)

@@ -104,7 +104,7 @@ async def test_a_flooded_reply_is_cut_unread_asked_again_and_then_defaulted(tmp_
             assert not [m for m in bodies[2]["messages"] if m["role"] == "assistant"]
             for body in bodies[1:]:  # the reason closes the conversation, as the referee's words, before the prompt again
                 last = body["messages"][-1]
-                assert last["role"] == "user" and f"[Referee] {CUT} " in last["content"]
+                assert last["role"] == "user" and f"{CUT} " in last["content"]
             assert all(r.reply is None and r.sent is not None for r in mock.requests)
         finally:
             store.close()
