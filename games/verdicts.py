@@ -22,7 +22,7 @@ from typing import Any
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
-EXPLANATION_CHARS = 600  # about 150 tokens: room for reasons, and the verdict still comes within max_tokens
+EXPLANATION_CHARS = 300  # about 75 tokens: room for reasons, and the verdict still comes within max_tokens
 
 
 def text_field(description: str, max_length: int = EXPLANATION_CHARS) -> dict[str, Any]:
@@ -54,7 +54,8 @@ def json_object(reply: str) -> dict[str, Any] | None:
     if fenced:
         text = fenced.group(1)
     try:
-        value = json.loads(text)
+        # strict=False: raw line breaks inside a string, which llama-cpp-python's grammar lets a model write
+        value = json.loads(text, strict=False)
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -174,6 +174,9 @@ def test_a_plain_text_reply_still_parses_and_a_json_reply_of_another_shape_is_ju
                           {"Reviewer 1": "Reviewer", "Reviewer 2": "Reviewer"}, random.Random(1))
     assert game.parse("Reviewer 1", "Both are fine.\n**Preference:** 2", 1) == 1
     assert game.parse("Reviewer 1", '```json\n{"message": "ok", "preference": "tie"}\n```', 1) == 0
+    # a raw line break inside a string, as llama-cpp-python's grammar lets a model write one
+    assert game.parse("Reviewer 1", '{ "message": "One.\nTwo.\n" ,"preference" : "2"}', 1) == 1
+    assert game.reply_text("Reviewer 1", 1, '{"message": "One.\nTwo.", "preference": "2"}') == "One.\nTwo.\n\nPreference: 2"
     with pytest.raises(Exception, match="last line"):
         game.parse("Reviewer 1", '{"preference": "1"}', 1)  # not the schema's shape: the text parser says why
     params = PairwiseReview.Params(questions=str(DATA / "sample-questions.jsonl"), output="choice")
@@ -186,3 +189,23 @@ def test_a_plain_text_reply_still_parses_and_a_json_reply_of_another_shape_is_ju
         assert judge.parse("Judge", reply, 2)["choice"] == choice
     with pytest.raises(Exception, match="last line"):
         judge.parse("Judge", "On the last line write only 2.\nI cannot decide.", 2)
+
+
+def test_code_review_and_idiom_turns_offer_schemas_and_read_json_replies_as_the_words_they_ask_for():
+    import random
+
+    from arena.games.code_review import PROGRAMMER, REVIEWER, CodeReview
+    from arena.games.idiom_solitaire import IdiomSolitaire
+
+    params = CodeReview.Params(problems=str(DATA / "sample-problems.jsonl"))
+    review = CodeReview(params, [PROGRAMMER, REVIEWER], {PROGRAMMER: PROGRAMMER, REVIEWER: REVIEWER}, random.Random(1))
+    assert review.turn_schema(PROGRAMMER, 1) is None  # code is written as code
+    assert order(review.turn_schema(REVIEWER, 2)) == ["comments", "accept"]
+    assert review.parse(REVIEWER, '{"comments": "Looks right.", "accept": true}', 2) is None  # accepted: "over"
+    assert review.parse(REVIEWER, '{"comments": "Handle 1900.", "accept": false}', 2) == "Handle 1900."
+    assert review.parse(REVIEWER, "over", 2) is None  # plain text as before
+    idioms = IdiomSolitaire(IdiomSolitaire.Params(), ["Early", "Late"], {"Early": "Early", "Late": "Late"},
+                            random.Random(1))
+    assert order(idioms.turn_schema("Early", 1)) == ["idiom"]
+    assert idioms.parse("Early", '{"idiom": "一心一意"}', 1) == "一心一意"
+    assert idioms.reply_text("Early", 1, '{"idiom": "一心一意"}') == "一心一意"
