@@ -22,7 +22,7 @@ from typing import Any
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
-EXPLANATION_CHARS = 300  # about 75 tokens: room for reasons, and the verdict still comes within max_tokens
+EXPLANATION_CHARS = 200  # a few sentences; at worst (a token a character) the verdict still comes within 256 tokens
 
 
 def text_field(description: str, max_length: int = EXPLANATION_CHARS) -> dict[str, Any]:
