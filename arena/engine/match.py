@@ -230,7 +230,7 @@ class Match:
             self.asker.taken(round, seat, outcome)
             if not outcome.defaulted:  # a failed turn says nothing; its attempts are in the events
                 listeners = [s for s in audience.successors(seat) if s != seat] if seat in audience else []
-                self._post(seat, outcome.reply, listeners, "reply")
+                self._post(seat, game.reply_text(seat, round, outcome.reply), listeners, "reply")
         for notice in game.apply(round, actions):
             self._post(REFEREE, notice.text, notice.to, "notice", notice.data)
         self.pool.close_round()
@@ -247,7 +247,7 @@ class Match:
         if self.filter:
             data = self.filter.data(data)[0]
         return self.asker.turn(seat, game.roles[seat], round, history,
-                               prompt.shown if prompt.shown is not None else prompt.content, self.action_schema, data)
+                               prompt.shown if prompt.shown is not None else prompt.content, game.turn_schema(seat, round), data)
 
     async def _take_turn(self, turn: Turn, first: str | None = None) -> Outcome:
         game, seat, round = self.game, turn.seat, turn.round

@@ -25,10 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, InvalidReply, Notice, Task, everyone_hears_everyone
 
+from ..verdicts import as_text, object_schema
+
 if TYPE_CHECKING:
     import networkx as nx
 
 _NOT_HAN = re.compile(r"[^\u4e00-\u9fff]")
+# a move as JSON: the idiom alone (its four characters; the grammar keeps the length, the parser the rest)
+_SCHEMA = object_schema("Move", [("idiom", {"type": "string", "minLength": 4, "maxLength": 4,
+                                            "description": "Your idiom: four Chinese characters."})])
 
 
 @cache
@@ -131,8 +136,14 @@ class IdiomSolitaire(Game):
     def hears(self, round: int) -> nx.DiGraph:
         return everyone_hears_everyone(self.seats)
 
+    def turn_schema(self, seat: str, round: int) -> dict[str, Any]:
+        return _SCHEMA
+
+    def reply_text(self, seat: str, round: int, reply: str) -> str:
+        return as_text(reply, _SCHEMA, lambda v: str(v["idiom"]).strip())
+
     def parse(self, seat: str, reply: str, round: int) -> str:
-        word = _NOT_HAN.sub("", reply)
+        word = _NOT_HAN.sub("", self.reply_text(seat, round, reply))
         if len(word) != 4:
             raise InvalidReply("Reply with exactly one four-character Chinese idiom and nothing else.")
         return word
