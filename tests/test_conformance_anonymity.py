@@ -148,8 +148,8 @@ def echoing_contestant(body) -> str:
     """A contestant that repeats the question on a line of its own (the referee's words: they stay), then
     answers and signs (its own: they go); a judge that scores."""
     last = body_text({"messages": body["messages"][-1:]})  # this turn's prompt (Anthropic: after the rules)
-    asked = last[last.rfind("Question: "):]
-    if asked.startswith("Question: "):
+    asked = last[max(last.find("Question: "), 0):]  # the first: a question may quote "Question: " itself
+    if asked.startswith("Question: ") and asked.endswith("\n\nWrite your answer."):
         question = asked.removeprefix("Question: ").removesuffix("\n\nWrite your answer.")
         return f"{question}\n\nMy answer: it depends.\n\n" + SIGNATURE.format(agent=MODELS[body["model"]])
     return "Both are fine.\n7 7"

@@ -291,7 +291,7 @@ async def test_a_reviewer_that_never_states_a_preference_is_asked_again_and_give
     again = asked_again(quiet)
     assert [(quiet.index(a), quiet.index(b)) for a, b in again] == [(0, 1), (2, 3)]
     for refused, retry in again:
-        reason = current_prompt(retry.text)  # what the referee said after the refused reply
+        reason = current_prompt(retry.body)  # what the referee said after the refused reply
         assert "End your message with your preference alone on its last line: 'Preference: 1'" in reason
         assert "Your last line was" in reason
     taken = [(e.round, e.seat, e.action, e.defaulted) for e in record.events if e.type == "action"]
@@ -359,7 +359,7 @@ async def test_a_debater_that_echoes_the_instruction_gives_no_verdict(backend, t
     assert all("'Verdict: tie'" in r.reply for r in echoes) and len(echoes) == 4
     again = asked_again(echoes)
     assert len(again) == 2
-    assert all(current_prompt(b.text).startswith("End your message with your verdict alone on its last line")
+    assert all(current_prompt(b.body).startswith("End your message with your verdict alone on its last line")
                for _, b in again)
     (data,) = [m.data for m in record.messages if m.kind == "notice"]
     assert data["finals"] == {"Debater 1": -1} and data["firsts"] == {"Debater 1": -1} and data["verdict"] == -1
@@ -373,7 +373,7 @@ def echoing_judge(body) -> str:
     text = body_text(body)
     if "careful and impartial reviewer" not in text:
         return f"An answer [{token(text)}]."
-    return f"Let me restate the task [{token(text)}].\n" + current_prompt(text).rsplit("\n", 1)[-1]
+    return f"Let me restate the task [{token(text)}].\n" + current_prompt(body).rsplit("\n", 1)[-1]
 
 
 async def test_a_judge_that_echoes_the_instruction_gives_no_review(backend, tmp_path):
@@ -389,7 +389,7 @@ async def test_a_judge_that_echoes_the_instruction_gives_no_review(backend, tmp_
         requests = mock.answered()
     judged = by_rules(requests, "careful and impartial reviewer")
     assert len(judged) == 2 and "or tie" in judged[0].reply.splitlines()[-1]
-    assert asked_again(judged) and current_prompt(judged[1].text).startswith("The last line must be only 1, 2 or tie")
+    assert asked_again(judged) and current_prompt(judged[1].body).startswith("The last line must be only 1, 2 or tie")
     (data,) = [m.data for m in record.messages if m.kind == "notice"]
     assert [v["verdict"] for v in data["verdicts"]] == [None]
     assert record.reviews == [] and reviews == []
