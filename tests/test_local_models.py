@@ -42,6 +42,7 @@ def test_both_packaged_models_are_named_and_their_files_found(monkeypatch):
     import importlib.util
 
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # the package is not installed
+    model_path.cache_clear()  # a file is resolved once per process: forget the one found above
     with pytest.raises(FatalAgentError, match=r"SmolLM2-135M-Instruct.Q4_1.gguf is not installed: pip install"):
         model_path("smollm2-135m")
 

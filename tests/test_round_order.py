@@ -161,7 +161,7 @@ async def test_debaters_talking_at_once_read_their_own_words_first_every_turn(ba
     models = {"ann": "gpt-4o", "bob": "claude-3-5-sonnet", "cid": "mistral-large"}
     with mock_server(backend, signed_debate_reply) as mock:
         agents = {name: model_agent(backend, mock, model=model) for name, model in models.items()}
-        extra = {"anonymity": {}} if anonymity else {}
+        extra = {"anonymity": {}} if anonymity else {"anonymity": False}  # the filter is on unless turned off
         (record,) = await play(tmp_path, scenario("debate", agents, "chateval_debate", params,
                                                   tournament={"role_swap": False}, **extra))
         requests = mock.answered()
