@@ -24,20 +24,11 @@ from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
+from conformance_kit import LOCAL, local_only  # noqa: F401  (local_only: an autouse fixture, no real key or proxy)
 from mock_llm import AnthropicMock, OpenAIMock
 
-LOCAL = "127.0.0.1,localhost"
 CUT = "Your reply was cut off unread: it ran past 1,600 characters, the most a reply may have."
 FLOOD_WORDS = "I weigh what the others gave"  # the mock's flooded reason begins with these
-
-
-@pytest.fixture(autouse=True)
-def local_only(monkeypatch):
-    for variable in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                     "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("NO_PROXY", LOCAL)
-    monkeypatch.setenv("no_proxy", LOCAL)
 
 
 def model(mock, backend: str, **extra) -> dict:
