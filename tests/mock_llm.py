@@ -666,3 +666,37 @@ def _blank_message(messages: list) -> int | None:
         if not last_assistant and not (content.strip() if isinstance(content, str) else content):
             return index
     return None
+
+
+class OllamaMock(MockServer):
+    """Ollama's own API, ``POST /api/chat`` (not stream), as docs/examples/ollama_chat.py speaks it:
+    the reply in ``message.content``, its token counts as ``prompt_eval_count`` and ``eval_count``,
+    and errors as ``{"error": "..."}``."""
+
+    routes = {("POST", "/api/chat"): "chat", ("GET", "/api/tags"): "models"}
+
+    @property
+    def base_url(self) -> str:
+        return self.url
+
+    def answer(self, route, body, handler, garbage=False):
+        messages = (body or {}).get("messages") or []
+        reply = self.reply_for(messages, garbage, body)
+        text = reply if isinstance(reply, str) else json.dumps(reply)
+        return 200, {}, {"model": (body or {}).get("model") or self.model, "created_at": "2026-01-01T00:00:00Z",
+                         "message": {"role": "assistant", "content": text}, "done": True, "done_reason": "stop",
+                         "prompt_eval_count": _tokens(messages), "eval_count": _tokens(text)}, text
+
+    def flooded(self, payload, text, length):
+        payload["message"]["content"] = json.dumps(_flooded_reply(text, length))
+        return payload
+
+    def error(self, status, headers, handler):
+        messages = {400: "invalid request: this mock refuses it", 401: "unauthorized", 404: "model not found",
+                    429: "too many requests", 500: "the model runner stopped"}
+        return status, headers, {"error": self._error_message(messages.get(status, f"error {status}"), handler)}
+
+    def emptied(self, payload, kind):
+        if kind == "nochoices":
+            return {k: v for k, v in payload.items() if k != "message"}
+        return {**payload, "message": {"role": "assistant", "content": "" if kind == "empty" else None}}
