@@ -5,6 +5,7 @@ contract, and no module imports itself back through others."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import networkx as nx
@@ -29,6 +30,23 @@ LAYERS = {
     "arena.cli": {"arena.contract", "arena.engine", "arena.services", "arena.store", "arena.results", "arena.rank",
                   "arena.run", "arena.report"},
 }
+
+
+def written_layering(text: str) -> dict[str, set[str]]:
+    """The layering as a Markdown table writes it: the rows of the table headed ``| layer | may import |``
+    (more columns may follow), each layer with the modules named in its second cell."""
+    lines = text.splitlines()
+    heads = [i for i, line in enumerate(lines) if re.match(r"^\|\s*layer\s*\|\s*may import\s*\|", line)]
+    assert len(heads) == 1, f"expected one table headed '| layer | may import |', found {len(heads)}"
+    table: dict[str, set[str]] = {}
+    for line in lines[heads[0] + 2:]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        layer = cells[0].strip("`")
+        assert layer not in table, f"{layer} has two rows"
+        table[layer] = set(re.findall(r"arena\.[a-z_]+", cells[1]))
+    return table
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -225,3 +243,26 @@ def test_a_run_does_not_load_the_test_tools():
              "print(sorted(m for m in ('pytest', '_pytest', 'trio.testing') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+# -- the layering written down is the one enforced ---------------------------------------------------------
+ENFORCED = {**LAYERS, **{plugin: {"arena.contract"} for plugin in PLUGINS}}
+
+
+@pytest.mark.parametrize("doc", ["CONTRIBUTING.md", "README.md"])
+def test_the_layering_written_down_is_the_one_enforced(doc):
+    """CONTRIBUTING.md and the README's Architecture section each hold the table of what may import
+    what; a layer added, dropped or given another import in one place only fails here."""
+    written = written_layering((ROOT / doc).read_text(encoding="utf-8"))
+    assert written == ENFORCED, (f"{doc} says {sorted((k, sorted(v)) for k, v in written.items() if ENFORCED.get(k) != v)}; "
+                                 f"tests/test_layers.py enforces {sorted((k, sorted(v)) for k, v in ENFORCED.items() if written.get(k) != v)}")
+
+
+def test_the_layering_check_can_fail():
+    rows = {layer: ", ".join(f"`{m}`" for m in sorted(allowed)) or "nothing of Arena's" for layer, allowed in ENFORCED.items()}
+    table = "| layer | may import |\n|---|---|\n" + "".join(f"| `{layer}` | {row} |\n" for layer, row in rows.items())
+    assert written_layering("Intro.\n\n" + table + "\nAfter.") == ENFORCED
+    assert written_layering(table.replace("| `arena.results` | `arena.contract`, ", "| `arena.results` | `arena.run`, `arena.contract`, ")) != ENFORCED
+    assert written_layering(table.replace("| `arena.referees` | `arena.contract` |\n", "")) != ENFORCED
+    with pytest.raises(AssertionError, match="found 0"):
+        written_layering(table.replace("may import", "imports"))
