@@ -124,6 +124,12 @@ def test_the_guides_scenario_runs_the_backend_from_its_entry_point(tmp_path):
         (tmp_path / "ollama.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
         checked = arena(tmp_path, site, "validate", "ollama.yaml")
         assert checked.returncode == 0, checked.stdout + checked.stderr
+        estimated = arena(tmp_path, site, "run", "ollama.yaml", "--dry-run", "--json")
+        assert estimated.returncode == 0, estimated.stdout + estimated.stderr
+        assert not mock.requests  # a dry run asks no model
+        estimate = json.loads(estimated.stdout)  # three rounds: three calls each, every reply at most max_tokens
+        assert {a["agent"]: (a["calls"], a["completion_tokens_max"]) for a in estimate["agents"]} == {
+            "small": (3, 3 * 512), "tiny": (3, 3 * 512)}
         done = arena(tmp_path, site, "run", "ollama.yaml", "--quiet", "--run-dir", "run")
         assert done.returncode == 0, done.stdout + done.stderr
         requests = mock.answered()
@@ -146,7 +152,7 @@ def test_the_guides_scenario_runs_the_backend_from_its_entry_point(tmp_path):
         assert_conversation(record, turn)
         body = turn.request.body
         assert body["model"] in models and body["stream"] is False and body["options"]["temperature"] == 0.7
-        assert isinstance(body["options"]["seed"], int)
+        assert isinstance(body["options"]["seed"], int) and body["options"]["num_predict"] == 512
         assert body["format"]["properties"]["coins"]["maximum"] == 10 and "reason" in body["format"]["properties"]
         assert not any(name in turn.text for name in raw["agents"])  # no agent's name reaches a model
 

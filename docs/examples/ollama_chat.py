@@ -25,6 +25,7 @@ class OllamaConfig(AgentConfig):
     base_url: str = Field("http://127.0.0.1:11434", description="Where Ollama listens.")
     api_key_env: str | None = Field(None, description="Environment variable holding a key for a proxy in front.")
     temperature: float | None = Field(None, ge=0)
+    max_tokens: int = Field(512, ge=1, description="Most tokens in one reply; `arena run --dry-run` prices it.")
     structured: bool = Field(True, description="Send the game's JSON schema as Ollama's `format`.")
     retries: int = Field(3, ge=0, description="Extra tries after a server error, within the turn's time.")
     backoff: float = Field(0.5, gt=0, description="First wait between tries, in seconds, doubled each time.")
@@ -49,7 +50,7 @@ class OllamaChat(Agent):
         return self.config.base_url  # matches that share it wait out its outages together
 
     def body(self, turn: Turn) -> dict:
-        options = {"seed": turn.seed % 2**31}  # derived from the match: a replay samples the same
+        options = {"seed": turn.seed % 2**31, "num_predict": self.config.max_tokens}  # the seed comes from the match
         if self.config.temperature is not None:
             options["temperature"] = self.config.temperature
         body = {"model": self.config.model, "messages": turn.as_chat(), "stream": False, "options": options}
