@@ -98,6 +98,9 @@ def test_the_referee_judges_a_translation_from_its_entry_point(tmp_path):
     with OpenAIMock(responder=judge_reply) as mock:
         raw["agents"]["judge"]["base_url"] = mock.base_url  # the guide's judge, on the local server
         (tmp_path / "judged.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+        estimated = arena(tmp_path, site, "run", "judged.yaml", "--dry-run", "--json")
+        assert estimated.returncode == 0 and not mock.requests, estimated.stderr  # priced on example_reply, offline
+        assert [(a["agent"], a["calls"]) for a in json.loads(estimated.stdout)["agents"]] == [("judge", 1)]
         done = arena(tmp_path, site, "run", "judged.yaml", "--quiet", "--run-dir", "run")
         assert done.returncode == 0, done.stdout + done.stderr
         first, again = mock.answered()
