@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arena.contract import Game, InvalidReply, Notice, plugins
+from arena.contract import Agent, AgentConfig, Game, InvalidReply, Notice, plugins
 from arena.games.idiom_solitaire import successors
 from arena.run.dryrun import estimate, prompt_tokens, reply_tokens
 from arena.run.scenario import parse_scenario
@@ -319,3 +319,31 @@ def test_a_seated_judge_is_estimated_at_the_calls_the_plan_seats_it_for(tmp_path
         made = {name: sum(1 for r in mock.answered() if r.body["model"] == f"model-{name}") for name in agents}
     assert made == {"alice": 3, "bob": 3, "judge": 18}  # 3 questions: one answer each, 6 verdicts a match
     assert found == made
+
+
+class _Unbounded(AgentConfig):
+    """A plugin's config without ``max_tokens``: the contract does not ask for one."""
+    backend: str = "unbounded"
+    model: str = "house-model"
+
+
+class _UnboundedBackend(Agent):
+    Config = _Unbounded
+    makes_calls = True
+
+    async def reply(self, turn):
+        raise AssertionError("a dry run asks no backend")
+
+
+def test_a_plugin_backend_without_max_tokens_is_estimated_with_no_upper_bound(tmp_path):
+    plugins.register("agent backend", "unbounded", _UnboundedBackend)
+    try:
+        raw = {"name": "unbounded", "seed": 1, "agents": {n: {"backend": "unbounded"} for n in "ab"},
+               "games": [{"game": "public_goods", "params": {"rounds": 2}}]}
+        found = estimate(parse_scenario(raw))
+    finally:
+        plugins.unregister("agent backend", "unbounded")
+    assert {a.agent for a in found.agents} == {"a", "b"}
+    for a in found.agents:
+        assert a.calls > 0 and a.completion_tokens > 0
+        assert a.completion_tokens_max is None and a.cost_max is None  # no cap known: no "at most"

@@ -482,7 +482,8 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
     most = sum(a.cost_max or 0.0 for a in found.agents)
     tokens = (f"{sum(a.prompt_tokens for a in found.agents)} prompt tokens, about "
               f"{sum(a.completion_tokens for a in found.agents)} reply tokens "
-              f"(at most {sum(a.completion_tokens_max for a in found.agents)})")
+              + (f"(at most {sum(a.completion_tokens_max for a in found.agents)})"
+                 if all(a.completion_tokens_max is not None for a in found.agents) else "(no bound: a backend sets no max_tokens)"))
     priced = [a for a in found.agents if a.cost is not None]
     if not priced:
         spend = "cost unknown (no model has a known price: add them under `prices:`)"

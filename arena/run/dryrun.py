@@ -51,7 +51,7 @@ class AgentEstimate(BaseModel):
     calls: int
     prompt_tokens: int
     completion_tokens: int  # expected: replies as long as the games' examples
-    completion_tokens_max: int  # every reply at max_tokens
+    completion_tokens_max: int | None  # every reply at max_tokens; None for a backend without max_tokens
     cost: float | None  # USD, expected; None when the model's price is unknown
     cost_max: float | None
 
@@ -161,11 +161,12 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
         if not agent.makes_calls:
             continue
         n = round(calls[name])
-        most = n * agent.config.max_tokens
-        expected = min(round(completion[name]), most)
+        cap = getattr(agent.config, "max_tokens", None)  # a plugin's config need not bound its replies
+        most = None if cap is None else n * cap
+        expected = round(completion[name]) if most is None else min(round(completion[name]), most)
         out.append(AgentEstimate(
             agent=name, backend=agent.config.backend, model=getattr(agent.config, "model", None), calls=n,
             prompt_tokens=round(prompt[name]), completion_tokens=expected, completion_tokens_max=most,
-            cost=agent.cost_of(round(prompt[name]), expected, prices), cost_max=agent.cost_of(round(prompt[name]), most, prices),
+            cost=agent.cost_of(round(prompt[name]), expected, prices), cost_max=None if most is None else agent.cost_of(round(prompt[name]), most, prices),
         ))
     return Estimate(matches=len(specs), entries=entries, agents=out)
