@@ -477,7 +477,7 @@ class HostedAgent(LLMAgent):
             self.services.record_call(CallRecord(
                 match=match, seat=PROBE_SEAT, round=0, attempt=0, agent=self.name, backend=self.backend_name,
                 model=self.config.model, prompt_tokens=tokens[0], completion_tokens=tokens[1],
-                cost=self.cost_of(*tokens, self.services.prices) if completion else None,
+                cost=self.cost_of(*tokens, self.services.prices),  # unknown tokens: unknown cost, unless free
                 latency=time.monotonic() - started, error=error))
 
     async def post(self, path: str, body: dict[str, Any]) -> Any:

@@ -1,5 +1,5 @@
 """Cases for the judging games: question sets (JSONL, one {"id", "question"} a line, or Vicuna80's
-{"question_id", "text"}), pairs of fixed answers to judge (see ``load_pairs``) and single responses
+{"question_id", "text"}, or MT-Bench's {"question_id", "turns"}, of which the first turn is asked), pairs of fixed answers to judge (see ``load_pairs``) and single responses
 to score on named dimensions (see ``load_responses``)."""
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class Question(BaseModel):
-    # Vicuna80's own file names them question_id and text: it can be used as it is.
+    # Vicuna80's own file names them question_id and text, MT-Bench's question_id and turns (a question
+    # and its follow-up): both files can be used as they are; of MT-Bench's turns (and reference answers) the first is taken.
     id: str = Field(validation_alias=AliasChoices("id", "question_id"))
-    question: str = Field(validation_alias=AliasChoices("question", "text"))
+    question: str = Field(validation_alias=AliasChoices("question", "text", "turns"))
     category: str | None = None
     reference: str | None = None
 
@@ -26,6 +27,13 @@ class Question(BaseModel):
     @classmethod
     def _id(cls, value):
         return str(value) if isinstance(value, int) else value
+
+    @field_validator("question", "reference", mode="before")
+    @classmethod
+    def _first_turn(cls, value):  # MT-Bench gives some questions a reference answer per turn
+        if isinstance(value, list) and value and isinstance(value[0], str):
+            return value[0]
+        return value
 
 
 def case_of(cases: dict, case: str | None):
@@ -48,15 +56,42 @@ def load_jsonl(path: str, model: type[M], what: str, shape: str) -> dict[str, M]
         if not line.strip():
             continue
         try:
-            item = model.model_validate(json.loads(line))
-        except (json.JSONDecodeError, ValidationError) as exc:
-            raise ValueError(f"{file}, line {number}: not a {what} ({str(exc).splitlines()[0]})") from None
+            raw = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{file}, line {number}: not a {what}: not JSON ({exc})") from None
+        if not isinstance(raw, dict):
+            raise ValueError(f"{file}, line {number}: not a {what}: a line holds one JSON object ({shape})")
+        try:
+            item = model.model_validate(raw)
+        except ValidationError as exc:
+            raise ValueError(f"{file}, line {number}: not a {what}: {_field_problems(exc, model, raw)}") from None
         if item.id in items:
             raise ValueError(f"{file}, line {number}: {what} id {item.id!r} appears twice")
         items[item.id] = item
     if not items:
         raise ValueError(f"{file}: no {what}s in the file")
     return items
+
+
+def _names(model: type[BaseModel], name: str) -> list[str]:
+    """The keys a field is read from: its aliases, or its own name."""
+    alias = model.model_fields[name].validation_alias
+    return [str(c) for c in alias.choices] if isinstance(alias, AliasChoices) else [name]
+
+
+def _field_problems(exc: ValidationError, model: type[BaseModel], raw: dict) -> str:
+    """What is wrong with a line, by field, then the fields expected and the fields found: a file of
+    another shape is told apart from a typo at a glance."""
+    problems = []
+    for error in exc.errors():
+        field = str(error["loc"][0]) if error["loc"] else "the line"
+        field = next((n for n in model.model_fields if field in _names(model, n)), field)
+        problems.append(f"{' or '.join(_names(model, field)) if field in model.model_fields else field}: "
+                        f"{error['msg'][0].lower()}{error['msg'][1:]}")
+    expected = [" or ".join(_names(model, n)) + ("" if f.is_required() else " (optional)")
+                for n, f in model.model_fields.items()]
+    return (f"{'; '.join(problems)}. Expected fields: {', '.join(expected)}; "
+            f"found: {', '.join(raw) if raw else 'none'}")
 
 
 @lru_cache(maxsize=32)

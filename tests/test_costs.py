@@ -311,3 +311,99 @@ def test_a_call_cut_off_is_unknown_and_a_refused_one_spent_nothing():
     assert (rows["ada"].prompt_tokens, rows["ada"].completion_tokens, rows["ada"].unknown) == (100, 10, 0)
     assert rows["ada"].cost == pytest.approx(0.01)
     assert (rows["bo"].prompt_tokens, rows["bo"].completion_tokens, rows["bo"].cost, rows["bo"].unknown) == (None, None, None, 1)
+
+
+# -- one way to say spend: a model in this process costs $0, an unpriced server's cost is unknown ----
+def in_process_backend():
+    from arena.agents.openai_backend import OpenAIAgent
+
+    class InProcess(OpenAIAgent):
+        """The openai backend declared free, as the embedded llamacpp backend is: a model run in this process
+        costs no money, whatever its name, with no price given."""
+
+        backend_name = "in_process"
+        free = True
+
+    return InProcess
+
+
+class Recording:
+    """Services that keep the calls an agent records."""
+
+    use_cache = False
+    prices: dict = {}
+
+    def __init__(self):
+        self.calls: list[CallRecord] = []
+
+    def record_call(self, call: CallRecord) -> None:
+        self.calls.append(call)
+
+
+async def test_an_unanswered_probe_of_a_model_in_this_process_costs_nothing_a_servers_is_unknown():
+    from arena.agents.openai_backend import OpenAIAgent
+    from arena.contract.errors import BackendUnavailable
+
+    with OpenAIMock(["500", "500"]) as mock:
+        for backend, cost in ((in_process_backend(), 0.0), (OpenAIAgent, None)):
+            services = Recording()
+            agent = backend("m", backend.Config(base_url=mock.base_url, model="mock-model", api_key_env="NO_SUCH_KEY"),
+                            services)
+            try:
+                with pytest.raises(BackendUnavailable):
+                    await agent.probe()
+            finally:
+                await agent.aclose()
+            assert [(c.prompt_tokens, c.cost) for c in services.calls] == [(None, cost)], backend
+
+
+async def test_the_same_model_in_this_process_costs_0_and_behind_a_server_unknown_in_every_view(tmp_path, capsys):
+    import io
+
+    from rich.console import Console
+
+    from arena.cli.commands import main
+    from arena.cli.dashboard import Dashboard
+    from arena.cli.live import CallTally
+    from arena.contract import plugins
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
+    from arena.store import RunStore
+
+    plugins.register("agent backend", "in_process", in_process_backend())
+    try:
+        with OpenAIMock() as mock:
+            agent = {"base_url": mock.base_url, "model": "mock-model", "backoff": 0.01, "timeout": 20}
+            raw = {"name": "spend", "seed": 3, "agents": {"embedded": {"backend": "in_process", **agent},
+                                                          "served": {"backend": "openai", **agent}},
+                   "games": [{"game": "public_goods", "params": {"rounds": 2}}], "tournament": {"format": "fixed"}}
+            scenario = parse_scenario(raw)
+            store = RunStore.create_or_resume(tmp_path / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+            view = Dashboard(Console(file=io.StringIO(), width=200), "spend")
+            await run_tournament(scenario, store, view)
+            calls = list(store.calls())
+            store.close()
+    finally:
+        plugins.unregister("agent backend", "in_process")
+    # the dashboard's model calls table: agent, calls, in flight, tokens in, tokens out, spend
+    screen = io.StringIO()
+    Console(file=screen, width=200).print(view.render())
+    table = screen.getvalue().split("model calls", 1)[1].split("latest messages", 1)[0]
+    rows = {line.split()[0]: line.split() for line in table.splitlines() if line.split()[:1] in (["embedded"], ["served"])}
+    assert rows["embedded"][5] == "$0.0000" and rows["served"][5] == "unknown", screen.getvalue()
+    # the line said when the match ends: the known part, and how many calls have no price
+    tally = CallTally()
+    for call in calls:
+        tally.add(call)
+    assert ", cost $0.0000 (+2 unpriced), " in tally.pop_line(calls[0].match)
+    # arena rank's table and the report: Agent, Calls, Cached, Retries, Failed, Tokens in, Tokens out, Cost
+    assert main(["rank", str(tmp_path / "run")]) == 0
+    spent = table_rows(capsys.readouterr().out, SPENT)
+    assert spent["embedded"][7] == "$0.0000" and spent["served"][7] == "unknown", spent
+    assert main(["report", str(tmp_path / "run"), "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    section = html[html.index('<section id="cost">'):]
+    section = section[:section.index("</section>")]
+    cost = {name: cells[6] for name, *cells in re.findall(r'<tr[^>]*><td class="name">(\w+)</td>' + '<td class="num">([^<]*)</td>' * 8,
+                                                         section)}
+    assert cost == {"embedded": "$0.0000", "served": "unknown", "total": "unknown"}, section

@@ -30,6 +30,7 @@ from arena.store.follower import Follower
 
 from helpers import ROOT, interruptible, mock_tokens, play
 from mock_llm import OpenAIMock
+from store_kit import journal_mode
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ERASE_LINE = "\x1b[2K"  # rich's live display erases its previous frame line by line before drawing the next
@@ -117,6 +118,20 @@ async def test_dashboard_shows_progress_latest_messages_and_the_leaderboard():
     feed = screen[screen.index("latest messages"):screen.index("public_goods ·")]
     assert re.search(r"Player \d \((giver|taker|mirror|dice)\)\s+→ referee only\s+\{\"reason\"", feed), feed
     assert "Referee" in feed and "Round 5 is over" in feed
+
+
+async def test_a_wide_screen_shows_long_match_keys_whole():
+    # agents with long names make keys longer than a fifth of the screen; at 160 columns they still fit whole
+    raw = scenario_dict(rounds=1, repeats=1)
+    raw["agents"] = {"generous-giver": AGENTS["giver"], "free-rider": AGENTS["taker"], "tit-for-tat": AGENTS["mirror"]}
+    scenario = parse_scenario(raw)
+    buffer = io.StringIO()
+    with Dashboard(Console(file=buffer, force_terminal=True, width=160), "t") as view:
+        result, records = await play(scenario, None, view)
+    key = records[0].key
+    assert len(key) > 50, key  # a fifth of the screen is 32
+    feed = final_frame(buffer.getvalue()).split("latest messages", 1)[1]
+    assert re.search(rf"^\s*{re.escape(key)}\s+r1\s", feed, re.M), feed
 
 
 async def test_dashboard_flags_invalid_replies_and_counts_resumed_matches_as_done(tmp_path):
@@ -308,11 +323,13 @@ async def test_a_resumed_runs_dashboard_counts_what_earlier_sessions_spent_as_ar
         scenario = parse_scenario(raw)
         run_dir = tmp_path / "run"
         store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        store.record_session([], None)  # as `arena run` does before it plays
         await run_tournament(scenario, store)
         store.close()
         asked = mock.count
         # the same command again: every match is kept, nothing is asked again
         store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+        store.record_session([], None)
         runner = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=store.spec)
         runner.catch_up(run_dir)
         await run_tournament(scenario, store, runner)
@@ -320,6 +337,7 @@ async def test_a_resumed_runs_dashboard_counts_what_earlier_sessions_spent_as_ar
         assert mock.count == asked == 2 * 3  # two matches of three rounds, the model asked once a round
     watch_store = RunStore.open(run_dir)
     watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
+    watcher.session(watch_store.sessions()[-1]["started"])  # as `arena watch` does: the latest session's notes
     watcher.follow(Follower(watch_store).poll(), time.time())
     watch_store.close()
     now = time.time()
@@ -329,6 +347,60 @@ async def test_a_resumed_runs_dashboard_counts_what_earlier_sessions_spent_as_ar
     screen = screen_of(runner)
     assert "public_goods · 2 matches" in screen  # each earlier match counted once on the leaderboard
     assert re.search(r"^\s*model\s+2\s+\d+\.\d\d\s*$", screen, re.M), screen
+
+
+def an_hour_earlier(run_dir) -> None:
+    """As if the run's first session had played an hour ago: every time in the store an hour back, and its notes
+    reworded so that a screen that shows one of them can be told."""
+    import sqlite3
+
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    with db:
+        db.execute("UPDATE events SET at = at - 3600")
+        db.execute("UPDATE calls SET at = at - 3600")
+        db.execute("UPDATE matches SET started = started - 3600, ended = ended - 3600")
+        db.execute("UPDATE notes SET at = at - 3600, text = text || ' (said an hour ago)'")
+        db.execute("UPDATE sessions SET started = started - 3600")
+    db.close()
+
+
+async def test_a_resumed_runs_dashboard_shows_this_sessions_clock_and_notes_as_arena_watch_does(tmp_path, noting_backend):
+    with OpenAIMock() as mock:
+        raw = model_scenario(mock.base_url, backend=noting_backend, repeats=2)
+        scenario = parse_scenario(raw)
+        run_dir = tmp_path / "run"
+
+        def session(limit=None) -> RunStore:
+            store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+            store.record_session([], limit)  # as `arena run` does before it plays
+            return store
+
+        url = mock.base_url
+        store = session(limit=1)
+        await run_tournament(scenario, store, limit=1)
+        store.close()
+        an_hour_earlier(run_dir)
+        store = session()
+        runner = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=store.spec)
+        runner.catch_up(run_dir)
+        with runner:
+            await run_tournament(scenario, store, runner)
+        store.close()
+    watch_store = RunStore.open(run_dir, readonly=True)
+    watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
+    watcher.session(watch_store.sessions()[-1]["started"])
+    watcher.follow(Follower(watch_store).poll(), time.time())
+    watch_store.close()
+    now = time.time()
+    snap = runner.snapshot(now)
+    assert (snap.done, snap.planned) == (2, 2)
+    assert snap.elapsed < 600, snap.elapsed  # this session's clock, not the hour since the first began
+    screen = screen_of(runner)
+    assert re.search(r"matches .*\b2/2\b.* 0:0\d:\d\d +done", screen), screen
+    assert "said an hour ago" not in screen
+    assert screen.count(f"note: agent model at {url}: answers in JSON") == 1, screen  # said again, now
+    assert figures(runner.snapshot(now)) == figures(watcher.snapshot(now))
+    assert watcher.snapshot(now).elapsed < 600
 
 
 # -- arena watch: following a run another process plays ----------------------------------------
@@ -407,7 +479,8 @@ def test_watch_follows_a_run_in_another_process_and_ends_with_its_results(tmp_pa
                for i in ended), ended
     for i, key in zip(ended, keys):
         if "model" in key.split(":")[1].split("+"):
-            assert re.fullmatch(rf"\[{re.escape(key)}\] calls: 3, tokens [\d,]+ in / [\d,]+ out, mean latency \d+\.\d\d s",
+            assert re.fullmatch(rf"\[{re.escape(key)}\] calls: 3, tokens [\d,]+ in / [\d,]+ out, cost unknown, "
+                                rf"mean latency \d+\.\d\d s",
                                 lines[i + 1]), lines[i:i + 2]
         else:
             assert i + 1 == len(lines) or " calls: " not in lines[i + 1]
@@ -425,6 +498,8 @@ def test_watch_follows_a_run_in_another_process_and_ends_with_its_results(tmp_pa
     assert rank.returncode == 0
     assert results == rank.stdout
     assert text.endswith(rank.stdout)
+    # the run and its watcher gone, the store is one file again, whichever of them closed last
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("run.sqlite")) == ["run.sqlite"]
 
 
 def test_watching_a_finished_run_prints_its_status_and_results(run_cli, tmp_path):
@@ -437,6 +512,32 @@ def test_watching_a_finished_run_prints_its_status_and_results(run_cli, tmp_path
     first, rest = watched.stdout.split("\n", 1)
     assert first == f"Run dash in {run_dir}: finished — 8 finished, 0 failed, of 8 planned."
     assert rest == run_cli("rank", run_dir).stdout
+
+
+def test_watch_attached_when_a_run_ends_leaves_the_store_a_single_file(run_cli, tmp_path):
+    scenario_file = tmp_path / "dash.yaml"
+    raw = scenario_dict(rounds=2, repeats=1)
+    scenario_file.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    assert run_cli("run", scenario_file, "--run-dir", run_dir, "--quiet").returncode == 0
+    ranked = run_cli("rank", run_dir).stdout
+    # the run played again (nothing left to play) while a watcher reads it: the watcher's connection keeps
+    # the writer from leaving WAL mode as it closes, and a read-only connection cannot do it either
+    scenario = parse_scenario(raw)
+    writer = RunStore.create_or_resume(run_dir, scenario.name, scenario_file.read_text(), scenario.fingerprint())
+    watcher = RunStore.open(run_dir, readonly=True)
+    assert watcher.counts()["finished"] == 4
+    writer.set_status("finished")  # nothing was left to play
+    writer.close()
+    watcher.close()
+    assert (run_dir / "run.sqlite-wal").exists(), "the situation a watcher attached at the end leaves"
+
+    watched = run_cli("watch", run_dir)
+    assert watched.returncode == 0, watched.stderr
+    assert watched.stdout.startswith(f"Run dash in {run_dir}: finished — 4 finished")
+    assert sorted(p.name for p in run_dir.iterdir() if p.name.startswith("run.sqlite")) == ["run.sqlite"]
+    assert journal_mode(run_dir / "run.sqlite") == "rollback"
+    assert run_cli("rank", run_dir).stdout == ranked
 
 
 # -- Ctrl-C, then the same command again ------------------------------------------------------

@@ -69,7 +69,7 @@ async def test_the_log_says_each_note_once_and_the_model_calls_of_each_match(not
     noted = sorted(l.strip() for l in lines if "note:" in l)
     assert noted[0] == f"note: agent model at {url}: answers in JSON" and len(noted) == 2  # each fact said once
     assert noted[1].startswith(f"note: mock-model at {url}: output mode json_schema")
-    said = [re.search(r"calls: (\d+), tokens ([\d,]+) in / ([\d,]+) out, \$(\d+\.\d{4}), mean latency \d+\.\d\d s(, 1 retry)?$", l)
+    said = [re.search(r"calls: (\d+), tokens ([\d,]+) in / ([\d,]+) out, cost \$(\d+\.\d{4}), mean latency \d+\.\d\d s(, 1 retry)?$", l)
             for l in lines if "calls: " in l]
     assert len(said) == 2 and all(said), lines
     assert [int(m[1]) for m in said] == [2, 2]  # one call a round
@@ -99,6 +99,20 @@ def test_a_match_line_marks_token_counts_some_call_left_unknown():
     tally.add(call((100, 10)))
     tally.add(call((None, None), error="cut off by the turn's deadline after 60.0 s"))
     line = tally.pop_line("m#1")
-    assert "tokens 100+? in / 10+? out (1 uncounted)" in line and "(+1 unpriced)" in line and "1 failed" in line
+    assert "tokens 100+? in / 10+? out (1 uncounted), cost $0.0010 (+1 unpriced)," in line and "1 failed" in line
     tally.add(call((100, 10)))
     assert "tokens 100 in / 10 out," in tally.pop_line("m#1")
+
+
+def test_plain_log_says_a_free_text_move_once(run_cli, tmp_path):
+    """A translation is its own move: the line gives it once; a parsed move keeps the reply it was read from."""
+    from helpers import ROOT
+
+    done = run_cli("run", ROOT / "scenarios" / "translation.yaml", "--plain", "--limit", "1", "--run-dir", tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    moves = re.findall(r"^\[[^\]]+\] r\d+ .+? \((?:fluent|careful|hasty|judge)\) -> (.*)$", done.stdout, re.M)
+    assert moves, done.stdout
+    for move in moves:
+        parts = move.split(" | ")
+        assert len(parts) == 1 or parts[0].rstrip(" DEFAULT") != parts[1], move
+    assert any(len(move) > 20 and " | " not in move for move in moves), moves  # a translation, said once

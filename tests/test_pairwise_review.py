@@ -152,6 +152,49 @@ def test_one_match_per_question_and_clear_errors(questions, tmp_path):
         parse_scenario({"name": "pr", "agents": agents, "games": [{"game": "pairwise_review", "params": {"questions": str(bad)}}]})
 
 
+# lines of MT-Bench's question.jsonl as published: a question and its follow-up in "turns", a reference answer per turn
+MT_BENCH = (
+    '{"question_id": 81, "category": "writing", "turns": ["Compose an engaging travel blog post about a recent trip to '
+    'Hawaii, highlighting cultural experiences and must-see attractions.", "Rewrite your previous response. Start every '
+    'sentence with the letter A."]}\n'
+    '{"question_id": 82, "category": "writing", "turns": ["Draft a professional email seeking your supervisor\'s feedback '
+    'on the \'Quarterly Financial Report\' you prepared.", "Take a moment to evaluate and critique your own response."]}\n'
+    '{"question_id": 111, "category": "math", "turns": ["The vertices of a triangle are at points (0, 0), (-1, 1), and '
+    '(3, 3). What is the area of the triangle?", "What\'s area of the circle circumscribing the triangle?"], '
+    '"reference": ["Area is 3", "5pi"]}\n')
+
+
+async def test_mt_benchs_question_file_is_read_as_it_is_and_its_first_turn_asked(tmp_path):
+    path = tmp_path / "question.jsonl"
+    path.write_text(MT_BENCH, encoding="utf-8")
+    agents = {"x": Recording(fixed("x", "X.")), "y": fixed("y", "Y."), "judge": fixed("judge", "ok\n6 6")}
+    scenario = parse_scenario({"name": "mt", "agents": {n: {"backend": "scripted", "strategy": "fixed",
+                                                            "params": {"replies": ["X."]}} for n in agents},
+                               "tournament": {"role_swap": False},
+                               "games": [{"game": "pairwise_review", "params": {"questions": str(path)}}]})
+    assert [s.key.split("#")[0] for s in plan(scenario)] == ["pairwise_review/81", "pairwise_review/82", "pairwise_review/111"]
+    record = await play_match(MatchSpec(key="m", game="pairwise_review", agents=("x", "y", "judge"), seed=1,
+                                        shuffle_seats=False, params={"questions": str(path), "case": "81"}), agents)
+    assert record.status == "finished"
+    [asked] = agents["x"].turns
+    assert asked.prompt.startswith("Question: Compose an engaging travel blog post about a recent trip to Hawaii")
+    assert "Start every sentence with the letter A" not in asked.prompt  # the follow-up is another turn, not asked
+
+
+def test_a_line_of_another_shape_is_refused_naming_the_fields_expected_and_found(tmp_path):
+    agents = {n: {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["X."]}} for n in ("x", "y", "j")}
+    bad = tmp_path / "answers.jsonl"  # an answer file given as the questions
+    bad.write_text('{"question_id": 81, "answer_id": "a1", "model_id": "gpt-4", "choices": [{"turns": ["..."]}]}\n')
+    with pytest.raises(ConfigError) as raised:
+        parse_scenario({"name": "pr", "agents": agents,
+                        "games": [{"game": "pairwise_review", "params": {"questions": str(bad)}}]})
+    said = str(raised.value)
+    assert "answers.jsonl, line 1: not a question: question or text or turns: field required." in said, said
+    assert "Expected fields: id or question_id, question or text or turns, category (optional), reference (optional)" in said
+    assert "found: question_id, answer_id, model_id, choices" in said
+    assert "validation error for Question" not in said
+
+
 async def test_peer_review_feeds_peer_rank(questions, tmp_path):
     import subprocess
     import sys

@@ -61,6 +61,21 @@ def test_the_readers_leave_a_run_folder_exactly_as_they_found_it(finished_run, t
     assert snapshot(run_dir) == before, "no byte changed, no file added (no -wal, no -shm), no time touched"
 
 
+def test_report_and_plot_write_beside_the_user_by_default_never_into_the_run_folder(finished_run, tmp_path, capsys,
+                                                                                   monkeypatch):
+    run_dir = copy_run(finished_run[0], tmp_path / "runs" / "tiny-run")
+    before = snapshot(run_dir)
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    report, plot = cli(capsys, "report", run_dir), cli(capsys, "plot", run_dir, "--kind", "trend")
+    assert report[0] == plot[0] == 0, (report, plot)
+    assert sorted(p.name for p in here.iterdir()) == ["tiny-run-report.html", "tiny-run-trend.png"]
+    assert report[1].startswith("tiny-run-report.html: 2 matches") and plot[1].startswith("tiny-run-trend.png: ")
+    assert (here / "tiny-run-report.html").read_text().lower().startswith("<!doctype html>")
+    assert snapshot(run_dir) == before
+
+
 def test_the_readers_work_in_a_folder_nobody_may_write_to(finished_run, tmp_path):
     run_dir = copy_run(finished_run[0], tmp_path / "runs" / "run")
     legacy = copy_run(finished_run[0], tmp_path / "runs" / "legacy")

@@ -445,7 +445,7 @@ def _run_status(console: Console, result, failed) -> int:
 def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
     from rich.table import Table
 
-    from arena.cli.tables import usd
+    from arena.results.usage import dollars
     from arena.run.dryrun import estimate
 
     console = output_console()
@@ -475,7 +475,7 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
         table.add_column(column, justify="left" if named else "right", overflow="fold" if named else "ellipsis")
     for a in found.agents:
         table.add_row(a.agent, a.backend, a.model or "", str(a.calls), str(a.prompt_tokens), str(a.completion_tokens),
-                      usd(a.cost), usd(a.cost_max))
+                      dollars(a.cost), dollars(a.cost_max))
     console.print(table)
     calls = sum(a.calls for a in found.agents)
     expected = sum(a.cost or 0.0 for a in found.agents)

@@ -40,10 +40,12 @@ from arena.contract.events import (
 from arena.contract.messages import REFEREE, Message
 from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.progress import RunProgress, Snapshot, rounds_needed
+from arena.results.usage import dollars
 from arena.run.runner import Observer
 from arena.store import RunStore
 from arena.store.rows import MatchRow
 from arena.store.follower import Changes, Follower, Note
+from arena.store.settle import settle
 
 FEED_SIZE = 8
 """Messages shown at once."""
@@ -281,12 +283,19 @@ class Dashboard(Observer):
         for group, outcomes in changes.outcomes.values():
             self.tally(group, [(o.agent, o.role, o.payoff) for o in outcomes])
 
+    def session(self, started: float) -> None:
+        """Show the session of the run that began at ``started``: its clock and notes, not an earlier one's."""
+        with self._lock:
+            self.progress.session(started)
+
     def catch_up(self, run_dir: str | Path) -> None:
         """Start from what earlier sessions of a resumed run left in its store (their calls, spend and
         finished matches), as `arena watch` would see it; nothing of theirs is running any more."""
         store = RunStore.open(run_dir, readonly=True)
         try:
             now = time.time()
+            sessions = store.sessions()  # this one's included: `arena run` records it before it plays
+            self.session(sessions[-1]["started"] if sessions else now)
             changes = Follower(store, first_messages=0, skip_kinds=FEED_SKIPS).poll()
             changes.running = set()
             changes.outcomes = {}  # the runner hands over each earlier match for the leaderboard itself
@@ -361,7 +370,7 @@ class Dashboard(Observer):
         for agent, f in snap.agents.items():
             if not (f.calls or f.cached or f.in_flight or f.invalid or f.timeouts):
                 continue
-            spend = "—" if f.calls == f.unpriced else f"${f.spend:.4f}" + ("+?" if f.unpriced else "")
+            spend = dollars(None if f.calls == f.unpriced else f.spend, f.unpriced)
             latency = "—" if f.mean_latency is None else f"{f.mean_latency:.2f} s"
             errors = f" ({f.errors} failed)" if f.errors else ""
             more = "+?" if f.uncounted else ""  # the known part of a count some call left unknown
@@ -374,7 +383,7 @@ class Dashboard(Observer):
         width = self.console.width
         table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True,
                       title="running", title_justify="left", title_style="dim")
-        key_width = max(12, min(32, width // 5))
+        key_width = _key_width(width)
         table.add_column("match", style="cyan", no_wrap=True, overflow="ellipsis", max_width=key_width)
         table.add_column("turn", no_wrap=True)
         table.add_column("waiting for", no_wrap=True, overflow="ellipsis", ratio=1)
@@ -395,7 +404,7 @@ class Dashboard(Observer):
         wide = width >= 100  # narrower screens leave out the recipients to keep room for what was said
         table = Table(box=None, show_header=False, padding=(0, 1), pad_edge=False, expand=True,
                       title="latest messages", title_justify="left", title_style="dim")
-        key_width = max(12, min(32, width // 5))
+        key_width = _key_width(width)
         table.add_column("match", style="cyan", no_wrap=True, overflow="ellipsis", max_width=key_width)
         table.add_column("round", style="dim", no_wrap=True)
         table.add_column("from", no_wrap=True, overflow="ellipsis", max_width=max(12, width // 4))
@@ -428,6 +437,12 @@ class Dashboard(Observer):
         for agent, role, n, mean in rows:
             table.add_row(Text(agent), *([Text(role)] if by_role else []), str(n), f"{mean:.2f}")
         return table
+
+
+def _key_width(width: int) -> int:
+    """The match column's width on a screen ``width`` wide: a fifth of a narrow screen, and on a wide one
+    everything beyond what the other columns need (96), so that long keys are shown whole where they fit."""
+    return max(12, width // 5, width - 96)
 
 
 def _first_line(text: str | None) -> str:
@@ -495,15 +510,20 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
             print_results(console, store)
         else:
             console.print("No finished matches yet.")
-        return 0
     except KeyboardInterrupt:  # stopped watching: the run goes on in its own process
         return 130
     finally:
         store.close()
+    # attached when the run ended, this watcher kept its writer from leaving WAL mode: it does it (see settle)
+    settle(run_dir)
+    return 0
 
 
 def _follow_live(follower: Follower, store: RunStore, console: Console, name: str, interval: float) -> None:
     view = Dashboard(console, title=f"{name} (watching {store.run_dir})", specs=store.spec)
+    sessions = store.sessions()
+    if sessions:  # a resumed run: the clock and notes of the session being played, as its own dashboard shows
+        view.session(sessions[-1]["started"])
     with view:
         while True:
             running = store.status() == _ACTIVE  # asked before the poll, so the last poll sees everything

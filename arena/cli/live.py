@@ -18,6 +18,7 @@ from arena.contract.calls import CallRecord
 from arena.contract.events import (
     ActionTaken, Event, MatchEnded, MatchFailed, MatchInterrupted, MatchStarted, MessagePosted, RoundClosed, TurnFailed,
 )
+from arena.results.usage import dollars
 from arena.run.runner import Observer
 
 
@@ -26,6 +27,10 @@ def _short(text: str | None, width: int = 80) -> str:
         return "—"
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def _same_text(a: str, b: str | None) -> bool:
+    return b is not None and " ".join(a.split()) == " ".join(b.split())
 
 
 def _action(action) -> str:
@@ -83,8 +88,7 @@ class CallTally:
             more = "+?" if t.uncounted else ""  # some call's tokens are unknown: these are the known part
             parts.append(f"tokens {t.prompt_tokens:,}{more} in / {t.completion_tokens:,}{more} out"
                          + (f" ({t.uncounted} uncounted)" if t.uncounted else ""))
-            if t.calls > t.unpriced:
-                parts.append(f"${t.cost:.4f}" + (f" (+{t.unpriced} unpriced)" if t.unpriced else ""))
+            parts.append("cost " + dollars(None if t.calls == t.unpriced else t.cost, t.unpriced))
             if t.answered:
                 parts.append(f"mean latency {t.latency / t.answered:.2f} s")
             if t.retries:
@@ -147,7 +151,10 @@ class RoundLog(Observer):
             line = f"{head} r{event.round} {self._who(event.match, event.seat)} {event.failure.upper()} attempt {event.attempt}: {event.reason} reply={_short(event.reply, 60)!r}"
         elif isinstance(event, ActionTaken):
             tag = " DEFAULT" if event.defaulted else ""
-            line = f"{head} r{event.round} {self._who(event.match, event.seat)} -> {_action(event.action)}{tag} | {_short(event.reply, 200)}"
+            action = _action(event.action)
+            # a free-text move is its reply: said once; a parsed move beside the reply it was read from
+            said = f"{_short(action, 200)}{tag}" if _same_text(action, event.reply) else f"{action}{tag} | {_short(event.reply, 200)}"
+            line = f"{head} r{event.round} {self._who(event.match, event.seat)} -> {said}"
         elif isinstance(event, MessagePosted) and event.message.kind == "notice":
             to = ",".join(event.message.recipients)
             line = f"{head} r{event.message.round} Referee -> {to}: {' '.join(event.message.content.split())}"

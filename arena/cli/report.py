@@ -15,7 +15,8 @@ def add_commands(sub) -> None:
     report.add_argument("--reviews", type=Path, nargs="+", metavar="FILE",
                         help="JSONL files of review tuples instead of a run (several are read as one)")
     report.add_argument("-o", "--output", type=Path,
-                        help="file to write (default: RUN_DIR/report.html; with --reviews, the first FILE with .html)")
+                        help="file to write (default: RUN-report.html in the current folder, RUN the run folder's name; "
+                             "with --reviews, the first FILE with .html)")
     report.set_defaults(handler=run_report)
 
     plot = sub.add_parser("plot", help="a figure of the report as a PNG image")
@@ -23,8 +24,15 @@ def add_commands(sub) -> None:
     plot.add_argument("--kind", choices=["heatmap", "trend", "weights"], required=True,
                       help="heatmap: pairwise win rates (or two-role payoffs); trend: Elo over battles (or running "
                            "mean payoffs); weights: reviewer weights of the weighted peer rank")
-    plot.add_argument("-o", "--output", type=Path, help="file to write (default: RUN_DIR/KIND.png)")
+    plot.add_argument("-o", "--output", type=Path,
+                      help="file to write (default: RUN-KIND.png in the current folder, RUN the run folder's name)")
     plot.set_defaults(handler=run_plot)
+
+
+def _beside_here(run_dir: Path, name: str) -> Path:
+    """A reader's default output: in the current folder, named after the run (``RUN-report.html``), never
+    inside the run folder, which only `arena run` writes to."""
+    return Path(f"{run_dir.resolve().name}-{name}")
 
 
 def _collect(run_dir: Path, transcripts: bool = True):
@@ -53,7 +61,7 @@ def run_report(args: argparse.Namespace) -> int:
         print(f"{output}: {report.summary['source']['reviews']} reviews from {len(args.reviews)} "
               f"file{'s' if len(args.reviews) != 1 else ''}, {size / 1e6:.1f} MB")
         return 0
-    output = args.output or args.run_dir / "report.html"
+    output = args.output or _beside_here(args.run_dir, "report.html")
     report = _collect(args.run_dir)  # its packing process starts before the page's modules are imported
     from arena.report.page import write
 
@@ -66,7 +74,7 @@ def run_plot(args: argparse.Namespace) -> int:
     from arena.report.plot import plot
     from arena.store import StoreError
 
-    output = args.output or args.run_dir / f"{args.kind}.png"
+    output = args.output or _beside_here(args.run_dir, f"{args.kind}.png")
     report = _collect(args.run_dir, transcripts=False)
     try:
         panels = plot(report.summary["figures"], args.kind, output)

@@ -8,7 +8,7 @@ from rich.text import Text
 
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.standing import payoff_notes
-from arena.results.usage import Usage, usage_by_agent
+from arena.results.usage import Usage, dollars, usage_by_agent
 from arena.store import RunStore
 
 
@@ -129,7 +129,7 @@ def print_usage(console: Console, rows: list[Usage]) -> None:
         table.add_column(column, justify="left" if column == "Agent" else "right")
     for r in rows:
         table.add_row(r.agent, str(r.calls), str(r.cached), str(r.retries), str(r.failed), count(r.prompt_tokens),
-                      count(r.completion_tokens), usd(r.cost), f"{r.latency:.2f} s")
+                      count(r.completion_tokens), dollars(r.cost), f"{r.latency:.2f} s")
     console.print(table)
     saving = [r for r in rows if r.cached]
     if not saving:
@@ -139,18 +139,13 @@ def print_usage(console: Console, rows: list[Usage]) -> None:
         table.add_column(column, justify="left" if column == "Agent" else "right")
     for r in saving:
         table.add_row(r.agent, str(r.cached), count(r.saved_prompt_tokens), count(r.saved_completion_tokens),
-                      usd(r.saved_cost), f"{r.saved_seconds:.2f} s")
+                      dollars(r.saved_cost), f"{r.saved_seconds:.2f} s")
     console.print(table)
 
 
 def count(tokens: int | None) -> str:
     """A token count as the tables show it; None is a count nobody knows (a call cut off, an answer without usage)."""
     return "unknown" if tokens is None else str(tokens)
-
-
-def usd(cost: float | None) -> str:
-    """Dollars as the tables show them; None is a price nobody knows."""
-    return "unknown" if cost is None else f"${cost:.4f}"
 
 
 METHOD_NAMES = {"winrate": "win rate", "elo": "Elo", "bt": "Bradley–Terry"}

@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.text import Text
 
 from arena.contract.records import MatchRecord
-from arena.contract.messages import REFEREE
+from arena.contract.messages import REFEREE, Message
 
 
 def print_transcript(console: Console, record: MatchRecord) -> None:
@@ -18,34 +18,24 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
     console.print("params: " + ", ".join(f"{k}={v}" for k, v in record.params.items()))
     for seat in record.seats:
         console.print(f"  {seat.label}: {seat.agent} ({seat.role})")
-    failures = defaultdict(list)
-    actions = defaultdict(list)
-    for event in record.events:
-        if event.type == "turn_failed":
-            failures[event.round].append(event)
-        elif event.type == "action":
-            actions[event.round].append(event)
-    rounds = sorted({m.round for m in record.messages} | set(actions))
-    for rnd in rounds:
-        console.print(Text(f"\n── round {rnd} " + ("(rules) " if rnd == 0 else "") + "─" * 40, style="cyan"))
-        for failure in failures.get(rnd, []):
+    # in the order things happened: a prompt, then the replies that failed, then the re-ask and the action
+    failures = defaultdict(list)  # round -> the failures so far, for why a turn was defaulted
+    headed: set[int] = set()
+    for item in _in_order(record):
+        rnd = item.round
+        if rnd not in headed:
+            headed.add(rnd)
+            console.print(Text(f"\n── round {rnd} " + ("(rules) " if rnd == 0 else "") + "─" * 40, style="cyan"))
+        if isinstance(item, Message):
+            _print_message(console, item, agent, seats)
+        elif item.type == "turn_failed":
+            failures[rnd].append(item)
             console.print(Text(
-                f"  ✗ {failure.seat} ({agent.get(failure.seat)}) attempt {failure.attempt}: {failure.failure} — "
-                f"{failure.reason} reply: {failure.reply!r}", style="yellow"))
-        for message in (m for m in record.messages if m.round == rnd):
-            who = REFEREE if message.sender == REFEREE else f"{message.sender} ({agent.get(message.sender)})"
-            others = [s for s in message.recipients if s != message.sender]
-            if message.sender != REFEREE:
-                seen = f"seen by {', '.join(others)}" if others else "seen by no other seat"
-            elif not others:
-                seen = "for the record, to no seat"
-            else:
-                seen = "to everyone" if sorted(others) == sorted(seats) and len(seats) > 1 else f"to {', '.join(others)}"
-            console.print(Text(f"  {who} [{message.kind}; {seen}]", style="bold"))
-            console.print(Text("    " + message.content.replace("\n", "\n    ")))
-        for action in actions.get(rnd, []):
-            tag = f" (default) — {_default(action, failures.get(rnd, []))}" if action.defaulted else ""
-            console.print(Text(f"  → {action.seat} action: {action.action}{tag}", style="red" if action.defaulted else "green"))
+                f"  ✗ {item.seat} ({agent.get(item.seat)}) attempt {item.attempt}: {item.failure} — "
+                f"{item.reason} reply: {item.reply!r}", style="yellow"))
+        else:
+            tag = f" (default) — {_default(item, failures.get(rnd, []))}" if item.defaulted else ""
+            console.print(Text(f"  → {item.seat} action: {item.action}{tag}", style="red" if item.defaulted else "green"))
     payoffs = ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items())
     if record.status == "finished":
         console.print(Text("\npayoffs: " + payoffs, style="bold"))
@@ -55,6 +45,28 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
     elif record.error:
         style = "bold yellow" if record.status == "interrupted" else "bold red"
         console.print(Text(f"\n{record.status}: {record.error}", style=style))
+
+
+def _in_order(record: MatchRecord) -> list:
+    """The record's messages, failed turns and actions in the order the match made them. A record whose
+    event log holds no messages (one built by hand) shows each round's messages first."""
+    kept = [e.message if e.type == "message" else e for e in record.events if e.type in ("message", "turn_failed", "action")]
+    if record.messages and not any(isinstance(item, Message) for item in kept):
+        kept = sorted([*record.messages, *kept], key=lambda item: (item.round, not isinstance(item, Message)))
+    return kept
+
+
+def _print_message(console: Console, message: Message, agent: dict[str, str], seats: list[str]) -> None:
+    who = REFEREE if message.sender == REFEREE else f"{message.sender} ({agent.get(message.sender)})"
+    others = [s for s in message.recipients if s != message.sender]
+    if message.sender != REFEREE:
+        seen = f"seen by {', '.join(others)}" if others else "seen by no other seat"
+    elif not others:
+        seen = "for the record, to no seat"
+    else:
+        seen = "to everyone" if sorted(others) == sorted(seats) and len(seats) > 1 else f"to {', '.join(others)}"
+    console.print(Text(f"  {who} [{message.kind}; {seen}]", style="bold"))
+    console.print(Text("    " + message.content.replace("\n", "\n    ")))
 
 
 def _default(action, failures) -> str:

@@ -11,7 +11,7 @@ from html import escape
 
 from . import svg
 from ..rank.places import competition_ranks
-from ..results.usage import known_sum
+from ..results.usage import dollars, known_sum
 from .figures import METHOD_NAMES
 from .svg import fmt
 
@@ -274,10 +274,10 @@ def usage(summary: dict) -> str:
     if not rows_in:
         return ""
     rows = [[u["agent"], u["calls"], u["cached"], u["retries"], u["failed"], _count(u["prompt_tokens"]),
-             _count(u["completion_tokens"]), _usd(u["cost"]), f"{u['latency']:.2f} s"] for u in rows_in]
+             _count(u["completion_tokens"]), dollars(u["cost"]), f"{u['latency']:.2f} s"] for u in rows_in]
     rows.append(["total", *(sum(u[k] for u in rows_in) for k in ("calls", "cached", "retries", "failed")),
                  *(_count(_total(rows_in, k)) for k in ("prompt_tokens", "completion_tokens")),
-                 _usd(_total(rows_in, "cost")), ""])
+                 dollars(_total(rows_in, "cost")), ""])
     spent = note("Spent: the calls that reached a model.") + table(
         ["Agent", "Calls", "Cached", "Retries", "Failed", "Prompt tokens", "Reply tokens", "Cost", "Mean latency"], rows,
         row_classes=[""] * len(rows_in) + ["total"])
@@ -285,10 +285,10 @@ def usage(summary: dict) -> str:
     if not saving:
         return section("cost", "Cost and tokens", spent)
     rows = [[u["agent"], u["cached"], _count(u["saved_prompt_tokens"]), _count(u["saved_completion_tokens"]),
-             _usd(u["saved_cost"]), f"{u['saved_seconds']:.2f} s"] for u in saving]
+             dollars(u["saved_cost"]), f"{u['saved_seconds']:.2f} s"] for u in saving]
     rows.append(["total", sum(u["cached"] for u in saving),
                  *(_count(_total(saving, k)) for k in ("saved_prompt_tokens", "saved_completion_tokens")),
-                 _usd(_total(saving, "saved_cost")), f"{sum(u['saved_seconds'] for u in saving):.2f} s"])
+                 dollars(_total(saving, "saved_cost")), f"{sum(u['saved_seconds'] for u in saving):.2f} s"])
     saved = note("Saved: the replies the response cache gave back, at what they cost when they were first asked.") + table(
         ["Agent", "Cached replies", "Prompt tokens", "Reply tokens", "Cost", "Time"], rows,
         row_classes=[""] * len(saving) + ["total"], attrs=' class="saved"')
@@ -303,8 +303,6 @@ def _count(tokens: int | None) -> str:
     return "unknown" if tokens is None else str(tokens)
 
 
-def _usd(cost: float | None) -> str:
-    return "unknown" if cost is None else f"${cost:.4f}"
 
 OUTCOMES = [("decided", "decided"), ("tie", "tie"), ("scored", "scored, not a contest (no winner)"),
             ("truncated", "truncated at max_rounds"), ("failed", "failed"), ("interrupted", "interrupted"),

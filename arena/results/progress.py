@@ -180,8 +180,18 @@ class RunProgress:
         self._done_calls = 0  # sum of _played's calls
         self._first: float | None = None
         self._notes: dict[str, None] = {}  # insertion-ordered set: a note is said once
+        self._since: float | None = None  # when this session of the run began (see session)
 
     # -- facts ---------------------------------------------------------------------
+    def session(self, started: float) -> None:
+        """The session shown began at ``started`` (a resumed run: this `arena run` on it). What earlier
+        sessions did still counts in the totals (matches done, calls, tokens, spend); the clock, the rates
+        and the notes are this session's. Give it before the facts."""
+        self._since = started
+
+    def _earlier(self, at: float) -> bool:
+        return self._since is not None and at < self._since
+
     def planned(self, total: int) -> None:
         self._planned = total
 
@@ -193,7 +203,7 @@ class RunProgress:
         for token in [t for t, f in self._flights.items() if f.match == key]:  # left by an attempt that crashed
             self._drop_flight(token)
         self._running[key] = RunningMatch(key, dict(seats), rounds, at)
-        if self._first is None or at < self._first:
+        if not self._earlier(at) and (self._first is None or at < self._first):
             self._first = at
 
     def round_closed(self, key: str, round: int, at: float) -> None:
@@ -233,7 +243,8 @@ class RunProgress:
         if match is not None and at is not None:
             self._played[key] = match.calls
             self._done_calls += match.calls
-            self._match_spans.append((match.started, at))
+            if not self._earlier(at):
+                self._match_spans.append((match.started, at))
         elif match is None:
             self._resumed.add(key)
 
@@ -267,7 +278,8 @@ class RunProgress:
             figures.latency += call.latency
         else:
             figures.errors += 1
-        self._call_spans.append((at - call.latency, at))
+        if not self._earlier(at):
+            self._call_spans.append((at - call.latency, at))
         if call.match in self._running:
             self._running[call.match].calls += 1
         elif call.match in self._played:
@@ -279,6 +291,8 @@ class RunProgress:
         self._drop_flight(token)
 
     def note(self, text: str, at: float) -> None:
+        if self._earlier(at):
+            return  # said to an earlier session; this one says it again if it still holds
         self._notes.pop(text, None)
         self._notes[text] = None
         while len(self._notes) > NOTES_KEPT:

@@ -43,6 +43,16 @@ def known_sum(values) -> int | float | None:
     return total
 
 
+def dollars(spent: float | None, unpriced: int = 0) -> str:
+    """Spend as every view says it (tables, dashboard, match lines, report): ``$0.0123``; ``unknown``
+    when no price is known (a model behind a server that `prices:` does not name); ``$0.0123 (+2
+    unpriced)`` for the known part when some calls' price is unknown. A model run in this process costs
+    $0.0000: its backend says it is free, it needs no price."""
+    if spent is None:
+        return "unknown"
+    return f"${spent:.4f}" + (f" (+{unpriced} unpriced)" if unpriced else "")
+
+
 def usage_by_agent(calls: list[CallRecord]) -> list[Usage]:
     rows: dict[str, list[CallRecord]] = {}
     for call in calls:

@@ -1049,7 +1049,20 @@ def _alive(pid: int | None, host: str | None) -> bool:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    """Whether the process has died and only waits for its parent to collect it (State Z, or X while
+    it is removed): it writes nothing any more. Where /proc cannot say, it is taken to be alive."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("State:"):
+                    return line.split()[1:2] in (["Z"], ["X"])
+    except OSError:
+        return False
+    return False
 
 
 def run_dirs(output: str | Path) -> Iterator[Path]:
