@@ -355,3 +355,31 @@ def test_three_synthetic_judges_with_known_biases_in_rank_and_report(tmp_path, q
     assert re.search(r"<td[^>]*>lengthy</td><td[^>]*>3</td><td[^>]*>3</td><td[^>]*>0\.000</td>", section)
     assert section.count("<td>good / wordy</td>") == 3
     assert '<a href="#panels">Panels of judges</a>' in html
+
+
+# -- a debate's debaters as a panel ------------------------------------------------------------------------
+async def test_a_debates_debaters_are_recorded_as_a_panel(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text('{"id": "p1", "question": "Q?", "answer_a": "A.", "answer_b": "B.", "label": 1}\n')
+    said = {"ann": "1", "ben": "2", "cy": "2"}  # fixed choices: the majority says the second shown is better
+    agents = {n: scripted(n, "fixed", params={"replies": [f"{n} argues.\nVerdict: {v}"]}) for n, v in said.items()}
+    record = await play_match(MatchSpec(key="d", game="chateval_debate", agents=tuple(agents), seed=1, shuffle_seats=False,
+                                        params={"pairs": str(pairs), "case": "p1", "turns": 1}), agents)
+    (notice,) = [m for m in record.messages if m.kind == "notice"]
+    assert notice.data["panel"] == {
+        "name": "debaters", "rule": "vote", "members_are": "seats", "weights": None,
+        "items": [{"item": "p1", "options": ["Assistant 1", "Assistant 2"], "verdict": "Assistant 2",
+                   "members": {"Debater 1": "Assistant 1", "Debater 2": "Assistant 2", "Debater 3": "Assistant 2"}}]}
+
+
+async def test_a_member_that_never_answers_is_left_out_at_the_turn_timeout(texts, autojump_clock):
+    agents = {**seats(), "j1": judge("j1", verdict_json(8, 5)), "j2": judge("j2", verdict_json(3, 6)),
+              "j3": scripted("j3", "hang")}
+    spec = translation(texts, agents, members=["j1", "j2", "j3"], rule="mean")
+    spec = spec.model_copy(update={"settings": MatchSettings(max_retries=0, turn_timeout=30)})
+    record = await play_match(spec, agents)
+    assert record.status == "finished", record.error
+    assert record.metrics["panel"] == {"Translator": 5.5, "Proofreader": 5.5}  # the two who answered, in time
+    data = verdict_of(record).data
+    assert data["verdicts"]["j3"] is None and data["panel"]["items"][0]["members"]["j3"] is None
+    assert data["panel"]["items"][0]["verdict"] == TIE
