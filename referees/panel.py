@@ -176,8 +176,9 @@ class Panel(Referee):
             else:
                 lines.append(f"{member}: " + "; ".join(f"{seat} {score}/{p.high}" for seat, (score, _) in verdict.items()))
         if scores is None:
-            head = (f"The panel ({p.rule}) reached no verdict: {valid} of {len(p.members)} members gave one, "
-                    f"{p.needed()} needed; {p.metric} scores are missing for this match.")
+            why = (f"{valid} of {len(p.members)} members gave one, {p.needed()} needed" if valid < p.needed()
+                   else "the members who gave one all weigh 0")
+            head = f"The panel ({p.rule}) reached no verdict: {why}; {p.metric} scores are missing for this match."
         else:
             shown = ", ".join(f"{seat} {value:g}" for seat, value in scores.items())
             head = f"The panel ({p.rule}, {valid} of {len(p.members)} members) scored: {shown}."

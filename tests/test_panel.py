@@ -383,3 +383,12 @@ async def test_a_member_that_never_answers_is_left_out_at_the_turn_timeout(texts
     data = verdict_of(record).data
     assert data["verdicts"]["j3"] is None and data["panel"]["items"][0]["members"]["j3"] is None
     assert data["panel"]["items"][0]["verdict"] == TIE
+
+
+async def test_members_of_weight_zero_give_no_weighted_verdict(texts):
+    agents = {**seats(), "j1": judge("j1", verdict_json(8, 5)), "j2": judge("j2", verdict_json(7, 6)),
+              "j3": judge("j3", "No comment.")}
+    record = await play_match(translation(texts, agents, members=["j1", "j2", "j3"], rule="weighted",
+                                          weights={"j1": 0, "j2": 0, "j3": 1}), agents)
+    assert record.metrics["panel"] == {}
+    assert "reached no verdict: the members who gave one all weigh 0" in verdict_of(record).content

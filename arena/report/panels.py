@@ -1,5 +1,5 @@
-"""The report's section on panels of judges: for each panel (a panel referee, a game's judge seats,
-a debate's debaters), its members' verdicts against the panel's, their agreement (Fleiss' kappa),
+"""The report's section on panels of judges: for each panel (a panel referee, or a game's judge
+seats recorded as one), its members' verdicts against the panel's, their agreement (Fleiss' kappa),
 and every item's verdicts. The numbers are ``arena rank --json``'s ``panels``."""
 
 from __future__ import annotations
