@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
 from arena.contract.game import example_prose
+from arena.contract.panels import PANEL, TIE, PanelItem, PanelRecord
 
 from .closing import closing_lines, plain, shown
 from .questions import SWAPPED, load_pairs, pair_of
@@ -293,7 +294,21 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews):
                 "label": self.case.label, "strategy": self.params.strategy,
                 "output": self.params.output, "finals": self.finals(), "verdict": self.verdict(),
                 "firsts": {s: v for s, v in self.first_turn.items() if v is not None},
-                "personas": {s: p[0] for s, p in self.persona.items()}}
+                "personas": {s: p[0] for s, p in self.persona.items()}, PANEL: self.panel_record()}
+
+    def panel_record(self) -> dict[str, Any]:
+        """The debaters as a panel: each one's final verdict and the group's, by the side shown
+        better (a debater without a verdict has none), for the members' agreement."""
+        options = ["Assistant 1", "Assistant 2"]  # as shown: a swapped match's are the pair's the other way round
+
+        def side(value: float | None) -> str | None:
+            return None if value is None else (TIE if value == 0 else options[1 if value > 0 else 0])
+
+        finals = self.finals()
+        item = PanelItem(item=self.case.id, options=options, verdict=side(self.verdict()),
+                         members={s: side(finals.get(s)) for s in self.debaters})
+        rule = "mean" if self.params.output == "scores" else "vote"
+        return PanelRecord(name="debaters", rule=rule, members_are="seats", items=[item]).model_dump(mode="json")
 
     def is_over(self, round: int) -> bool:
         return round >= len(self.schedule)

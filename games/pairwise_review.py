@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, nobody_hears_anyone, path_field
 from arena.contract.game import example_prose
+from arena.contract.panels import PANEL, TIE, PanelItem, PanelRecord, vote
 
 from .closing import plain
 from .questions import case_of, load_questions
@@ -64,6 +65,9 @@ class PairwiseParams(BaseModel):
     output: Literal["scores", "choice"] = Field("scores", description="Two scores from 1 to 10, or 1 / 2 / tie.")
     samples: int = Field(1, ge=1, description="Comparisons of each pair in each order (MEC's k).")
     swap: bool = Field(True, description="Show each pair in both orders (BPC).")
+    panel: Literal["vote", "mean"] | None = Field(
+        None, description="The judges as one panel: each pair's verdict is their majority (vote) or the sign of their "
+        "mean score difference (mean), and the contestants' payoffs count that one verdict per pair.")
 
 
 _TWO_SCORES = re.compile(r"^\W*(\d+(?:\.\d+)?)\s*(?:,|\s|/|and)\s*(\d+(?:\.\d+)?)\W*$")
@@ -102,6 +106,8 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
             if len(params.answers) < 2:
                 return "fixed answers need at least two sources (files) to compare"
             fixed_answers(tuple(params.answers))  # read now, so a bad file is reported before play
+            if params.panel is not None and n_seats < 2:
+                return f"a panel needs two judges or more; this match has {n_seats}"
             return None
         if params.contestants < 2:
             return "set contestants to 2 or more, or give fixed answers"
@@ -109,6 +115,9 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
             return f"{params.contestants} contestants need at least {params.contestants} seats; there are {n_seats}"
         if n_seats == params.contestants and not params.peer:
             return "no seat is left to judge: add judges, or set peer: true so contestants judge each other"
+        judges = n_seats - params.contestants + (params.contestants if params.peer else 0)
+        if params.panel is not None and judges < 2:
+            return f"a panel needs two judges or more; this match has {judges}"
         return None
 
     @classmethod
@@ -252,23 +261,58 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
                     "verdict": self._verdict(r, self.given[(j, pair)]), "bpde": self._bpde(r)}
                    for (j, pair), r in self.results.items()]
         # the answers judged, by seat (or by source, for fixed answers, in the scenario's order): for people to judge too
-        return [Notice(to=(), text=f"{len(summary)} calibrated verdicts on question {self.question.id}.",
-                       data={"question": self.question.id, "question_text": self.question.question, "verdicts": summary,
-                             "answers": dict(self.answers)})]
+        data = {"question": self.question.id, "question_text": self.question.question, "verdicts": summary,
+                "answers": dict(self.answers)}
+        text = f"{len(summary)} calibrated verdicts on question {self.question.id}."
+        if self.params.panel is not None:
+            data[PANEL] = self._panel_record().model_dump(mode="json")
+            text += f" The judges' panel ({self.params.panel}) decided each pair."
+        return [Notice(to=(), text=text, data=data)]
+
+    def _pairs(self) -> list[tuple[str, str]]:
+        return list(dict.fromkeys(pair for _, pair in self.results))
+
+    def _panel_verdict(self, pair: tuple[str, str]) -> int | None:
+        """The judges' one verdict on a pair (+1: its second is better): the majority of their
+        calibrated verdicts, or the sign of the mean of their calibrated score differences."""
+        found = {j: self._calibrated(self.results[(j, pair)], self.given[(j, pair)]) for j in self.judges
+                 if (j, pair) in self.results}
+        given = [v for v in found.values() if v is not None]
+        if not given:
+            return None
+        if self.params.panel == "mean":
+            return _sign(sum(given) / len(given))
+        said = vote({j: None if v is None else str(_sign(v)) for j, v in found.items()})
+        return None if said is None else (0 if said == TIE else int(said))
+
+    def _panel_record(self) -> PanelRecord:
+        def named(pair: tuple[str, str], verdict: int | None) -> str | None:
+            return None if verdict is None else (TIE if verdict == 0 else pair[(verdict + 1) // 2])
+
+        items = [PanelItem(item=str(self.question.id), options=list(pair), verdict=named(pair, self._panel_verdict(pair)),
+                           members={j: named(pair, self._verdict(self.results[(j, pair)], self.given[(j, pair)]))
+                                    for j in self.judges if (j, pair) in self.results})
+                 for pair in self._pairs()]
+        return PanelRecord(name="judges", rule=self.params.panel, members_are="seats", items=items)
+
+    @classmethod
+    def _verdict(cls, results: list[float | None], given: list[tuple[int, int]]) -> int | None:
+        """The sign of the calibrated score difference: the verdict (+1: the pair's second is better)."""
+        value = cls._calibrated(results, given)
+        return None if value is None else _sign(value)
 
     @staticmethod
-    def _verdict(results: list[float | None], given: list[tuple[int, int]]) -> int | None:
+    def _calibrated(results: list[float | None], given: list[tuple[int, int]]) -> float | None:
         """MEC then BPC: each order's mean over its samples, then the mean of the orders' means,
-        of the score differences (or choices); its sign is the verdict (+1: the pair's second is
-        better). Both orders weigh the same even when a sample is missing, so a judge's lean
-        towards one position cancels out."""
+        of the score differences (or choices). Both orders weigh the same even when a sample is
+        missing, so a judge's lean towards one position cancels out."""
         by_order: dict[int, list[float]] = {}
         for value, (order, _) in zip(results, given):
             if value is not None:
                 by_order.setdefault(order, []).append(value)
         if not by_order:
             return None
-        return _sign(sum(sum(v) / len(v) for v in by_order.values()) / len(by_order))
+        return sum(sum(v) / len(v) for v in by_order.values()) / len(by_order)
 
     @staticmethod
     def _bpde(results: list[float | None]) -> float | None:
@@ -279,11 +323,14 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         return round >= 1 + len(self.tasks)
 
     def payoffs(self) -> dict[str, float]:
-        """Contestant seats: their share of comparisons won; judges (and fixed-answer runs): 0."""
+        """Contestant seats: their share of comparisons won (with a panel, of the panel's one verdict
+        per pair); judges (and fixed-answer runs): 0."""
         won, met = Counter(), Counter()
-        for key, results in self.results.items():
-            _, (a, b) = key
-            verdict = self._verdict(results, self.given[key])
+        if self.params.panel is not None:
+            decided = [(pair, self._panel_verdict(pair)) for pair in self._pairs()]
+        else:
+            decided = [(pair, self._verdict(results, self.given[(j, pair)])) for (j, pair), results in self.results.items()]
+        for (a, b), verdict in decided:
             if verdict is None:
                 continue
             won[a] += (1 - verdict) / 2

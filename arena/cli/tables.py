@@ -337,3 +337,22 @@ def print_dimension_scores(console: Console, s) -> None:
     for agent, found in s.debaters.items():
         table.add_row(agent, *(f"{_share(c.spearman)} / {_share(c.kendall)}" for c in found))
     console.print(table)
+
+
+# -- panels of judges ---------------------------------------------------------------------------
+def print_panels(console: Console, store: RunStore) -> None:
+    """Each panel of judges (a panel referee, a game's judge seats): its members' verdicts against
+    the panel's, and the members' agreement."""
+    from arena.results.panels import panel_summaries
+
+    for s in panel_summaries(store):
+        kappa = "—" if s.fleiss_kappa is None else f"{s.fleiss_kappa:.3f}"
+        table = Table(title=f"{s.group}: panel {s.name} ({s.rule}), {s.decided} of {s.items} items decided; the "
+                      f"members' agreement, Fleiss' kappa {kappa}. With the panel: the share of a member's verdicts "
+                      "that were the panel's", title_justify="left")
+        for column in ("Member", "Items", "Verdicts", "With the panel", *(("Weight",) if s.weights else ())):
+            table.add_column(column, justify="left" if column == "Member" else "right", no_wrap=column == "Member")
+        for m in s.members:
+            weight = () if not s.weights else (_share((s.weights or {}).get(m.agent)),)
+            table.add_row(m.agent, str(m.items), str(m.verdicts), _share(m.with_panel), *weight)
+        console.print(table)

@@ -16,6 +16,7 @@ pair: for a pool of votes, their majority.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from typing import Literal
 
 import numpy as np
@@ -62,6 +63,24 @@ def fleiss_kappa(ratings: np.ndarray) -> float:
     counts = np.stack([(ratings == c).sum(axis=1) for c in categories], axis=1).astype(float)  # [items, categories]
     n = ratings.shape[1]
     p_item = ((counts * (counts - 1)).sum(axis=1)) / (n * (n - 1))
+    p_cat = counts.sum(axis=0) / counts.sum()
+    expected = float((p_cat ** 2).sum())
+    return 1.0 if expected == 1 else (float(p_item.mean()) - expected) / (1 - expected)
+
+
+def panel_agreement(items: Sequence[Sequence[Hashable]]) -> float | None:
+    """Fleiss' kappa of a panel: ``items`` lists, per item judged, the members' verdicts (a member
+    without one is left out of that item). Members may differ in number from item to item, as
+    when one gave no verdict: each item's agreement is over its own raters, and the categories'
+    shares are over all ratings. Items with fewer than two verdicts say nothing about agreement and
+    are skipped; None when none is left."""
+    rated = [list(item) for item in items if len(item) >= 2]
+    if not rated:
+        return None
+    categories = sorted({v for item in rated for v in item}, key=repr)
+    counts = np.array([[item.count(c) for c in categories] for item in rated], dtype=float)  # [items, categories]
+    n = counts.sum(axis=1)
+    p_item = (counts * (counts - 1)).sum(axis=1) / (n * (n - 1))
     p_cat = counts.sum(axis=0) / counts.sum()
     expected = float((p_cat ** 2).sum())
     return 1.0 if expected == 1 else (float(p_item.mean()) - expected) / (1 - expected)

@@ -13,11 +13,13 @@ from arena.contract.files import replacing
 
 from . import sections
 from .judging import judging
+from .panels import panels
 from .data import ReportData
 from .packing import script_json
 
 NAV = [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("trend", "Rating over battles"),
-       ("reviewers", "Reviewers"), ("judging", "Judges against labels"), ("roles", "Role tables"), ("cost", "Cost"),
+       ("reviewers", "Reviewers"), ("judging", "Judges against labels"), ("panels", "Panels of judges"),
+       ("roles", "Role tables"), ("cost", "Cost"),
        ("transcripts", "Transcripts")]
 # what each section needs, said when it is left out for want of it
 NEEDS = {"pairwise": "reviews or a two-role game", "trend": "reviews or finished matches", "reviewers": "reviews",
@@ -45,7 +47,7 @@ def render(report: ReportData) -> str:
     built = {
         "leaderboard": sections.leaderboard(summary), "pairwise": sections.pairwise(summary),
         "trend": sections.trend(summary), "reviewers": sections.reviewers(summary),
-        "judging": judging(summary), "roles": sections.role_tables(summary), "cost": sections.usage(summary),
+        "judging": judging(summary), "panels": panels(summary), "roles": sections.role_tables(summary), "cost": sections.usage(summary),
         "transcripts": sections.transcripts(report.matches),
     }
     present = [(anchor, label) for anchor, label in NAV if built[anchor]]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from arena.results.dimensions import dimension_scores
 from arena.results.discussion import discussion_summaries
+from arena.results.panels import panel_summaries
 from arena.results.payoffs import PayoffSummary, role_tables, summarize
 from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
 from arena.results.verdicts import verdict_scores
@@ -72,6 +73,7 @@ def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | 
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
         "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates
+        "panels": [p.model_dump() for p in panel_summaries(store)],  # judges' panels: each member and their kappa
         **judging_json(store.final_notices()),  # the judging games' last notices only: none in most runs
     }
 
