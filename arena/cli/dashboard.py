@@ -17,6 +17,7 @@ here; they never reach a prompt.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -33,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.cli.live import CallTally
+from arena.contract import terminal
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.events import (
     Event, MatchEnded, MatchFailed, MatchInterrupted, MatchStarted, MessagePosted, RoundClosed, TurnFailed,
@@ -116,8 +118,11 @@ class Dashboard(Observer):
     ``clock`` stamps the facts the observer callbacks bring (the store's clock, ``time.time``)."""
 
     def __init__(self, console: Console, title: str, feed_size: int = FEED_SIZE, specs: Specs | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, private: bool = False):
         self.console = console
+        # A person plays in the run and reads this screen between turns: what the seats said, who sits
+        # where and the running scores stay off it, as they are kept from a model; progress and calls show.
+        self.private = private
         self.title = title
         self.specs = specs
         self.clock = clock
@@ -147,12 +152,25 @@ class Dashboard(Observer):
     def __enter__(self) -> "Dashboard":
         self._stopped = None
         self._live.start(refresh=True)
+        self._lent = contextlib.ExitStack()  # while a person is asked at the terminal, the view steps aside
+        self._lent.enter_context(terminal.hold_screen(self._step_aside, self._come_back))
         return self
 
     def __exit__(self, *exc) -> bool:
+        self._lent.close()
         self._stopped = self.clock()
         self._live.stop()
         return False
+
+    def _step_aside(self) -> None:
+        """Clear the view off the screen and stop refreshing it, for a person to read and type."""
+        overflow = self._live.vertical_overflow  # stopping sets it to "visible", for a last full frame
+        self._live.transient = True
+        self._live.stop()
+        self._live.transient, self._live.vertical_overflow = False, overflow
+
+    def _come_back(self) -> None:
+        self._live.start(refresh=True)
 
     def refresh(self) -> None:
         """Redraw now (the live view also redraws by itself, four times a second)."""
@@ -326,6 +344,8 @@ class Dashboard(Observer):
         parts: list[RenderableType] = [Text(self.title, style="bold"), self._bar.get_renderable()]
         if snap.calls or snap.cached or snap.flights:
             parts.append(self._calls_line(snap))
+        if self.private:
+            return Group(*parts)
         if any(f.calls or f.cached or f.in_flight or f.invalid or f.timeouts for f in snap.agents.values()):
             parts.append(self._agents_table(snap))
         if snap.running:
