@@ -328,3 +328,11 @@ async def test_while_a_person_plays_the_dashboard_shows_no_transcript_no_seating
     assert "1/1" in screens[True]
     for kept_off in ("giver", "keeper", "latest messages", "coins", "Player"):
         assert kept_off not in screens[True], screens[True]
+
+
+def test_a_dry_run_asks_no_person_and_prices_their_turns_at_nothing(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "arena.cli", "run", public_goods_scenario(tmp_path), "--dry-run"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    assert "Type your reply" not in done.stdout + done.stderr
+    assert "2 matches planned" in done.stdout and "this scenario costs nothing" in done.stdout
