@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import shutil
+import textwrap
 from typing import Literal
 
 import trio
@@ -47,7 +49,7 @@ class HumanAgent(Agent):
 
     async def reply(self, turn: Turn) -> str:
         async with terminal.lend_screen():
-            terminal.show(screen(turn, _seconds_left()))
+            terminal.show(screen(turn, _seconds_left(), shutil.get_terminal_size((100, 24)).columns))
             while True:
                 reply = await _read_reply()
                 if reply.strip():
@@ -72,21 +74,24 @@ async def _read_reply() -> str:
         terminal.show("… ")
 
 
-def screen(turn: Turn, seconds_left: float) -> str:
-    """What the person is shown for one attempt at a turn."""
+def screen(turn: Turn, seconds_left: float, width: int = 100) -> str:
+    """What the person is shown for one attempt at a turn, its lines wrapped at words to ``width``."""
     # The match's key names its agents: the person is shown a short tag of it instead, enough to tell
     # matches played at once apart.
     tag = hashlib.blake2b(turn.match.encode(), digest_size=3).hexdigest()
-    parts = [RULE, f"Match {tag} · round {turn.round} · you are {turn.seat}" +
-             (f" ({turn.role})" if turn.role.lower() != turn.seat.lower() else ""), RULE]
+    rule = RULE[:max(20, width - 1)]
+    parts = [rule, f"Match {tag} · round {turn.round} · you are {turn.seat}" +
+             (f" ({turn.role})" if turn.role.lower() not in turn.seat.lower() else ""), rule]
     if turn.retries:
         retry = turn.retries[-1]
         parts.append(f"Your reply was not accepted: {retry.reason}")
     else:
         parts += [_said(message, turn.seat) for message in _news(turn)]
     parts += ["", turn.prompt, "", _time_left(seconds_left),
-              f"Type your reply and press Enter (end a line with {GO_ON} to go on to the next line).", "> "]
-    return "\n".join(parts).rstrip(" ") + " "
+              f"Type your reply and press Enter (end a line with {GO_ON} to go on to the next line)."]
+    lines = [wrapped for part in parts for line in part.split("\n")
+             for wrapped in (textwrap.wrap(line, max(20, width - 1), replace_whitespace=False) or [""])]
+    return "\n".join(lines) + "\n> "
 
 
 def _news(turn: Turn) -> list[Message]:

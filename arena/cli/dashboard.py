@@ -146,7 +146,7 @@ class Dashboard(Observer):
             expand=True,
         )
         self._task = self._bar.add_task("", total=None)
-        self._live = Live(console=console, get_renderable=self.render, refresh_per_second=4, transient=False)
+        self._live = self._new_live()
 
     # -- as a context manager ----------------------------------------------------
     def __enter__(self) -> "Dashboard":
@@ -164,13 +164,17 @@ class Dashboard(Observer):
 
     def _step_aside(self) -> None:
         """Clear the view off the screen and stop refreshing it, for a person to read and type."""
-        overflow = self._live.vertical_overflow  # stopping sets it to "visible", for a last full frame
         self._live.transient = True
         self._live.stop()
-        self._live.transient, self._live.vertical_overflow = False, overflow
 
     def _come_back(self) -> None:
+        """Draw the view again below what the person read and typed. A new live view, as the old one
+        would first move up over as many lines as it last drew, and overwrite them."""
+        self._live = self._new_live()
         self._live.start(refresh=True)
+
+    def _new_live(self) -> Live:
+        return Live(console=self.console, get_renderable=self.render, refresh_per_second=4, transient=False)
 
     def refresh(self) -> None:
         """Redraw now (the live view also redraws by itself, four times a second)."""
