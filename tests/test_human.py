@@ -16,6 +16,7 @@ import trio
 import yaml
 
 from arena.contract import terminal
+from helpers import ROOT, scripted
 from tmux_pane import TMUX, Pane
 
 needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux is not installed: the terminal tests type into a tmux pane")
@@ -141,8 +142,12 @@ def keyboard(monkeypatch, capsys):
     def type_(*lines: str) -> None:
         os.write(write, "".join(f"{line}\n" for line in lines).encode())
 
+    type_.end = lambda: os.close(write)  # Ctrl-D on an empty line
     yield type_, said
-    os.close(write)
+    try:
+        os.close(write)
+    except OSError:  # ended by the test
+        pass
     sys.stdin.close()
 
 
@@ -244,8 +249,7 @@ def test_human_seats_are_refused_in_worker_processes_and_without_a_terminal(tmp_
                               capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
         assert done.returncode == 2, done.stderr
         assert expected in done.stderr and "Traceback" not in done.stderr
-        assert shown(["show", str(tmp_path / "run")])["matches"] == [] or all(
-            m["status"] != "finished" for m in shown(["show", str(tmp_path / "run")])["matches"])
+        assert not [m for m in shown(["show", str(tmp_path / "run")])["matches"] if m["status"] == "finished"]
 
 
 def test_the_human_referees_verdict_is_read_from_scores_in_seat_order():
@@ -266,8 +270,6 @@ def test_the_human_referees_verdict_is_read_from_scores_in_seat_order():
 
 @needs_tmux
 def test_a_person_judges_a_translation_as_the_human_referee(pane, tmp_path):
-    from helpers import ROOT
-
     texts = str(ROOT / "scenarios" / "data" / "translation-samples.jsonl")
     writer = {"backend": "scripted", "strategy": "writer_editor", "params": {"write": 0.9, "edit": 0.9, "answers": texts}}
     scenario = {
@@ -336,3 +338,19 @@ def test_a_dry_run_asks_no_person_and_prices_their_turns_at_nothing(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "Type your reply" not in done.stdout + done.stderr
     assert "2 matches planned" in done.stdout and "this scenario costs nothing" in done.stdout
+
+
+async def test_the_end_of_input_fails_the_match_with_a_sentence_and_keeps_what_was_typed_before(keyboard):
+    from arena.engine.match import play_match
+    from arena.contract.records import MatchSpec
+
+    type_, said = keyboard
+    type_('{"reason": "a", "coins": 3}')
+    type_.end()
+    agents = {"ann": human("ann"), "keeper": scripted("keeper", "free_rider")}
+    record = await play_match(MatchSpec(key="m", game="public_goods", agents=("ann", "keeper"), seed=1,
+                                        params={"rounds": 2}), agents)
+    assert record.status == "failed"
+    assert record.error == "TerminalClosed: standard input ended while a person was being asked"
+    ann = next(s.label for s in record.seats if s.agent == "ann")
+    assert [(e.round, e.action) for e in record.events if e.type == "action" and e.seat == ann] == [(1, 3)]
