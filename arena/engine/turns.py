@@ -92,7 +92,6 @@ class Asker:
         ``first``: the reply to the first attempt, when the agent gave it at once
         (``Agent.reply_now``); None: it is awaited. A reply given at once needs no timer."""
         settings = self.settings
-        timeout = agent.turn_timeout(settings.turn_timeout)
         retries: list[Retry] = []
         last_reply: str | None = None
         for attempt in range(settings.max_retries + 1):
@@ -102,6 +101,7 @@ class Asker:
                 reply = agent.reply_now(turn)
             cut: ReplyCut | None = None
             if reply is None:
+                timeout = agent.turn_timeout(settings.turn_timeout)  # a person's differs from a model's
                 with trio.move_on_after(timeout) as timer:
                     try:
                         reply = await agent.reply(turn)
