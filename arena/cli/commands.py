@@ -284,7 +284,8 @@ def _observer(args: argparse.Namespace, console: Console, scenario, store: RunSt
         return RoundLog(console, plain=True)
     from arena.cli.dashboard import Dashboard
 
-    view = Dashboard(console, title=scenario.name, specs=store.spec)
+    people = any(scenario.agent_config(name)[0].uses_terminal for name in scenario.agents)
+    view = Dashboard(console, title=scenario.name, specs=store.spec, private=people)
     view.catch_up(store.run_dir)  # a resumed run's earlier calls and spend count too
     return view
 

@@ -17,6 +17,7 @@ here; they never reach a prompt.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
@@ -33,6 +34,7 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.cli.live import CallTally
+from arena.contract import terminal
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.events import (
     Event, MatchEnded, MatchFailed, MatchInterrupted, MatchStarted, MessagePosted, RoundClosed, TurnFailed,
@@ -118,8 +120,11 @@ class Dashboard(Observer):
     ``clock`` stamps the facts the observer callbacks bring (the store's clock, ``time.time``)."""
 
     def __init__(self, console: Console, title: str, feed_size: int = FEED_SIZE, specs: Specs | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, private: bool = False):
         self.console = console
+        # A person plays in the run and reads this screen between turns: what the seats said, who sits
+        # where and the running scores stay off it, as they are kept from a model; progress and calls show.
+        self.private = private
         self.title = title
         self.specs = specs
         self.clock = clock
@@ -143,18 +148,35 @@ class Dashboard(Observer):
             expand=True,
         )
         self._task = self._bar.add_task("", total=None)
-        self._live = Live(console=console, get_renderable=self.render, refresh_per_second=4, transient=False)
+        self._live = self._new_live()
 
     # -- as a context manager ----------------------------------------------------
     def __enter__(self) -> "Dashboard":
         self._stopped = None
         self._live.start(refresh=True)
+        self._lent = contextlib.ExitStack()  # while a person is asked at the terminal, the view steps aside
+        self._lent.enter_context(terminal.hold_screen(self._step_aside, self._come_back))
         return self
 
     def __exit__(self, *exc) -> bool:
+        self._lent.close()
         self._stopped = self.clock()
         self._live.stop()
         return False
+
+    def _step_aside(self) -> None:
+        """Clear the view off the screen and stop refreshing it, for a person to read and type."""
+        self._live.transient = True
+        self._live.stop()
+
+    def _come_back(self) -> None:
+        """Draw the view again below what the person read and typed. A new live view, as the old one
+        would first move up over as many lines as it last drew, and overwrite them."""
+        self._live = self._new_live()
+        self._live.start(refresh=True)
+
+    def _new_live(self) -> Live:
+        return Live(console=self.console, get_renderable=self.render, refresh_per_second=4, transient=False)
 
     def refresh(self) -> None:
         """Redraw now (the live view also redraws by itself, four times a second)."""
@@ -335,6 +357,8 @@ class Dashboard(Observer):
         parts: list[RenderableType] = [Text(self.title, style="bold"), self._bar.get_renderable()]
         if snap.calls or snap.cached or snap.flights:
             parts.append(self._calls_line(snap))
+        if self.private:
+            return Group(*parts)
         if any(f.calls or f.cached or f.in_flight or f.invalid or f.timeouts for f in snap.agents.values()):
             parts.append(self._agents_table(snap))
         if snap.running:

@@ -53,6 +53,7 @@ class Agent(ABC):
 
     Config: ClassVar[type[AgentConfig]] = AgentConfig
     makes_calls: ClassVar[bool] = False  # True for backends that call a model (and may cost money)
+    uses_terminal: ClassVar[bool] = False  # True for a person at this terminal: one process, and a terminal, are needed
 
     def __init__(self, name: str, config: AgentConfig, services: Services | None = None):
         self.name = name
@@ -87,6 +88,11 @@ class Agent(ABC):
         is taken in line, with no task or timer of its own (it has nothing to wait for), which is
         most of what a turn costs when the agents are instant."""
         return None
+
+    def turn_timeout(self, match_timeout: float) -> float:
+        """Seconds this agent has for a turn, given the match's ``turn_timeout`` (which is the
+        default). A person typing is not held to a model's deadline: the human backend gives its own."""
+        return match_timeout
 
     def endpoint(self) -> str | None:
         """Where this agent's requests go (a URL), when that place can be down. Agents that share an

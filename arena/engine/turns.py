@@ -86,7 +86,7 @@ class Asker:
     async def ask(self, agent: Agent, turn: Turn, parse: Callable[[str], Any], default: Callable[[], Any],
                   first: str | None = None) -> Outcome:
         """The turn, asked again with the reason after an invalid reply up to ``max_retries`` times;
-        a reply that has not come within ``turn_timeout`` is defaulted at once: asking again would
+        a reply that has not come within the agent's turn timeout (``Agent.turn_timeout``) is defaulted at once: asking again would
         only wait again (the backend has already retried what it could in that time).
 
         ``first``: the reply to the first attempt, when the agent gave it at once
@@ -101,13 +101,14 @@ class Asker:
                 reply = agent.reply_now(turn)
             cut: ReplyCut | None = None
             if reply is None:
-                with trio.move_on_after(settings.turn_timeout) as timer:
+                timeout = agent.turn_timeout(settings.turn_timeout)  # a person's differs from a model's
+                with trio.move_on_after(timeout) as timer:
                     try:
                         reply = await agent.reply(turn)
                     except ReplyCut as exc:  # too long to be read: no move, and asked again like any invalid reply
                         cut = exc
                 if timer.cancelled_caught:
-                    self._failed(turn, attempt, "timeout", None, f"No reply arrived within {settings.turn_timeout:g} seconds.")
+                    self._failed(turn, attempt, "timeout", None, f"No reply arrived within {timeout:g} seconds.")
                     return Outcome(default(), last_reply, attempt + 1, "timeout")
             if cut is not None:
                 reason = cut.reason

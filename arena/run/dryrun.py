@@ -111,14 +111,15 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
         if not members:  # all past the limit
             continue
         settings = MatchSettings(turn_timeout=60, max_retries=0, max_rounds=scenario.match.max_rounds)
-        by_name = {name: _StandIn(agent) for name, agent in real.items() if agent.makes_calls}
+        # a person is never asked in a dry run: a stand-in answers for them too, and their turns cost nothing
+        by_name = {name: _StandIn(agent) for name, agent in real.items() if agent.makes_calls or agent.uses_terminal}
         try:
             match = Match(members[0].model_copy(update={"settings": settings}), {**real, **by_name})
         except Exception as exc:  # `arena validate` catches what it can; say what it could not, rather than count nothing
             raise ConfigError([Problem(("games", entry.name), f"its first match cannot be set up: {exc}")]) from None
-        stand_ins = list(by_name.values())
-        for stand_in in stand_ins:
+        for stand_in in by_name.values():
             stand_in.match = match
+        stand_ins = [stand_in for name, stand_in in by_name.items() if real[name].makes_calls]
         record = trio.run(match.play).record
         every = [(agent, turn, text, judging) for agent in stand_ins for turn, text, judging in agent.asked]
         for agent, turn, text, judging in every:  # a referee's judge is asked in every match, whoever is seated

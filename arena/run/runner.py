@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from arena.run import stability
 from arena.contract import plugins
-from arena.contract.agent import Agent
+from arena.contract.agent import Agent, FatalAgentError
 from arena.contract.calls import PROBE_SEAT, CallRecord, CallStarted
 from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
@@ -237,6 +237,11 @@ async def run_tournament(
     agents = build_agents(scenario, services)
     wave = plan(scenario)
     processes = processes or scenario.concurrency.processes
+    people = sorted(name for name, agent in agents.items() if agent.uses_terminal)
+    if processes > 1 and people:  # a worker process has no terminal to ask a person at
+        raise FatalAgentError(f"agent {people[0]!r} is a person at this terminal, who can only be asked in the run's "
+                              f"own process, not in one of {processes} worker processes: set concurrency.processes to 1 "
+                              "(or leave out --processes)")
     executor: Executor = InProcess(agents)  # or the workers, forked once nothing can fail before they serve
     not_started: list[str] = []
     unplayed: list[str] = []

@@ -940,10 +940,11 @@ class RunStore:
         return self.db.execute("SELECT key, status FROM matches ORDER BY position").fetchall()
 
     def match_statuses(self) -> dict[str, str]:
-        """Each match's status as a reader shows it: one that was being played when the run's process
-        died is interrupted (not scored; the next `arena run` plays it again), not running."""
+        """Each match's status as a reader shows it: one that was being played when the run stopped
+        (Ctrl-C, an error) or its process died is interrupted (not scored; the next `arena run` plays
+        it again), not running: only a run that is being played has running matches."""
         stored = dict(self.match_keys())
-        if self.status() == "stopped (resumable)":
+        if self.status() != "running":
             return {key: "interrupted" if status == "running" else status for key, status in stored.items()}
         return stored
 
