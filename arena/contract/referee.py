@@ -33,7 +33,7 @@ class RefereeSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    use: str = Field(description="A registered referee: rules, llm_judge, execution, human, or a plugin's.")
+    use: str = Field(description="A registered referee: rules, llm_judge, panel, execution, human, or a plugin's.")
     params: dict[str, Any] = Field(default_factory=dict)
 
 
