@@ -14,16 +14,16 @@ from enum import StrEnum
 
 
 class Task(StrEnum):
-    ANSWER = "answer"  # answer a question (pairwise_review's contestants)
-    JUDGE = "judge"  # give a verdict: compare two answers (pairwise_review), or a referee's judging brief
-    REVIEW = "review"  # review two answers on one's own (peer_discussion's first round)
+    ANSWER = "answer"  # answer a question (a contestant whose answers are judged)
+    JUDGE = "judge"  # give a verdict: compare two answers, or a referee's judging brief
+    REVIEW = "review"  # review two answers on one's own (before a discussion of them)
     DISCUSS = "discuss"  # go on discussing those reviews with the other reviewer
-    DEBATE = "debate"  # argue which of two answers is better (chateval_debate's debaters)
-    SCORE = "score"  # score one response on each dimension asked for (chateval_scoring's judges)
-    SUMMARIZE = "summarize"  # sum up a turn of the debate (its summarizer)
-    IDIOM = "idiom"  # give the next idiom of the chain (idiom_solitaire)
-    CODE = "code"  # write, revise or review code (code_review)
-    TRANSLATION = "translation"  # translate, or polish a translation (translation)
+    DEBATE = "debate"  # argue which of two answers is better
+    SCORE = "score"  # score one response on each dimension asked for
+    SUMMARIZE = "summarize"  # sum up a turn of a debate
+    IDIOM = "idiom"  # give the next idiom of a chain
+    CODE = "code"  # write, revise or review code
+    TRANSLATION = "translation"  # translate, or polish a translation
 
 
 class Stage(StrEnum):
