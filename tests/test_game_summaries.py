@@ -144,9 +144,10 @@ def test_the_game_module_imports_nothing_of_arena_but_the_contract():
     assert imported == {"arena.contract"}
 
 
-def test_arena_rank_prints_the_game_s_own_table(played):
+@pytest.mark.parametrize("style", [(), ("--plain",)], ids=["table", "plain"])
+def test_arena_rank_prints_the_game_s_own_table(played, style):
     root, site, counted = played
-    done = cli(root, site, "rank", "run", "--plain")
+    done = cli(root, site, "rank", "run", *style)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "Coin calls per agent" in out and "How often each agent called it right." in out
