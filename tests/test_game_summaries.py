@@ -79,6 +79,10 @@ class CallIt(Game, Summarized):
                         tables=[table])]
 
 
+class Unmarked(CallIt):
+    summary_fields = "calls"  # a string, not a tuple of names
+
+
 class BrokenCallIt(CallIt):
     @classmethod
     def summaries(cls, notices):
@@ -106,7 +110,7 @@ def make_site(root: Path) -> Path:
     dist.mkdir(parents=True)
     (site / "call_it.py").write_text(GAME, encoding="utf-8")
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: arena-call-it\nVersion: 0.1\n", encoding="utf-8")
-    (dist / "entry_points.txt").write_text("[arena.games]\ncall_it = call_it:CallIt\nbroken_call = call_it:BrokenCallIt\n", encoding="utf-8")
+    (dist / "entry_points.txt").write_text("[arena.games]\ncall_it = call_it:CallIt\nbroken_call = call_it:BrokenCallIt\nunmarked = call_it:Unmarked\n", encoding="utf-8")
     return site
 
 
@@ -244,3 +248,15 @@ def test_a_game_whose_summary_fails_costs_only_its_own_tables(tmp_path):
     assert ranked["summary_problems"] == [said] and ranked["summary_tables"] == [] and ranked["payoffs"]
     assert cli(tmp_path, site, "report", "run", "-o", "report.html").returncode == 0
     assert said.replace("'", "&#x27;") in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_a_game_that_names_no_summary_fields_is_told_so(tmp_path):
+    site = make_site(tmp_path)
+    (tmp_path / "unmarked.yaml").write_text(SCENARIO.replace("call_it", "unmarked").replace("repeats: 6", "repeats: 1"),
+                                            encoding="utf-8")
+    assert cli(tmp_path, site, "run", "unmarked.yaml", "--run-dir", "run", "--plain").returncode == 0
+    ranked = json.loads(cli(tmp_path, site, "rank", "run", "--json").stdout)
+    assert ranked["summary_problems"] == [
+        "game 'unmarked' offers summaries but its summary_fields ('calls') name no field of its last notice's data to "
+        "read them from (a tuple of names); its summary tables are left out"]
+    assert ranked["summary_tables"] == [] and ranked["payoffs"]

@@ -39,8 +39,12 @@ def game_summaries(store: RunStore) -> Summaries:
     problems: list[str] = []
     for name in store.finished_games():
         game = _summarized(name)
-        fields = tuple(getattr(game, "summary_fields", ()) or ())
-        if game is None or not fields:
+        if game is None:
+            continue
+        fields = getattr(game, "summary_fields", None)
+        if not isinstance(fields, tuple) or not fields or not all(isinstance(f, str) and f for f in fields):
+            problems.append(f"game {name!r} offers summaries but its summary_fields ({fields!r}) name no field of "
+                            "its last notice's data to read them from (a tuple of names); its summary tables are left out")
             continue
         notices = list(store.final_notices(fields, game=name))
         if not notices:
