@@ -26,12 +26,13 @@ def built_in_names() -> set[str]:
 
 def offences(text: str, names: set[str]) -> list[str]:
     """Where ``text`` names one of ``names``. A name with an underscore (public_goods) is a game's
-    wherever it stands. A one-word name (translation) is also a word of prose and a kind of turn
-    (``Task.TRANSLATION``), so it counts only as a module path (``arena.games.translation``)."""
+    wherever it stands. A one-word name (translation) is also a word of prose, so it counts only
+    where code names it: quoted alone (``"translation"``) or as a module path (``arena.games.translation``)."""
     found = []
     for name in sorted(names):
         word = re.escape(name)
-        pattern = rf"(?<![\w]){word}(?![\w])" if "_" in name else rf"\bgames\.{word}\b"
+        pattern = (rf"(?<![\w]){word}(?![\w])" if "_" in name
+                   else rf"\bgames\.{word}\b|(?<=[\"']){word}(?=[\"'])")
         found += [f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}" for m in re.finditer(pattern, text)]
     return found
 
@@ -40,6 +41,7 @@ def test_the_check_finds_a_game_named_and_lets_prose_be():
     names = {"public_goods", "translation", "idiom_solitaire"}
     assert offences('if spec.game == "public_goods":\n    pass', names) == ["line 1: public_goods"]
     assert offences("from arena.games.translation import X", names) == ["line 1: games.translation"]
+    assert offences("if game == 'translation':", names) == ["line 1: translation"]
     assert offences("# seats of idiom_solitaire\n", names) == ["line 1: idiom_solitaire"]
     assert offences("a translation's chrF; public goods; idiom_solitaires_x; my_public_goods", names) == []
 

@@ -21,9 +21,7 @@ class Task(StrEnum):
     DEBATE = "debate"  # argue which of two answers is better
     SCORE = "score"  # score one response on each dimension asked for
     SUMMARIZE = "summarize"  # sum up a turn of a debate
-    IDIOM = "idiom"  # give the next idiom of a chain
     CODE = "code"  # write, revise or review code
-    TRANSLATION = "translation"  # translate, or polish a translation
 
 
 class Stage(StrEnum):
@@ -32,4 +30,4 @@ class Stage(StrEnum):
     WRITE = "write"  # the first version: code, or a translation
     REVISE = "revise"  # the writer's next version, after a review
     REVIEW = "review"  # the editor comments on the latest version (code review)
-    EDIT = "edit"  # the editor hands in the polished version (translation)
+    EDIT = "edit"  # the editor hands in the polished version
