@@ -224,6 +224,21 @@ def test_a_final_notice_is_read_from_a_record_only_when_the_match_finished():
     assert FinalNotice.of(record.model_copy(update={"status": "truncated"})) is None
 
 
+def test_a_game_whose_package_no_longer_imports_is_told_so(played, tmp_path):
+    root, site, _ = played
+    broken = tmp_path / "site"
+    (broken / "arena_call_it-0.1.dist-info").mkdir(parents=True)
+    for name in ("METADATA", "entry_points.txt"):
+        (broken / "arena_call_it-0.1.dist-info" / name).write_bytes((site / "arena_call_it-0.1.dist-info" / name).read_bytes())
+    (broken / "call_it.py").write_text("raise ImportError('needs coinlib')\n", encoding="utf-8")
+    done = cli(root, broken, "rank", "run", "--json")
+    assert done.returncode == 0, done.stderr
+    ranked = json.loads(done.stdout)
+    assert ranked["summary_problems"] == ["game 'call_it' could not be loaded to sum up its matches (ImportError: "
+                                          "needs coinlib); its summary tables are left out"]
+    assert ranked["summary_tables"] == [] and ranked["payoffs"]
+
+
 def test_a_game_uninstalled_since_the_run_leaves_its_other_results(played, tmp_path):
     root, site, _ = played
     done = cli(root, tmp_path, "rank", "run", "--json")  # the site is not on the path: the game is unknown now

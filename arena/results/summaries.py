@@ -18,14 +18,24 @@ from arena.contract.summaries import Summarized, Summary
 from arena.store import RunStore
 
 
-def _summarized(name: str) -> type | None:
+def _summarized(name: str, problems: list[str]) -> type | None:
     """The game class when it is installed and declares summaries; a run of a game since
-    uninstalled still shows its other results."""
+    uninstalled still shows its other results, and one whose package no longer imports says so."""
     try:
         game = plugins.load("game", name)
     except plugins.UnknownPlugin:
         return None
+    except Exception as e:  # noqa: BLE001  (a plugin's import: a broken package costs its tables only)
+        problems.append(f"game {name!r} could not be loaded to sum up its matches ({_said(e)}); "
+                        "its summary tables are left out")
+        return None
     return game if isinstance(game, type) and has(game, Summarized) else None
+
+
+def _said(e: Exception) -> str:
+    """An exception in a few words: its type and the first line of its message."""
+    text = str(e).splitlines()[0] if str(e) else "no message"
+    return f"{type(e).__name__}: {text}"
 
 
 class Summaries(NamedTuple):
@@ -38,7 +48,7 @@ def game_summaries(store: RunStore) -> Summaries:
     found: list[Summary] = []
     problems: list[str] = []
     for name in store.finished_games():
-        game = _summarized(name)
+        game = _summarized(name, problems)
         if game is None:
             continue
         fields = getattr(game, "summary_fields", None)
@@ -52,8 +62,8 @@ def game_summaries(store: RunStore) -> Summaries:
         try:  # a plugin's code: whatever it does wrong costs its own tables only
             given = TypeAdapter(list[Summary]).validate_python(game.summaries(notices))
         except Exception as e:  # noqa: BLE001
-            problems.append(f"game {name!r} could not sum up its {len(notices)} matches ({type(e).__name__}: "
-                            f"{str(e).splitlines()[0] if str(e) else 'no message'}); its summary tables are left out")
+            problems.append(f"game {name!r} could not sum up its {len(notices)} matches ({_said(e)}); "
+                            "its summary tables are left out")
             continue
         found += given
     return Summaries(found, problems)
