@@ -20,7 +20,7 @@ a verdict has none (it counts in no vote, no mean, no review; never a tie). A de
 Position calibration (``position_calibration: true``, as ChatEval runs its evaluations): every
 pair is also debated with its answers the other way round, in a match of its own (case
 ``<id>@swapped``), so no debater's words about one order reach the other. Each match's verdict
-is in the order it showed; ``arena.results.verdicts`` maps the swapped one back and combines the
+is in the order it showed; ``debate_verdicts`` (its summary) maps the swapped one back and combines the
 two as FairEval's BPC does, the sign of their mean: for scores the mean score difference, for
 choices a vote in which two opposite verdicts make a tie. The last notice's data (case, pair,
 swapped, calibrated, label, verdict, finals, firsts, output, strategy) is what it reads.
@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, path_field
+from arena.contract import FinalNotice, Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Summarized, Summary, Task, path_field
 from arena.contract.game import example_prose
 from arena.contract.panels import PANEL, TIE, PanelItem, PanelRecord
 
+from . import debate_verdicts
 from .closing import closing_lines, plain, shown
 from .questions import SWAPPED, load_pairs, pair_of
 from .verdicts import as_text, choice_field, object_schema, score_field, text_field
@@ -87,11 +88,16 @@ class DebateParams(BaseModel):
         False, description="Debate every pair in both orders, a match each; the two verdicts are combined when scored.")
 
 
-class ChatEvalDebate(Game, HasCases, ReportsReviews):
+class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
     description = "Debaters with personas argue which of two answers is better (ChatEval)."
     Params = DebateParams
     min_seats = 2
     rotating_roles = ("Debater",)  # a role swap changes the speaking order; the summarizer keeps its seat
+    summary_fields = ("verdict",)  # the group verdict on a pair, which debate_verdicts scores against its label
+
+    @classmethod
+    def summaries(cls, notices: list[FinalNotice]) -> list[Summary]:
+        return debate_verdicts.summarize(notices)
 
     @classmethod
     def seat_roles(cls, params: DebateParams, n_seats: int) -> list[str]:

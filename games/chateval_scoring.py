@@ -16,7 +16,7 @@ What the debate scores is each dimension's mean over the debaters' last scores, 
 for scores. A single response has no right answer, so no seat gets a payoff; each debater's last
 score per dimension is a metric of its own (``arena rank`` shows who scores high), and the last
 notice's data (case, dimensions, scale, scores by seat, mean, human) lets
-``arena.results.dimensions`` correlate the means with the human scores over a run (Spearman and
+``dimension_scores`` (its summary) correlate the means with the human scores over a run (Spearman and
 Kendall, per dimension, as ChatEval reports on Topical-Chat).
 """
 
@@ -28,9 +28,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from arena.contract import InvalidReply, Task, path_field
+from arena.contract import FinalNotice, InvalidReply, Summary, Task, path_field
 from arena.contract.game import example_prose
 
+from . import dimension_scores
 from .chateval_debate import ChatEvalDebate, Talk
 from .closing import plain
 from .questions import case_of, load_responses
@@ -81,6 +82,11 @@ class ScoringParams(BaseModel):
 class ChatEvalScoring(ChatEvalDebate):
     description = "Debaters with personas score one dialogue response on named dimensions (ChatEval, Topical-Chat)."
     Params = ScoringParams
+    summary_fields = ("dimensions",)  # the debaters' scores and the human ones, which dimension_scores correlates
+
+    @classmethod
+    def summaries(cls, notices: list[FinalNotice]) -> list[Summary]:
+        return dimension_scores.summarize(notices)
 
     subject = "how good the response is on each dimension"
 

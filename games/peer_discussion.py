@@ -29,7 +29,7 @@ follower), initial and final preference, whether it altered or held its opinion 
 final against initial) and whether it changed its mind after the two had agreed; and for the
 discussion, whether they began in disagreement or in agreement (both None without two stated
 initial preferences), the turn they first agreed at, every stated preference in order and the
-turns each reviewer left without one. ``arena.results.discussion`` aggregates these over a run.
+turns each reviewer left without one. ``discussion_summary`` (its summary) aggregates these over a run.
 """
 
 from __future__ import annotations
@@ -40,9 +40,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, everyone_hears_everyone, path_field
+from arena.contract import (FinalNotice, Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Summarized, Summary, Task,
+                            everyone_hears_everyone, path_field)
 from arena.contract.game import example_prose
 
+from . import discussion_summary
 from .closing import closing_lines, plain, shown
 from .verdicts import as_text, choice_field, object_schema, text_field
 from .questions import case_of, load_pairs
@@ -76,14 +78,19 @@ _SCHEMA = object_schema("Review", [
 _ASK = "End your message with your preference alone on its last line: 'Preference: 1', 'Preference: 2' or 'Preference: tie'."
 
 
-class PeerDiscussion(Game, HasCases, ReportsReviews):
+class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
     description = "Two reviewers discuss which of two answers is better, for a fixed number of turns or until they agree (PRD's peer discussion)."
     Params = DiscussionParams
     min_seats = max_seats = 2
+    summary_fields = ("reviewers",)  # the last notice's data describes the discussion: discussion_summary reads it
 
     @classmethod
     def seat_roles(cls, params, n_seats):
         return ["Reviewer"] * n_seats
+
+    @classmethod
+    def summaries(cls, notices: list[FinalNotice]) -> list[Summary]:
+        return discussion_summary.summarize(notices)
 
     @classmethod
     def cases(cls, params: DiscussionParams) -> list[str]:

@@ -18,12 +18,13 @@ turn, gets no score. A proofreader that gives nothing leaves the draft as it was
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from arena.contract import Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, Stage, Task, path_field
+from arena.contract import Game, HasCases, InvalidReply, Judged, JudgeRequest, Notice, Stage, path_field
 
 from .questions import case_of, load_jsonl
 
@@ -63,6 +64,13 @@ def chrf(hypothesis: str, reference: str) -> float:
     from sacrebleu.metrics import CHRF
 
     return float(CHRF().sentence_score(hypothesis, [reference]).score)
+
+
+class TranslationTask(StrEnum):
+    """This game's kind of turn, named under ``prompt_data["task"]`` as the contract's ``Task`` is
+    (its ``"stage"`` is the contract's ``Stage``, shared with the other writer/editor game)."""
+
+    TRANSLATION = "translation"  # translate, or polish a translation
 
 
 class TranslationParams(BaseModel):
@@ -125,7 +133,7 @@ class Translation(Game, HasCases, Judged):
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
         # the reference translation scores the seats; it is shown to none of them
-        return {"task": Task.TRANSLATION, "stage": Stage.WRITE if seat == TRANSLATOR else Stage.EDIT, "source": self.text.source,
+        return {"task": TranslationTask.TRANSLATION, "stage": Stage.WRITE if seat == TRANSLATOR else Stage.EDIT, "source": self.text.source,
                 "source_lang": self.text.source_lang, "target_lang": self.text.target_lang, "current": self.draft}
 
     def parse(self, seat: str, reply: str, round: int) -> str:

@@ -11,7 +11,7 @@ from arena.contract import plugins
 from arena.contract.errors import ConfigError
 from arena.engine.match import play_match
 from arena.contract.records import MatchSpec
-from arena.results.verdicts import verdict_scores
+from arena.games.debate_verdicts import verdict_scores
 from arena.run.scenario import parse_scenario
 
 from helpers import ROOT, Recording, scripted
@@ -191,7 +191,7 @@ def test_the_offline_scenario_scores_each_strategys_group_verdict_against_the_la
     assert "72 of 72 matches finished" in result.stdout  # 12 pairs x 2 orders x 3 strategies
     records = [json.loads(line) for line in run_cli("export", tmp_path / "run", cwd=tmp_path).stdout.splitlines()]
     ranked = json.loads(run_cli("rank", tmp_path / "run", "--json", cwd=tmp_path).stdout)
-    scores = {s["group"]: s for s in ranked["debate_verdicts"]}
+    scores = {s["group"]: s for s in ranked["summaries"]["debate_verdicts"]}
     assert set(scores) == {"one_by_one", "simultaneous", "with_summarizer"}
     for group, score in scores.items():
         # the group's verdict recomputed from the transcripts: each debater's last 'Scores: X Y', both orders
@@ -215,7 +215,7 @@ def test_the_offline_scenario_scores_each_strategys_group_verdict_against_the_la
         assert score["accuracy"] == pytest.approx(sum(right) / 12)
         assert score["accuracy"] > 0.5  # better than chance on three labels: the careful reviewers carry the group
     text = run_cli("rank", tmp_path / "run", cwd=tmp_path, env={**os.environ, "COLUMNS": "200"}).stdout
-    assert "debate verdicts against the labels" in text
+    assert "Debate verdicts against the labels" in text
     assert f"{scores['one_by_one']['accuracy']:.3f}" in next(line for line in text.splitlines() if "│ one_by_one " in line)
 
 

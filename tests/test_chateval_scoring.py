@@ -14,7 +14,7 @@ from arena.contract.agent import Agent
 from arena.contract.errors import ConfigError
 from arena.contract.records import MatchSpec
 from arena.engine.match import play_match
-from arena.results.dimensions import dimension_scores
+from arena.games.dimension_scores import dimension_scores
 from arena.run.scenario import parse_scenario
 
 from helpers import ROOT, Recording, scripted
@@ -136,7 +136,7 @@ def test_the_offline_scenario_correlates_the_debate_with_human_scores(run_cli, t
         means[data["case"]] = {d: sum(s[d] for s in last.values()) / len(last) for d in DIMENSIONS}
         assert data["mean"] == pytest.approx(means[data["case"]])
     ranked = json.loads(run_cli("rank", tmp_path / "run", "--json", cwd=tmp_path).stdout)
-    (found,) = ranked["dimension_scores"]
+    (found,) = ranked["summaries"]["dimension_scores"]
     assert found["responses"] == 12 and found["dimensions"] == DIMENSIONS
     by_dimension = {c["dimension"]: c for c in found["correlations"]}
     cases = sorted(means)

@@ -16,9 +16,9 @@ import yaml
 
 from arena.contract import plugins
 from arena.contract.messages import SIMULTANEOUS
-from arena.results.dimensions import dimension_scores
-from arena.results.discussion import discussion_summaries
-from arena.results.verdicts import verdict_scores
+from arena.games.dimension_scores import dimension_scores
+from arena.games.discussion_summary import discussion_summaries
+from arena.games.debate_verdicts import verdict_scores
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore

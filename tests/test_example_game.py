@@ -343,6 +343,6 @@ async def test_every_snippet_of_the_guide_is_a_piece_of_played_code_or_runs_as_w
     assert ran == 2  # the two snippets of "Testing a game" that are not taken from a file
     hooks = ["cases", "seat_problem", "rounds_needed", "seat_roles", "rules_data", "prompt_data", "history",
              "speakers", "parse", "default_action", "example_reply", "apply", "payoffs", "metrics",
-             "judge_request", "programs", "rotating_roles", "Action", "action_schema"]
+             "judge_request", "programs", "rotating_roles", "Action", "action_schema", "summary_fields", "summaries"]
     shown = "\n".join(blocks)
     assert [hook for hook in hooks if not re.search(rf"\b(def )?{hook}\b", shown)] == []

@@ -183,7 +183,7 @@ def test_the_offline_scenario_runs_prds_turns_and_reviewers_change_their_minds_a
             assert any(r["changed_after_agreement"] for r in data["reviewers"].values())
     assert changed_after_agreeing >= 1  # they agreed before the last turn, and then one changed its mind
     ranked = json.loads(run_cli("rank", tmp_path / "run", "--json", cwd=tmp_path).stdout)
-    (discussion,) = ranked["discussion"]
+    (discussion,) = ranked["summaries"]["discussion"]
     assert discussion["discussions"] == 18 and discussion["changed_after_agreement"] == changed_after_agreeing
 
 
@@ -210,7 +210,7 @@ def test_arena_rank_reports_opinion_altering_and_holding_by_leader_and_follower(
     assert run_cli("run", tmp_path / "order.yaml", "--quiet", "--run-dir", tmp_path / "run", cwd=tmp_path).returncode == 0
     result = run_cli("rank", tmp_path / "run", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    (s,) = json.loads(result.stdout)["discussion"]
+    (s,) = json.loads(result.stdout)["summaries"]["discussion"]
     assert (s["discussions"], s["labelled"], s["agreed_at_start"], s["agreed_at_end"]) == (4, 4, 0, 2)
     assert (s["initial_accuracy"], s["final_accuracy"], s["discussion_accuracy"]) == (0.5, 0.5, 0.25)
     rows = {(r["agent"], r["position"]): r for r in s["reviewers"]}
@@ -235,7 +235,7 @@ def test_arena_rank_reports_opinion_altering_and_holding_by_leader_and_follower(
     # and in the report
     assert run_cli("report", tmp_path / "run", "-o", tmp_path / "report.html", cwd=tmp_path).returncode == 0
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
-    assert 'id="judging"' in html and "Opinion altering and holding, by position" in html
+    assert 'id="summaries"' in html and "each reviewer as leader and follower" in html
     assert "<td>pliable</td><td>follower</td>" in html.replace(' class="name"', "").replace(' class=""', "")
 
 
@@ -286,7 +286,7 @@ async def test_a_reviewer_that_states_its_first_preference_late_starts_no_agreem
     assert data["reviewers"]["Reviewer 2"]["initial"] is None and data["reviewers"]["Reviewer 2"]["final"] == -1
     assert data["reviewers"]["Reviewer 2"]["altered"] is None
     assert sorted(r.battle for r in record.reviews) == [("p1", "expert", "bot", "a", -1), ("p1", "expert", "bot", "b", -1)]
-    from arena.results.discussion import discussion_summaries
+    from arena.games.discussion_summary import discussion_summaries
 
     (s,) = discussion_summaries([record])
     assert (s.agreed_at_start, s.agreed_at_end, s.no_outcome, s.discussion_accuracy) == (0, 1, 0, 1.0)

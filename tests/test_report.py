@@ -263,8 +263,8 @@ def test_every_offline_example_scenario_is_reportable(runs, browser, tmp_path, n
                      for t in m["role_tables"]]
     expected = ["leaderboard"] + ["pairwise"] * bool(rank["peer_rank"] or rank["role_tables"]) + ["trend"] * bool(summary["figures"]["trend"]) \
         + ["reviewers"] * bool(rank["peer_rank"]) \
-        + ["judging"] * bool(rank["discussion"] or rank["debate_verdicts"] or rank["dimension_scores"]) \
-        + ["panels"] * bool(rank["panels"]) + ["roles"] * bool(rank["role_tables"] or metric_tables) \
+        + ["summaries"] * bool(rank["summary_tables"]) + ["panels"] * bool(rank["panels"]) \
+        + ["roles"] * bool(rank["role_tables"] or metric_tables) \
         + ["cost"] * bool(rank["usage"]) + ["transcripts"]
     assert sections_of(html) == (expected, expected)
     assert not [words for words in PLACEHOLDERS if words in html]

@@ -343,9 +343,11 @@ def test_rank_report_show_and_resume_read_rows_not_whole_records(tmp_path, monke
 
 @pytest.mark.parametrize("name", ["peer-discussion-synthetic", "chateval-debate-synthetic", "chateval-scoring-synthetic"])
 async def test_the_judging_summaries_read_from_the_last_notices_are_those_of_the_records(tmp_path, monkeypatch, name):
-    """rank_json's discussion, debate_verdicts and dimension_scores come from the store's last notices
-    of the judging games (RunStore.final_notices), not from every record: the same numbers."""
-    from arena.results.summary import judging_json, rank_json
+    """rank_json's summaries come from the store's last notices of the games that declare them
+    (RunStore.final_notices), not from every record: the same numbers."""
+    from arena.contract import plugins
+    from arena.contract.summaries import notices_of
+    from arena.results.summary import rank_json
     from arena.run.scenario import load_scenario
     from helpers import ROOT
 
@@ -354,21 +356,28 @@ async def test_the_judging_summaries_read_from_the_last_notices_are_those_of_the
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
     try:
         await run_tournament(scenario, store=store)
-        from_records = judging_json(store.records())
-        assert any(from_records.values())
-        assert judging_json(store.final_notices()) == from_records
+        (game,) = {entry.game for entry in scenario.games}
+        summaries = plugins.load("game", game).summaries
+        from_records = summaries(notices_of(list(store.records())))
+        assert from_records and all(s.data and s.tables for s in from_records)
+        fields = plugins.load("game", game).summary_fields
+        assert summaries(list(store.final_notices(fields))) == from_records
         ranked = rank_json(store)
-        assert {k: ranked[k] for k in from_records} == from_records
+        assert ranked["summaries"] == {s.name: s.data for s in from_records}
+        assert ranked["summary_tables"] == [t.model_dump() for s in from_records for t in s.tables]
     finally:
         store.close()
 
 
 async def test_a_run_without_judging_games_has_no_judging_notices_to_read(tmp_path):
+    from arena.results.summary import rank_json
+
     scenario = parse_scenario(MEMORY_SCENARIO)
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
     try:
         await run_tournament(scenario, store=store)
-        assert list(store.final_notices()) == []
+        assert list(store.final_notices(("reviewers", "verdict", "dimensions"))) == []
+        assert rank_json(store)["summaries"] == {} and rank_json(store)["summary_tables"] == []
     finally:
         store.close()
 

@@ -739,7 +739,7 @@ def _rank_options(args: argparse.Namespace) -> dict:
 def _rank(args: argparse.Namespace) -> int:
     from arena.results.summary import peer_rank, rank_json
     from arena.store import RunStore, StoreError
-    from arena.cli.tables import print_judging, print_left_out, print_panels, print_results
+    from arena.cli.tables import print_left_out, print_panels, print_results, print_summaries
 
     if args.reviews is not None and args.run_dir is not None:
         raise StoreError("give a run directory, or --reviews FILE, not both")
@@ -758,7 +758,7 @@ def _rank(args: argparse.Namespace) -> int:
         print_left_out(console, store)
         return 0
     print_results(console, store)
-    print_judging(console, store)
+    print_summaries(console, store)
     print_panels(console, store)
     board = peer_rank(store, **options)
     if board is not None:

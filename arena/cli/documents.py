@@ -19,7 +19,8 @@ VALIDATE_JSON = ("print one JSON document: {scenario, ok, agents, game_entries, 
                  "that may add matches), notes: [{entry, note}], overrides, limit}; when the scenario has "
                  "problems, {scenario, ok: false, problems: [{field, message}]} and exit status 2")
 RUN_JSON = ("at the end, print the run's summary as one JSON document on stdout, the keys of `arena rank "
-            "RUN_DIR --json` (run, payoffs, role_tables, metrics, stability, usage, peer_rank, ...) and session: "
+            "RUN_DIR --json` (run, payoffs, role_tables, metrics, stability, usage, peer_rank, summaries, "
+            "summary_tables, ...) and session: "
             "what this command did (played, finished, failed, interrupted, not_started, resumed, beyond_limit, "
             "limit, overrides, stopped, exit_status); the live view goes to stderr")
 

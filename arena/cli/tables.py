@@ -245,97 +245,28 @@ def print_pairwise(console: Console, board) -> None:
     console.print(table)
 
 
-# -- judging games against their labels ---------------------------------------------------------
-def _share(value: float | None, digits: int = 3) -> str:
-    return "—" if value is None else f"{value:.{digits}f}"
+# -- the tables games declare of their matches ------------------------------------------------
+def print_summaries(console: Console, store: RunStore) -> None:
+    """Each table the run's games sum their matches up in (``arena.results.summaries``), as given."""
+    from arena.results.summaries import game_summaries
+
+    summaries = game_summaries(store)
+    for summary in summaries.found:
+        for found in summary.tables:
+            print_summary_table(console, found)
+    for problem in summaries.problems:
+        console.print(Text(f"note: {problem}", style="yellow"))
 
 
-def print_judging(console: Console, store: RunStore) -> None:
-    """Peer discussions, debate verdicts and dimension scores against labels and human scores, read
-    from the last notices of the judging games' matches (``RunStore.final_notices``): no record is built."""
-    from arena.results.dimensions import dimension_scores
-    from arena.results.discussion import discussion_summaries
-    from arena.results.verdicts import verdict_scores
-
-    records = list(store.final_notices())  # only the matches of judging games: none in other runs
-    for summary in discussion_summaries(records):
-        print_discussion(console, summary)
-    scores = verdict_scores(records)
-    if scores:
-        print_debate_verdicts(console, scores)
-    for found in dimension_scores(records):
-        print_dimension_scores(console, found)
-
-
-def print_discussion(console: Console, s) -> None:
-    console.print(f"{s.group}: {s.discussions} peer discussions ({s.labelled} labelled), {s.mean_turns:.1f} turns on "
-                  f"average; agreed at the start {s.agreed_at_start}, at the end {s.agreed_at_end}; a reviewer changed "
-                  f"its mind after they had agreed in {s.changed_after_agreement}. Accuracy against the labels: initial "
-                  f"{_share(s.initial_accuracy)}, final {_share(s.final_accuracy)}, the discussion's outcome (PDA) "
-                  f"{_share(s.discussion_accuracy)}")
-    table = Table(title=f"{s.group}: each reviewer as leader and follower. Accuracy: initial and final preference "
-                  "against the label; OA: opinion altered, OH: held, over the discussions that began apart; after "
-                  "agreeing: discussions in which it changed its mind once they had agreed", title_justify="left")
-    for column in ("Reviewer", "Position", "Matches", "Initial", "Final", "Began apart", "OA", "OH", "OA share",
-                   "After agreeing"):
-        left = column in ("Reviewer", "Position")
-        table.add_column(column, justify="left" if left else "right", no_wrap=left)
-    for r in s.reviewers:
-        table.add_row(r.agent or "all", r.position, str(r.discussions), _share(r.initial_accuracy, 2),
-                      _share(r.final_accuracy, 2), str(r.disagreed), str(r.altered), str(r.held),
-                      _share(r.altered_share, 2), str(r.changed_after_agreement))
-    console.print(table)
-    table = Table(title=f"{s.group}: per pair of reviewers A / B and who led; accuracy of A / B before and after, and "
-                  "of the discussion's outcome (PDA)", title_justify="left")
-    for column in ("A / B", "Led by", "Matches", "Agreed", "Initial", "Final", "PDA"):
-        left = column in ("A / B", "Led by")
-        table.add_column(column, justify="left" if left else "right", no_wrap=left)
-    for p in s.pairs:
-        each = lambda found: " / ".join(_share(v, 2) for v in found.values())  # noqa: E731
-        table.add_row(" / ".join(p.reviewers), p.leader or "either", str(p.discussions), str(p.agreed),
-                      each(p.initial_accuracy), each(p.final_accuracy), _share(p.discussion_accuracy, 2))
-    console.print(table)
-
-
-def print_debate_verdicts(console: Console, scores) -> None:
-    table = Table(title="debate verdicts against the labels, per entry (calibrated: both orders of each pair, "
-                  "combined; per order: every match alone)", title_justify="left")
-    for column in ("Entry", "Strategy", "Output", "Calibrated", "Examples", "Left out", "Accuracy", "Cohen's kappa",
-                   "Accuracy per order"):
-        table.add_column(column, justify="left" if column in ("Entry", "Strategy", "Output", "Calibrated") else "right")
-    for s in scores:
-        table.add_row(s.group, s.strategy or "—", s.output or "—", "yes" if s.calibrated else "no", str(s.examples),
-                      str(s.left_out), _share(s.accuracy), _share(s.cohen_kappa),
-                      f"{_share(s.as_shown_accuracy)} ({s.as_shown})")
-    console.print(table)
-    table = Table(title="each debater's own verdict against the labels (combined over orders like the group's)",
-                  title_justify="left")
-    for column in ("Entry", "Debater", "Examples", "Final accuracy", "First-turn accuracy"):
-        table.add_column(column, justify="left" if column in ("Entry", "Debater") else "right")
-    for s in scores:
-        for d in s.debaters:
-            table.add_row(s.group, d.agent, str(d.examples), _share(d.accuracy), _share(d.first_accuracy))
-    console.print(table)
-
-
-def print_dimension_scores(console: Console, s) -> None:
-    table = Table(title=f"{s.group}: the debate's mean score per dimension against human scores, over {s.responses} "
-                  "responses", title_justify="left")
-    for column in ("Dimension", "Responses", "Mean score", "Spearman", "Kendall"):
-        table.add_column(column, justify="left" if column == "Dimension" else "right")
-    for c in s.correlations:
-        mean = s.mean.get(c.dimension)
-        table.add_row(c.dimension, str(c.responses), "" if mean is None else f"{mean:.2f}", _share(c.spearman),
-                      _share(c.kendall))
-    console.print(table)
-    if not s.debaters:
-        return
-    table = Table(title=f"{s.group}: each debater alone against human scores (Spearman / Kendall)", title_justify="left")
-    names = [c.dimension for c in s.correlations]
-    for column in ["Debater", *names]:
-        table.add_column(column, justify="left" if column == "Debater" else "right")
-    for agent, found in s.debaters.items():
-        table.add_row(agent, *(f"{_share(c.spearman)} / {_share(c.kendall)}" for c in found))
+def print_summary_table(console: Console, found) -> None:
+    """One ``arena.contract.Table``: its note as a line, then the table, text columns left, figures right."""
+    if found.note:
+        console.print(found.note, markup=False, highlight=False)
+    table = Table(title=found.title, title_justify="left")
+    for column in found.columns:
+        table.add_column(column.name, justify="right" if column.numeric else "left", no_wrap=not column.numeric)
+    for row in found.text_rows():
+        table.add_row(*(Text(cell) for cell in row))
     console.print(table)
 
 

@@ -16,6 +16,7 @@ from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
 from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
 from arena.contract.strategy import Strategy, StrategyParams
+from arena.contract.summaries import Column, FinalNotice, Summarized, Summary, Table
 from arena.contract.tasks import Stage, Task
 
 __all__ = [
@@ -26,3 +27,4 @@ __all__ = [
     "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "everyone_hears_everyone", "nobody_hears_anyone", "path_field",
 ]
 __all__ += ["ReplyCut"]
+__all__ += ["Column", "FinalNotice", "Summarized", "Summary", "Table"]

@@ -14,16 +14,14 @@ from enum import StrEnum
 
 
 class Task(StrEnum):
-    ANSWER = "answer"  # answer a question (pairwise_review's contestants)
-    JUDGE = "judge"  # give a verdict: compare two answers (pairwise_review), or a referee's judging brief
-    REVIEW = "review"  # review two answers on one's own (peer_discussion's first round)
+    ANSWER = "answer"  # answer a question (a contestant whose answers are judged)
+    JUDGE = "judge"  # give a verdict: compare two answers, or a referee's judging brief
+    REVIEW = "review"  # review two answers on one's own (before a discussion of them)
     DISCUSS = "discuss"  # go on discussing those reviews with the other reviewer
-    DEBATE = "debate"  # argue which of two answers is better (chateval_debate's debaters)
-    SCORE = "score"  # score one response on each dimension asked for (chateval_scoring's judges)
-    SUMMARIZE = "summarize"  # sum up a turn of the debate (its summarizer)
-    IDIOM = "idiom"  # give the next idiom of the chain (idiom_solitaire)
-    CODE = "code"  # write, revise or review code (code_review)
-    TRANSLATION = "translation"  # translate, or polish a translation (translation)
+    DEBATE = "debate"  # argue which of two answers is better
+    SCORE = "score"  # score one response on each dimension asked for
+    SUMMARIZE = "summarize"  # sum up a turn of a debate
+    CODE = "code"  # write, revise or review code
 
 
 class Stage(StrEnum):
@@ -32,4 +30,4 @@ class Stage(StrEnum):
     WRITE = "write"  # the first version: code, or a translation
     REVISE = "revise"  # the writer's next version, after a review
     REVIEW = "review"  # the editor comments on the latest version (code review)
-    EDIT = "edit"  # the editor hands in the polished version (translation)
+    EDIT = "edit"  # the editor hands in the polished version

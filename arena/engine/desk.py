@@ -15,7 +15,7 @@ from arena.engine.turns import Asker
 T = TypeVar("T")
 
 # What an outside agent asked by a referee is called in events and calls: no game's role gives a seat
-# this label (pairwise_review has seats called "Judge"), so the two can always be told apart.
+# this label (a judging game may have seats called "Judge"), so the two can always be told apart.
 JUDGE = "Referee's judge"
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 from arena.contract.files import replacing
 
 from . import sections
-from .judging import judging
 from .panels import panels
 from .data import ReportData
 from .packing import script_json
+from .summaries import summaries
 
 NAV = [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("trend", "Rating over battles"),
-       ("reviewers", "Reviewers"), ("judging", "Judges against labels"), ("panels", "Panels of judges"),
+       ("reviewers", "Reviewers"), ("summaries", "Game summaries"), ("panels", "Panels of judges"),
        ("roles", "Role tables"), ("cost", "Cost"),
        ("transcripts", "Transcripts")]
 # what each section needs, said when it is left out for want of it
@@ -47,14 +47,15 @@ def render(report: ReportData) -> str:
     built = {
         "leaderboard": sections.leaderboard(summary), "pairwise": sections.pairwise(summary),
         "trend": sections.trend(summary), "reviewers": sections.reviewers(summary),
-        "judging": judging(summary), "panels": panels(summary), "roles": sections.role_tables(summary), "cost": sections.usage(summary),
+        "summaries": summaries(summary), "panels": panels(summary), "roles": sections.role_tables(summary),
+        "cost": sections.usage(summary),
         "transcripts": sections.transcripts(report.matches),
     }
     present = [(anchor, label) for anchor, label in NAV if built[anchor]]
     # a run's sections left out say what they wait for; reviews files never have matches, roles or calls
     reviews_only = (summary.get("source") or {}).get("kind") == "reviews"
     folded = [] if reviews_only else [f"{label.lower()} (needs {NEEDS[anchor]})" for anchor, label in NAV
-                                      if not built[anchor] and anchor in NEEDS]  # judging: only for labelled games
+                                      if not built[anchor] and anchor in NEEDS]  # summaries: only for games that declare them
     meta = _meta(summary) + (f". Left out, for want of data: {', '.join(folded)}" if folded else "")
     parts = {
         "TITLE": escape(summary["title"]),

@@ -5,12 +5,10 @@ it goes: no match record is built."""
 
 from __future__ import annotations
 
-from arena.results.dimensions import dimension_scores
-from arena.results.discussion import discussion_summaries
 from arena.results.panels import panel_summaries
 from arena.results.payoffs import PayoffSummary, role_tables, summarize
 from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
-from arena.results.verdicts import verdict_scores
+from arena.results.summaries import game_summaries, summaries_json
 from arena.results.usage import usage_by_agent
 from arena.store import RunStore
 from arena.store.rows import ScoreRow, TurnRow
@@ -74,19 +72,7 @@ def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | 
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
         "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates
         "panels": [p.model_dump() for p in panel_summaries(store)],  # judges' panels: each member and their kappa
-        **judging_json(store.final_notices()),  # the judging games' last notices only: none in most runs
-    }
-
-
-def judging_json(records) -> dict:
-    """How the judging games' verdicts compare with their labels: peer discussion's opinion changes
-    and accuracy, a debate's group verdict, scores on dimensions against human scores. ``records``:
-    match records, or the store's ``final_notices()`` rows."""
-    records = list(records)
-    return {
-        "discussion": [s.model_dump() for s in discussion_summaries(records)],
-        "debate_verdicts": [s.model_dump() for s in verdict_scores(records)],
-        "dimension_scores": [s.model_dump() for s in dimension_scores(records)],
+        **summaries_json(game_summaries(store)),  # the tables games declare of their matches: none in most runs
     }
 
 

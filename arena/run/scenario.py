@@ -111,7 +111,7 @@ class GameEntry(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _a_block(cls, value):
-        if isinstance(value, str):  # `- public_goods`: the entry's first line without its key
+        if isinstance(value, str):  # `- some_game`: the entry's first line without its key
             raise ValueError(f"expected a block of fields, such as `game: {value}`")
         return value
 

@@ -50,22 +50,6 @@ class ScoreRow(NamedTuple):
         return cls(match.key, match.group, match.repeat, match.seats, scores)
 
 
-class NoticeRow(NamedTuple):
-    """A finished match's last notice from the referee that has structured data, when that data is a
-    judging game's summary (a discussion's, a debate's verdict, scores on dimensions): what
-    arena.results' judging summaries read of a match, in place of its record."""
-
-    key: str
-    group: str
-    repeat: int
-    seats: tuple[SeatInfo, ...]
-    data: dict[str, Any]
-    status: str = "finished"
-
-    def agent_of(self, seat: str) -> str:
-        return next(s.agent for s in self.seats if s.label == seat)
-
-
 class TurnRow(NamedTuple):
     """One seat's turns in one finished match: how many it took (``turns``; valid or defaulted), and
     its troubled ones: invalid replies, timeouts, defaulted turns."""

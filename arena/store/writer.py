@@ -40,9 +40,10 @@ from arena.contract.capabilities import Review
 from arena.contract.files import Found, examine, leftovers, replacing, set_aside, sqlite_damaged
 from arena.contract.messages import REFEREE, Message
 from arena.contract.records import KEPT, EventLog, MatchRecord, MatchSpec
+from arena.contract.summaries import FinalNotice
 from arena.store.errors import DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat, StoreError
 from arena.store.lock import RunLock
-from arena.store.rows import EventRow, MatchRow, MessageRow, NoticeRow, ScoreRow, StoredTranscript, Transcript, TurnRow
+from arena.store.rows import EventRow, MatchRow, MessageRow, ScoreRow, StoredTranscript, Transcript, TurnRow
 
 STORE_FILE = "run.sqlite"
 SCHEMA_VERSION = 5  # bump when the tables change; older stores are upgraded when they can be, else refused
@@ -788,6 +789,11 @@ class RunStore:
             names.setdefault(group, {})[metric or "payoff"] = None
         return {group: list(found) for group, found in names.items()}
 
+    def finished_games(self) -> list[str]:
+        """The games of the run's finished matches, in the order the plan first plays them."""
+        return [game for (game,) in self.db.execute(
+            "SELECT game FROM matches WHERE status = 'finished' GROUP BY game ORDER BY MIN(position)")]
+
     def review_rows(self) -> list[Review]:
         """Every review of the run's finished matches, with its match and repeat, for peer rank."""
         return [Review._make(row) for row in self.db.execute(
@@ -812,25 +818,25 @@ class RunStore:
         for key_, *row in self.db.execute(query + " ORDER BY m.position, m.key, x.seq", args):
             yield key_, _message_row(row)
 
-    # the top-level fields by which a judging game's summary is known (arena.results.discussion,
-    # verdicts, dimensions); the text is searched for them first, so other games' notices cost nothing
-    JUDGING_FIELDS = ("reviewers", "verdict", "dimensions")
-
-    def final_notices(self, fields: tuple[str, ...] = JUDGING_FIELDS) -> Iterator[NoticeRow]:
-        """Each finished match whose last referee notice with object data holds one of ``fields`` at
-        its top level, with that data, in the plan's order."""
+    def final_notices(self, fields: tuple[str, ...], game: str | None = None) -> Iterator[FinalNotice]:
+        """Each finished match (of ``game``, when given) whose last referee notice with object data
+        holds one of ``fields`` at its top level (a game's ``summary_fields``), with that data, in the
+        plan's order. The text is searched for the fields first, so other matches' notices cost nothing."""
+        if not fields:
+            return
         found = " OR ".join("instr(x.data, ?) > 0" for _ in fields)
+        of_game = "" if game is None else " AND m.game = ?"
         query = (
-            "SELECT m.key, m.grp, m.repeat, m.seats, x.data FROM matches m JOIN messages x ON x.match_key = m.key "
-            f"WHERE m.status = 'finished' AND x.kind = 'notice' AND x.sender = ? AND ({found}) "
+            "SELECT m.key, m.grp, m.repeat, m.seats, x.data, m.game FROM matches m JOIN messages x ON x.match_key = m.key "
+            f"WHERE m.status = 'finished'{of_game} AND x.kind = 'notice' AND x.sender = ? AND ({found}) "
             "AND json_type(x.data) = 'object' AND NOT EXISTS (SELECT 1 FROM messages y WHERE y.match_key = x.match_key "
             "AND y.seq > x.seq AND y.kind = 'notice' AND y.sender = ? AND json_type(y.data) = 'object') "
             "ORDER BY m.position, m.key")
-        args = [REFEREE, *(json.dumps(f) for f in fields), REFEREE]
-        for key, group, repeat, seats, data in self.db.execute(query, args):
+        args = [*([] if game is None else [game]), REFEREE, *(json.dumps(f) for f in fields), REFEREE]
+        for key, group, repeat, seats, data, game_ in self.db.execute(query, args):
             data = json.loads(data)
             if any(f in data for f in fields):
-                yield NoticeRow(key, group, repeat, _seats(seats), data)
+                yield FinalNotice(key, group, repeat, _seats(seats), data, game_)
 
     def transcript(self, key: str) -> Transcript | None:
         """One match's messages and events, as stored."""

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from enum import StrEnum
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, InvalidReply, Notice, Task, everyone_hears_everyone
+from arena.contract import Game, InvalidReply, Notice, everyone_hears_everyone
 
 from ..verdicts import as_text, object_schema
 
@@ -67,6 +68,12 @@ def by_sound() -> dict[str, list[str]]:
 def successors(last: str, homophone: bool) -> list[str]:
     """Idioms that may follow an idiom ending in ``last``."""
     return by_sound().get(sound(last), []) if homophone else dictionary()[1].get(last, [])
+
+
+class IdiomTask(StrEnum):
+    """This game's kind of turn, named under ``prompt_data["task"]`` as the contract's ``Task`` is."""
+
+    IDIOM = "idiom"  # give the next idiom of the chain
 
 
 class SolitaireParams(BaseModel):
@@ -131,7 +138,7 @@ class IdiomSolitaire(Game):
                 f"{chain}. The last idiom is 「{last}」. Reply with only your idiom, four Chinese characters, {start}.")
 
     def prompt_data(self, seat: str, round: int) -> dict[str, Any]:
-        return {"task": Task.IDIOM, "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
+        return {"task": IdiomTask.IDIOM, "last": self.chain[-1], "used": list(self.chain), "homophone": self.params.homophone}
 
     def hears(self, round: int) -> nx.DiGraph:
         return everyone_hears_everyone(self.seats)

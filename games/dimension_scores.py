@@ -1,4 +1,4 @@
-"""Scores on named dimensions against human scores, as ChatEval evaluates on Topical-Chat: per
+"""The scoring game's summary: scores on named dimensions against human scores, as ChatEval evaluates on Topical-Chat: per
 dimension, the Spearman and Kendall correlation over the responses of the debaters' mean score
 with the human score.
 
@@ -18,10 +18,8 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel
 
-from arena.contract.records import MatchRecord
-from arena.rank.agreement import ranking_agreement
-
-from .notices import final_data
+from arena.contract import Column, FinalNotice, MatchRecord, Summary, Table
+from arena.contract.summaries import notices_of
 
 
 class Correlation(BaseModel):
@@ -53,8 +51,10 @@ def _correlations(dimensions: list[str], figures: dict[str, dict[str, list[float
         if len(shared) < 3 or len(set(x)) < 2 or len(set(y)) < 2:
             rows.append(Correlation(dimension=dimension, responses=len(shared), spearman=None, kendall=None))
             continue
-        found = ranking_agreement({r: ours[r] for r in shared}, {r: theirs[r] for r in shared})
-        rows.append(Correlation(dimension=dimension, responses=len(shared), spearman=found.spearman, kendall=found.kendall))
+        from scipy import stats  # a quarter of a second to import: only for runs that score dimensions
+
+        rows.append(Correlation(dimension=dimension, responses=len(shared), spearman=float(stats.spearmanr(x, y).statistic),
+                                kendall=float(stats.kendalltau(x, y).statistic)))
     known = [r for r in rows if r.spearman is not None]
     if len(dimensions) > 1:
         rows.append(Correlation(dimension="average", responses=min((r.responses for r in rows), default=0),
@@ -63,13 +63,14 @@ def _correlations(dimensions: list[str], figures: dict[str, dict[str, list[float
     return rows
 
 
-def dimension_scores(records: Iterable[MatchRecord]) -> list[DimensionScores]:
-    """One entry per scenario entry whose matches score responses on dimensions, in entry order."""
-    records = list(records)
-    by_group: dict[str, list[tuple[MatchRecord, dict]]] = {r.group: [] for r in records}
+def dimension_scores(records: Iterable[MatchRecord | FinalNotice]) -> list[DimensionScores]:
+    """One entry per scenario entry whose matches score responses on dimensions, in entry order.
+    ``records``: the matches' final notices, or their records."""
+    records = notices_of(list(records))
+    by_group: dict[str, list[tuple[FinalNotice, dict]]] = {r.group: [] for r in records}
     for record in sorted(records, key=lambda r: r.key):
-        data = final_data(record)
-        if data and isinstance(data.get("dimensions"), list) and isinstance(data.get("scores"), dict):
+        data = record.data
+        if isinstance(data.get("dimensions"), list) and isinstance(data.get("scores"), dict):
             by_group[record.group].append((record, data))
     out = []
     for group, members in by_group.items():
@@ -94,3 +95,29 @@ def dimension_scores(records: Iterable[MatchRecord]) -> list[DimensionScores]:
             mean=means, correlations=_correlations(dimensions, group_figures, human),
             debaters={agent: _correlations(dimensions, figures, human) for agent, figures in sorted(own.items())}))
     return out
+
+
+def _tables(s: DimensionScores) -> list[Table]:
+    out = [Table(
+        name="dimensions", group=s.group,
+        title=f"{s.group}: the debate's mean score per dimension against human scores, over {s.responses} responses",
+        note="ChatEval's Topical-Chat setting: the debaters' mean score per dimension, and its Spearman and Kendall "
+             "correlation with the human scores.",
+        columns=[Column(name="Dimension", numeric=False), Column(name="Responses"), Column(name="Mean score", digits=2),
+                 Column(name="Spearman"), Column(name="Kendall")],
+        rows=[[c.dimension, c.responses, s.mean.get(c.dimension), c.spearman, c.kendall] for c in s.correlations])]
+    if s.debaters:
+        pair = lambda c: " / ".join("—" if v is None else f"{v:.3f}" for v in (c.spearman, c.kendall))  # noqa: E731
+        out.append(Table(
+            name="dimensions_debaters", group=s.group,
+            title=f"{s.group}: each debater alone against human scores (Spearman / Kendall)",
+            columns=[Column(name="Debater", numeric=False), *(Column(name=c.dimension) for c in s.correlations)],
+            rows=[[agent, *(pair(c) for c in found)] for agent, found in s.debaters.items()]))
+    return out
+
+
+def summarize(notices: list[FinalNotice]) -> list[Summary]:
+    found = dimension_scores(notices)
+    if not found:
+        return []
+    return [Summary(name="dimension_scores", data=[s.model_dump() for s in found], tables=[t for s in found for t in _tables(s)])]

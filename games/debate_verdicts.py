@@ -1,4 +1,4 @@
-"""A debate's group verdict scored against the labels, as ChatEval evaluates on FairEval's pairs:
+"""The debate game's summary: its group verdict scored against the labels, as ChatEval evaluates on FairEval's pairs:
 accuracy and Cohen's kappa per scenario entry (one strategy each).
 
 Read from the last notice of every match whose data holds a group ``verdict`` on a ``pair`` with
@@ -27,10 +27,8 @@ from collections.abc import Iterable
 import numpy as np
 from pydantic import BaseModel
 
-from arena.contract.records import MatchRecord
-from arena.rank.agreement import cohen_kappa
-
-from .notices import final_data, share
+from arena.contract import Column, FinalNotice, MatchRecord, Summary, Table
+from arena.contract.summaries import notices_of, share
 
 
 class DebaterAccuracy(BaseModel):
@@ -54,13 +52,22 @@ class VerdictScore(BaseModel):
     debaters: list[DebaterAccuracy]
 
 
+def cohen_kappa(x: np.ndarray, y: np.ndarray) -> float:
+    """Cohen's kappa of two raters' labels. The same figure as peer rank's agreement (arena.rank);
+    a game computes its own, since a plugin imports nothing of Arena's but the contract."""
+    categories = np.union1d(x, y)
+    observed = float(np.mean(x == y))
+    expected = float(sum(np.mean(x == c) * np.mean(y == c) for c in categories))
+    return 1.0 if expected == 1 else (observed - expected) / (1 - expected)
+
+
 def _sign(x: float) -> int:
     return int(np.sign(round(x, 12)))
 
 
-def _examples(members: list[tuple[MatchRecord, dict]], calibrated: bool):
+def _examples(members: list[tuple[FinalNotice, dict]], calibrated: bool):
     """(label, group verdict, {agent: final}, {agent: first}) per example, unswapped; and how many were left out."""
-    keyed: dict[tuple, list[tuple[MatchRecord, dict]]] = defaultdict(list)
+    keyed: dict[tuple, list[tuple[FinalNotice, dict]]] = defaultdict(list)
     for record, data in members:
         table = tuple(sorted((s.role, s.agent) for s in record.seats))
         keyed[(record.repeat, table, data["pair"] if calibrated else data["case"])].append((record, data))
@@ -85,13 +92,14 @@ def _examples(members: list[tuple[MatchRecord, dict]], calibrated: bool):
     return examples, left_out
 
 
-def verdict_scores(records: Iterable[MatchRecord]) -> list[VerdictScore]:
-    """One score per scenario entry whose matches end in a group verdict on a pair, in entry order."""
-    records = list(records)
-    by_group: dict[str, list[tuple[MatchRecord, dict]]] = {r.group: [] for r in records}
+def verdict_scores(records: Iterable[MatchRecord | FinalNotice]) -> list[VerdictScore]:
+    """One score per scenario entry whose matches end in a group verdict on a pair, in entry order.
+    ``records``: the matches' final notices, or their records."""
+    records = notices_of(list(records))
+    by_group: dict[str, list[tuple[FinalNotice, dict]]] = {r.group: [] for r in records}
     for record in sorted(records, key=lambda r: r.key):
-        data = final_data(record)
-        if data and "verdict" in data and "pair" in data and "label" in data:
+        data = record.data
+        if "verdict" in data and "pair" in data and "label" in data:
             by_group[record.group].append((record, data))
     out = []
     for group, members in by_group.items():
@@ -119,3 +127,31 @@ def verdict_scores(records: Iterable[MatchRecord]) -> list[VerdictScore]:
             as_shown=len(alone), as_shown_accuracy=share(sum(e[0] == e[1] for e in alone), len(alone)),
             debaters=debaters))
     return out
+
+
+def _tables(scores: list[VerdictScore]) -> list[Table]:
+    group = Table(
+        name="verdicts", title="Debate verdicts against the labels, per entry",
+        note="ChatEval's evaluation on FairEval's pairs: the group's verdict (majority of choices, mean of score "
+             "differences) against the label, as accuracy and Cohen's kappa. Calibrated: each pair was debated in "
+             "both orders and the two verdicts combined; the last column scores every match alone.",
+        columns=[*(Column(name=n, numeric=False) for n in ("Entry", "Strategy", "Output", "Calibrated")),
+                 *(Column(name=n) for n in ("Examples", "Left out", "Accuracy", "Cohen's κ", "Accuracy per order"))],
+        rows=[[s.group, s.strategy or "—", s.output or "—", "yes" if s.calibrated else "no", s.examples, s.left_out,
+               s.accuracy, s.cohen_kappa,
+               f"{'—' if s.as_shown_accuracy is None else f'{s.as_shown_accuracy:.3f}'} ({s.as_shown})"]
+              for s in scores])
+    debaters = Table(
+        name="verdicts_debaters", title="Each debater's own verdict against the labels",
+        note="Combined over orders like the group's; first-turn: its verdict before it had heard the debate out.",
+        columns=[Column(name="Entry", numeric=False), Column(name="Debater", numeric=False),
+                 *(Column(name=n) for n in ("Examples", "Final accuracy", "First-turn accuracy"))],
+        rows=[[s.group, d.agent, d.examples, d.accuracy, d.first_accuracy] for s in scores for d in s.debaters])
+    return [group, debaters]
+
+
+def summarize(notices: list[FinalNotice]) -> list[Summary]:
+    scores = verdict_scores(notices)
+    if not scores:
+        return []
+    return [Summary(name="debate_verdicts", data=[s.model_dump() for s in scores], tables=_tables(scores))]

@@ -1,6 +1,6 @@
-"""Peer discussion over a run, as PRD reports it.
+"""Peer discussion over a run, as PRD reports it: the game's summary tables.
 
-Read from the last notice of every match whose data describes a discussion between two
+Read from the last notice of every discussion (``FinalNotice``), whose data describes the two
 reviewers: ``reviewers`` by seat, each with its ``position`` (leader or follower), ``initial``
 and ``final`` preference, ``altered``/``held`` and ``changed_after_agreement``; and for the match
 ``label``, ``outcome``, ``agreed``, ``disagreed_at_start`` and ``turns`` (peer_discussion writes it).
@@ -29,9 +29,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from arena.contract.records import MatchRecord
-
-from .notices import final_data, share
+from arena.contract import Column, FinalNotice, MatchRecord, Summary, Table
+from arena.contract.summaries import notices_of, share
 
 POSITIONS = ("leader", "follower")
 
@@ -111,9 +110,9 @@ class _Discussion:
         return next(s.agent for s in self.stands if s.position == "leader")
 
 
-def _discussion(record: MatchRecord) -> _Discussion | None:
-    data = final_data(record)
-    reviewers = (data or {}).get("reviewers")
+def _discussion(record: FinalNotice) -> _Discussion | None:
+    data = record.data
+    reviewers = data.get("reviewers")
     if not isinstance(reviewers, dict) or len(reviewers) != 2 or \
             {r.get("position") for r in reviewers.values() if isinstance(r, dict)} != set(POSITIONS):
         return None
@@ -165,9 +164,10 @@ def _pair(reviewers: tuple[str, str], leader: str | None, found: list[_Discussio
                    discussion_accuracy=share(*_outcomes(found)))
 
 
-def discussion_summaries(records: Iterable[MatchRecord]) -> list[DiscussionSummary]:
-    """One summary per scenario entry whose matches are discussions, in the order entries appear."""
-    records = list(records)
+def discussion_summaries(records: Iterable[MatchRecord | FinalNotice]) -> list[DiscussionSummary]:
+    """One summary per scenario entry whose matches are discussions, in the order entries appear.
+    ``records``: the matches' final notices, or their records."""
+    records = notices_of(list(records))
     by_group: dict[str, list[_Discussion]] = {r.group: [] for r in records}
     for record in sorted(records, key=lambda r: r.key):
         found = _discussion(record)
@@ -205,3 +205,45 @@ def discussion_summaries(records: Iterable[MatchRecord]) -> list[DiscussionSumma
             discussion_accuracy=share(*_outcomes(found)),
             reviewers=[r for r in rows if r.discussions], pairs=pair_rows))
     return out
+
+
+def _tables(s: DiscussionSummary) -> list[Table]:
+    head = (f"{s.discussions} peer discussions ({s.labelled} labelled), {s.mean_turns:.1f} turns on average; agreed at "
+            f"the start {s.agreed_at_start}, at the end {s.agreed_at_end}; a reviewer changed its mind after they had "
+            f"agreed in {s.changed_after_agreement}. Accuracy against the labels: initial {_text(s.initial_accuracy, 3)}, "
+            f"final {_text(s.final_accuracy, 3)}, the discussion's outcome (PDA) {_text(s.discussion_accuracy, 3)}")
+    opinions = Table(
+        name="discussion", group=s.group, note=head,
+        title=f"{s.group}: each reviewer as leader and follower. Accuracy: initial and final preference against the "
+              "label; OA: opinion altered, OH: held, over the discussions that began apart (a leader that alters less "
+              "than a follower shows PRD's ordering effect); changed after agreeing: discussions in which it changed "
+              "its mind once they had agreed",
+        columns=[Column(name="Reviewer", numeric=False), Column(name="Position", numeric=False),
+                 *(Column(name=n, digits=2) for n in ("Discussions", "Initial accuracy", "Final accuracy",
+                                                      "Began apart", "OA", "OH", "OA share", "Changed after agreeing"))],
+        rows=[[r.agent or "all reviewers", r.position, r.discussions, r.initial_accuracy, r.final_accuracy, r.disagreed,
+               r.altered, r.held, r.altered_share, r.changed_after_agreement] for r in s.reviewers])
+    pairs = Table(
+        name="discussion_pairs", group=s.group,
+        note="As PRD's Table 8: each reviewer's accuracy before and after (in the order the pair is named), and the "
+             "accuracy of the discussion's outcome (PRD's peer discussion accuracy, PDA), with either reviewer leading.",
+        title=f"{s.group}: per pair of reviewers A / B and who led",
+        columns=[Column(name="A / B", numeric=False), Column(name="Led by", numeric=False),
+                 *(Column(name=n, digits=2) for n in ("Discussions", "Agreed at end", "Initial accuracy",
+                                                      "Final accuracy", "Discussion accuracy"))],
+        rows=[[" / ".join(p.reviewers), p.leader or "either", p.discussions, p.agreed,
+               " / ".join(_text(v) for v in p.initial_accuracy.values()),
+               " / ".join(_text(v) for v in p.final_accuracy.values()), p.discussion_accuracy] for p in s.pairs])
+    return [opinions, pairs]
+
+
+def _text(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def summarize(notices: list[FinalNotice]) -> list[Summary]:
+    found = discussion_summaries(notices)
+    if not found:
+        return []
+    return [Summary(name="discussion", data=[s.model_dump() for s in found],
+                    tables=[t for s in found for t in _tables(s)])]
