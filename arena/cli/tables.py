@@ -271,6 +271,10 @@ def print_summary_table(console: Console, found) -> None:
 
 
 # -- panels of judges ---------------------------------------------------------------------------
+def _share(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
 def print_panels(console: Console, store: RunStore) -> None:
     """Each panel of judges (a panel referee, a game's judge seats): its members' verdicts against
     the panel's, and the members' agreement."""
