@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from arena.results.dimensions import dimension_scores
 from arena.results.discussion import discussion_summaries
+from arena.results.listing import rescored_from
 from arena.results.payoffs import PayoffSummary, role_tables, summarize
 from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
 from arena.results.verdicts import verdict_scores
@@ -63,7 +64,8 @@ def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | 
               for row in found["summary"]]  # the first metric is the payoff
     return {
         "peer_rank": None if board is None else board.model_dump(),
-        "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
+        "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts(),
+                "rescored_from": rescored_from(info)},
         "payoffs": [r.model_dump() for r in payoffs],
         "role_tables": [t.model_dump() for t in role_tables(scores)],
         "metrics": metrics,

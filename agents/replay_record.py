@@ -1,0 +1,221 @@
+"""What a replay agent replays: the replies of a finished Arena run, or of a JSONL file.
+
+A record is a list of ``RecordedTurn``: where the reply was given (the entry, the case, the repeat and
+who sat in each role), by which seat or role, in which round and at which attempt. A turn is found
+by the match's identity, the seat's role and the round, never by the name of the agent asking: a
+rescored run's contestants find their own answers however its judges changed.
+
+Two functions know how Arena writes things down, so that one change replaces each: ``read_run`` (the
+run's SQLite file; to become the contract's run reader) and ``match_identity`` (the match key; to
+become the contract's match identity).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arena.contract import ArenaError, Turn
+
+RUN_FILE = "run.sqlite"
+TIMED_OUT = None  # a recorded attempt that got no reply in time: replayed by waiting out the deadline
+
+
+class RecordError(ArenaError):
+    """The record cannot be read, or holds nothing for a turn it is asked for."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A match as a replay looks it up: the entry, the case, the repeat, and the agents in seat order."""
+
+    entry: str
+    case: str | None
+    repeat: int
+    agents: tuple[str, ...]
+
+
+_KEY = re.compile(r"^(?P<where>.*)#(?P<repeat>\d+):(?P<agents>.*)$", re.DOTALL)
+
+
+def match_identity(key: str) -> Identity:
+    """The parts of a match key, ``ENTRY[/CASE]#REPEAT:AGENT+AGENT...``."""
+    found = _KEY.match(key)
+    if found is None:
+        raise RecordError(f"{key!r} is not a match key of the form ENTRY[/CASE]#REPEAT:AGENTS")
+    entry, slash, case = found["where"].partition("/")
+    return Identity(entry, case if slash else None, int(found["repeat"]), tuple(found["agents"].split("+")))
+
+
+@dataclass
+class RecordedMatch:
+    """One finished match of a recorded run: who sat where, and each seat's reply per (round, attempt)."""
+
+    key: str
+    seats: list[tuple[str, str, str]]  # (label, role, agent) in seat order
+    replies: dict[tuple[str, int, int], str | None] = field(default_factory=dict)  # (seat, round, attempt 0-based)
+
+    def agents_in(self, role: str) -> list[str]:
+        return [agent for _, r, agent in self.seats if r == role]
+
+    def seats_as(self, identity: Identity, seat: str, role: str) -> bool:
+        """Whether a match of ``identity`` seats the agents of ``role`` as this one did, in the same
+        order, with ``seat`` among them: the same contestants' answers, whoever else sat at the table."""
+        if (seat, role) not in {(label, r) for label, r, _ in self.seats}:
+            return False
+        mine = self.agents_in(role)
+        theirs = [agent for agent in identity.agents if agent in set(mine)]
+        return theirs == mine
+
+
+@dataclass
+class RunRecord:
+    """A finished run's replies, by entry and repeat."""
+
+    source: str
+    scenario: str
+    matches: dict[tuple[str, str | None, int], list[RecordedMatch]]
+
+    @property
+    def entries(self) -> set[str]:
+        return {entry for entry, _, _ in self.matches}
+
+    def find(self, turn: Turn) -> str | None:
+        identity = match_identity(turn.match)
+        if identity.entry not in self.entries:
+            raise RecordError(
+                f"the record {self.source} is a run of scenario {self.scenario!r}, which has no entry "
+                f"{identity.entry!r} (it has {', '.join(map(repr, sorted(self.entries))) or 'none'}): it was "
+                "recorded for another scenario, so it cannot replay this one")
+        candidates = self.matches.get((identity.entry, identity.case, identity.repeat), [])
+        exact = [m for m in candidates if m.key == turn.match]
+        chosen = exact or [m for m in candidates if m.seats_as(identity, turn.seat, turn.role)]
+        for match in chosen:
+            where = (turn.seat, turn.round, turn.attempt)
+            if where in match.replies:
+                return match.replies[where]
+        raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One reply of a JSONL record."""
+
+    case: str
+    round: int
+    reply: str
+    attempt: int = 0
+    seat: str | None = None
+    role: str | None = None
+    entry: str | None = None
+    repeat: int | None = None
+
+    def fits(self, identity: Identity, turn: Turn) -> bool:
+        return ((self.seat is None or self.seat == turn.seat) and (self.role is None or self.role == turn.role)
+                and (self.entry is None or self.entry == identity.entry)
+                and (self.repeat is None or self.repeat == identity.repeat)
+                and self.round == turn.round and self.attempt == turn.attempt)
+
+
+@dataclass
+class LinesRecord:
+    """A JSONL record's replies, by case."""
+
+    source: str
+    lines: dict[str, list[Line]]
+
+    def find(self, turn: Turn) -> str | None:
+        identity = match_identity(turn.match)
+        case = identity.case if identity.case is not None else ""
+        if case not in self.lines:
+            raise RecordError(f"the record {self.source} has no line for case {case!r} (match {turn.match!r}): it was "
+                              "written for another question set or scenario")
+        for line in self.lines[case]:
+            if line.fits(identity, turn):
+                return line.reply
+        raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
+
+
+def describe(turn: Turn) -> str:
+    """The turn, as an error names it."""
+    again = f", attempt {turn.attempt + 1}" if turn.attempt else ""
+    return f"seat {turn.seat!r} ({turn.role}), round {turn.round}{again}"
+
+
+def read_record(path: str | Path) -> RunRecord | LinesRecord:
+    """A run folder's record or a JSONL file's, said in a sentence when it is neither."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        if not (path / RUN_FILE).is_file():
+            raise RecordError(f"{path} is a folder without a run ({RUN_FILE}): give a run folder or a JSONL file")
+        return read_run(path)
+    if path.is_file():
+        return read_lines(path)
+    raise RecordError(f"{path} does not exist: give a run folder or a JSONL file of replies")
+
+
+def read_run(run_dir: Path) -> RunRecord:
+    """Every reply of a run's finished matches, from its store, read only.
+
+    The one place that reads another run's SQLite file directly (until the contract reads runs)."""
+    uri = f"{(run_dir / RUN_FILE).resolve().as_uri()}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            scenario = db.execute("SELECT name FROM run WHERE id = 1").fetchone()
+            rows = db.execute(
+                "SELECT m.key, e.type, e.body FROM matches m JOIN events e ON e.match_key = m.key "
+                "WHERE m.status IN ('finished', 'truncated') AND e.type IN ('turn_failed', 'action') "
+                "ORDER BY m.position, e.seq").fetchall()
+            seats = dict(db.execute("SELECT key, seats FROM matches WHERE status IN ('finished', 'truncated')").fetchall())
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise RecordError(f"{run_dir} holds no readable run (SQLite says: {exc})") from None
+    found: dict[str, RecordedMatch] = {}
+    for key, text in seats.items():
+        found[key] = RecordedMatch(key, [(s["label"], s["role"], s["agent"]) for s in json.loads(text or "[]")])
+    for key, kind, body in rows:
+        event = json.loads(body)
+        replies = found[key].replies
+        if kind == "turn_failed":
+            replies[(event["seat"], event["round"], event["attempt"] - 1)] = event["reply"]
+        elif not event["defaulted"]:
+            replies[(event["seat"], event["round"], event["attempts"] - 1)] = event["reply"]
+    matches: dict[tuple[str, str | None, int], list[RecordedMatch]] = defaultdict(list)
+    for match in found.values():
+        identity = match_identity(match.key)
+        matches[(identity.entry, identity.case, identity.repeat)].append(match)
+    return RunRecord(str(run_dir), scenario[0] if scenario else "?", dict(matches))
+
+
+def read_lines(path: Path) -> LinesRecord:
+    """A JSONL file of replies: ``{"case", "round", "reply"}`` with, optionally, ``seat`` or ``role``,
+    ``attempt`` (1 for the first), ``entry`` and ``repeat``. Answer files of the form ``{"question_id",
+    "text"}`` (FastChat's and PRD's Vicuna80 generations) are read as replies to the first round."""
+    lines: dict[str, list[Line]] = defaultdict(list)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path} cannot be read: {exc}") from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+            case = row.get("case", row.get("question_id"))
+            reply = row.get("reply", row.get("text"))
+            if case is None or not isinstance(reply, str):
+                raise ValueError("a line needs a case (or question_id) and a reply (or text)")
+            line = Line(str(case), int(row.get("round", 1)), reply, int(row.get("attempt", 1)) - 1, row.get("seat"),
+                        row.get("role"), row.get("entry"), None if row.get("repeat") is None else int(row["repeat"]))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise RecordError(f"{path}, line {number}: {exc}") from None
+        lines[line.case].append(line)
+    if not lines:
+        raise RecordError(f"{path} holds no replies")
+    return LinesRecord(str(path), dict(lines))
