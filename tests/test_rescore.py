@@ -91,6 +91,16 @@ def test_a_run_replayed_from_its_own_store_is_the_same_byte_for_byte_and_asks_no
     scenario = yaml.safe_load((tmp_path / "replayed" / "scenario.yaml").read_text(encoding="utf-8"))
     assert scenario["rescored_from"] == str(source.resolve())
     assert {a["backend"] for a in scenario["agents"].values()} == {"replay"}
+    # the new run names its source wherever a run is described
+    shown = run_cli("show", tmp_path / "replayed")
+    assert f"a rescore of {source.resolve()}" in shown.stdout.replace("\n", ""), shown.stdout
+    assert json.loads(run_cli("show", tmp_path / "replayed", "--json").stdout)["run"]["rescored_from"] == str(source.resolve())
+    listed = {r["run_dir"]: r for r in json.loads(run_cli("runs", tmp_path, "--json").stdout)}
+    assert listed[str(tmp_path / "replayed")]["rescored_from"] == str(source.resolve())
+    assert listed[str(source)]["rescored_from"] is None
+    assert json.loads(run_cli("rank", tmp_path / "replayed", "--json").stdout)["run"]["rescored_from"] == str(source.resolve())
+    assert run_cli("report", tmp_path / "replayed", "-o", tmp_path / "report.html").returncode == 0
+    assert f"a rescore of {source.resolve()}" in (tmp_path / "report.html").read_text(encoding="utf-8")
     # run again, it resumes: every match is kept and nothing is asked
     result = run_cli("rescore", source, "-o", tmp_path / "replayed", "--plain")
     assert result.returncode == 0 and "4 finished matches are kept" in result.stdout, result.stdout + result.stderr
