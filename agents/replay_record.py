@@ -19,6 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from arena.contract import ArenaError, Turn
 
 RUN_FILE = "run.sqlite"
@@ -78,11 +80,8 @@ class RunRecord:
 
     source: str
     scenario: str
+    entries: set[str]  # the scenario's game entries, played or not
     matches: dict[tuple[str, str | None, int], list[RecordedMatch]]
-
-    @property
-    def entries(self) -> set[str]:
-        return {entry for entry, _, _ in self.matches}
 
     def find(self, turn: Turn) -> str | None:
         identity = match_identity(turn.match)
@@ -166,7 +165,7 @@ def read_run(run_dir: Path) -> RunRecord:
     try:
         db = sqlite3.connect(uri, uri=True)
         try:
-            scenario = db.execute("SELECT name FROM run WHERE id = 1").fetchone()
+            scenario = db.execute("SELECT name, scenario FROM run WHERE id = 1").fetchone() or ("?", "")
             rows = db.execute(
                 "SELECT m.key, e.type, e.body FROM matches m JOIN events e ON e.match_key = m.key "
                 "WHERE m.status IN ('finished', 'truncated') AND e.type IN ('turn_failed', 'action') "
@@ -190,7 +189,17 @@ def read_run(run_dir: Path) -> RunRecord:
     for match in found.values():
         identity = match_identity(match.key)
         matches[(identity.entry, identity.case, identity.repeat)].append(match)
-    return RunRecord(str(run_dir), scenario[0] if scenario else "?", dict(matches))
+    entries = {entry for entry, _, _ in matches} | _entries(scenario[1])
+    return RunRecord(str(run_dir), scenario[0], entries, dict(matches))
+
+
+def _entries(scenario_text: str) -> set[str]:
+    """The names of a scenario's game entries (a label, else the game), from its text as stored."""
+    try:
+        raw = yaml.safe_load(scenario_text)
+        return {str(g.get("label") or g["game"]) for g in raw["games"]}
+    except (yaml.YAMLError, TypeError, KeyError, AttributeError):
+        return set()
 
 
 def read_lines(path: Path) -> LinesRecord:
