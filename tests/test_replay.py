@@ -157,3 +157,19 @@ def test_prd_vicuna80_generations_are_a_replay_source_as_they_are(run_cli, tmp_p
     assert shown and all(first["text"][:200].replace("GPT-4", "[name withheld]")[:80] in t for t in shown)
     for text in shown:
         assert not re.search(r"\b(gpt-4|gpt4|claude)\b", text, re.I)
+
+
+def test_a_game_of_many_rounds_replays_turn_by_turn_with_no_request(run_cli, tmp_path):
+    with OpenAIMock() as mock:  # the mock's own public goods player: coins drawn from what it was sent
+        raw = {"name": "goods", "agents": {n: model_agent("openai", mock, model=f"m-{n}") for n in ("ann", "bob", "cid")},
+               "games": [{"game": "public_goods", "params": {"rounds": 3, "mode": 2}}],
+               "tournament": {"repeats": 2}, "match": {"turn_timeout": 600}}
+        (tmp_path / "goods.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+        assert run_cli("run", tmp_path / "goods.yaml", "--run-dir", tmp_path / "source", "--quiet").returncode == 0
+        asked = mock.count
+        assert asked >= 2 * 3 * 3
+        result = run_cli("rescore", tmp_path / "source", "-o", tmp_path / "replayed", "--quiet")
+        assert result.returncode == 0, result.stderr
+        assert mock.count == asked
+    exports = [run_cli("export", run).stdout for run in (tmp_path / "source", tmp_path / "replayed")]
+    assert exports[0].count("\n") == 2 and exports[0] == exports[1]
