@@ -209,3 +209,48 @@ def test_rescoring_a_peer_discussion_with_other_reviewers_replays_only_the_fixed
     assert sorted(scenario["agents"]) == ["cat", "dan"]  # nothing left to replay: the answers are the game's own
     (record,) = records(tmp_path / "rescored").values()
     assert {s.agent for s in record.seats} == {"cat", "dan"} and record.status == "finished"
+
+
+def test_rescoring_with_another_referee_asks_only_its_judge(run_cli, tmp_path):
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"id": f"t{i}", "source_lang": "de", "target_lang": "en", "source": source,
+                                         "reference": "The cat sleeps."}) + "\n"
+                             for i, source in enumerate(("Die Katze schläft.", "Der Hund bellt."))), encoding="utf-8")
+
+    def reply(body) -> str | dict:
+        text = body_text(body)
+        if "You are a professional translator." in text:
+            return f"The animal rests, says {body['model']}."
+        if "You are a professional translation editor." in text:
+            return "The animal is resting."
+        found = re.search(r"Score each of (.*?) on a scale of (\d+) to (\d+)", text)
+        seats = [s.strip() for s in found.group(1).split(",")]
+        score = 9 if body["model"] == "lenient" else 2
+        return {seat: {"evaluation": f"{seat} did fine", "score": score} for seat in seats}
+
+    with OpenAIMock(responder=reply) as mock, OpenAIMock(responder=reply) as fresh:
+        raw = {"name": "translate", "match": {"turn_timeout": 600},
+               "agents": {"ann": model_agent("openai", mock, model="m-ann"), "bob": model_agent("openai", mock),
+                          "judge": model_agent("openai", mock, model="lenient")},
+               "games": [{"game": "translation", "params": {"texts": str(texts)}, "agents": ["ann", "bob"],
+                          "referee": [{"use": "llm_judge", "agent": "judge"}]}],
+               "tournament": {"role_swap": False}}
+        (tmp_path / "translate.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+        assert run_cli("run", tmp_path / "translate.yaml", "--run-dir", tmp_path / "source", "--quiet").returncode == 0
+        asked = mock.count
+        (tmp_path / "judges.yaml").write_text(yaml.safe_dump({"strict": model_agent("openai", fresh, model="strict")}))
+        result = run_cli("rescore", tmp_path / "source", "--referee", "{use: llm_judge, agent: strict}",
+                         "--agents", tmp_path / "judges.yaml", "-o", tmp_path / "rescored", "--quiet")
+        assert result.returncode == 0, result.stderr
+        assert mock.count == asked  # neither the seats nor the old judge were asked
+        requests = fresh.answered()
+    assert len(requests) == 2  # one brief per match
+    for request in requests:
+        assert "The animal is resting." in request.text and "The animal rests, says [name withheld]." in request.text
+        assert not re.search(r"\b(m-ann|ann|bob)\b", request.text)
+    before, after = records(tmp_path / "source"), records(tmp_path / "rescored")
+    assert sorted(before) == sorted(after)
+    for key, old in before.items():
+        new = after[key]
+        assert [m.content for m in new.messages if m.kind == "reply"] == [m.content for m in old.messages if m.kind == "reply"]
+        assert set(old.metrics["judge"].values()) == {9.0} and set(new.metrics["judge"].values()) == {2.0}
