@@ -39,6 +39,15 @@ class ReplayAgent(Agent):
         self._record: RunRecord | LinesRecord | None = None
 
     @classmethod
+    def nested_params(cls, raw: dict) -> dict:
+        """The fallback's own paths (a local model's file) are read from the scenario's folder too."""
+        fallback = raw.get("fallback")
+        try:
+            return {"fallback": plugins.load("agent backend", fallback["backend"]).Config}
+        except (KeyError, TypeError, plugins.UnknownPlugin):
+            return {}  # reported by check()
+
+    @classmethod
     def check(cls, config: ReplayConfig) -> None:
         if config.fallback is not None:
             cls._fallback_config(config.fallback)
