@@ -102,9 +102,9 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class Line:
-    """One reply of a JSONL record."""
+    """One reply of a JSONL record; a line without a case fits every case (a game that has none)."""
 
-    case: str
+    case: str | None
     round: int
     reply: str
     attempt: int = 0
@@ -125,15 +125,14 @@ class LinesRecord:
     """A JSONL record's replies, by case."""
 
     source: str
-    lines: dict[str, list[Line]]
+    lines: dict[str | None, list[Line]]
 
     def find(self, turn: Turn) -> str | None:
         identity = match_identity(turn.match)
-        case = identity.case if identity.case is not None else ""
-        if case not in self.lines:
-            raise RecordError(f"the record {self.source} has no line for case {case!r} (match {turn.match!r}): it was "
-                              "written for another question set or scenario")
-        for line in self.lines[case]:
+        if identity.case not in self.lines and None not in self.lines:
+            raise RecordError(f"the record {self.source} has no line for case {identity.case!r} (match {turn.match!r}): "
+                              "it was written for another question set or scenario")
+        for line in self.lines.get(identity.case, []) + self.lines.get(None, []):
             if line.fits(identity, turn):
                 return line.reply
         raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
@@ -204,9 +203,9 @@ def _entries(scenario_text: str) -> set[str]:
 
 def read_lines(path: Path) -> LinesRecord:
     """A JSONL file of replies: ``{"case", "round", "reply"}`` with, optionally, ``seat`` or ``role``,
-    ``attempt`` (1 for the first), ``entry`` and ``repeat``. Answer files of the form ``{"question_id",
+    ``attempt`` (1 for the first), ``entry`` and ``repeat``; without ``case``, a line fits every case. Answer files of the form ``{"question_id",
     "text"}`` (FastChat's and PRD's Vicuna80 generations) are read as replies to the first round."""
-    lines: dict[str, list[Line]] = defaultdict(list)
+    lines: dict[str | None, list[Line]] = defaultdict(list)
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -218,9 +217,9 @@ def read_lines(path: Path) -> LinesRecord:
             row = json.loads(raw)
             case = row.get("case", row.get("question_id"))
             reply = row.get("reply", row.get("text"))
-            if case is None or not isinstance(reply, str):
-                raise ValueError("a line needs a case (or question_id) and a reply (or text)")
-            line = Line(str(case), int(row.get("round", 1)), reply, int(row.get("attempt", 1)) - 1, row.get("seat"),
+            if not isinstance(reply, str):
+                raise ValueError("a line needs a reply (or text), a string")
+            line = Line(None if case is None else str(case), int(row.get("round", 1)), reply, int(row.get("attempt", 1)) - 1, row.get("seat"),
                         row.get("role"), row.get("entry"), None if row.get("repeat") is None else int(row["repeat"]))
         except (ValueError, TypeError, AttributeError) as exc:
             raise RecordError(f"{path}, line {number}: {exc}") from None

@@ -173,3 +173,17 @@ def test_a_game_of_many_rounds_replays_turn_by_turn_with_no_request(run_cli, tmp
         assert mock.count == asked
     exports = [run_cli("export", run).stdout for run in (tmp_path / "source", tmp_path / "replayed")]
     assert exports[0].count("\n") == 2 and exports[0] == exports[1]
+
+
+def test_lines_without_a_case_play_a_game_that_has_none(run_cli, tmp_path):
+    steady = lines(tmp_path, "steady.jsonl", [{"round": r, "reply": json.dumps({"reason": "steady", "coins": r})}
+                                                  for r in (1, 2, 3)])
+    agents = {"ann": {"backend": "replay", "record": steady}, "bob": {"backend": "replay", "record": steady},
+              "cid": {"backend": "scripted", "strategy": "free_rider"}}
+    raw = {"name": "goods", "agents": agents, "games": [{"game": "public_goods", "params": {"rounds": 3}}]}
+    (tmp_path / "goods.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+    result = run_cli("run", tmp_path / "goods.yaml", "--run-dir", tmp_path / "run", "--quiet")
+    assert result.returncode == 0, result.stderr
+    (record,) = records(tmp_path / "run").values()
+    played = [(e.round, record.agent_of(e.seat), e.action) for e in record.events if e.type == "action"]
+    assert sorted(p for p in played if p[1] == "ann") == [(1, "ann", 1), (2, "ann", 2), (3, "ann", 3)]

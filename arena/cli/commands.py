@@ -218,13 +218,15 @@ def _parser() -> argparse.ArgumentParser:
                               "'{use: llm_judge, agent: judge2}'")
     rescore.add_argument("-o", "--output", type=Path, dest="new_run", metavar="NEW_RUN",
                          help="the new run's folder (default: RUN_DIR-rescored beside it)")
+    rescore.add_argument("--force-new", action="store_true",
+                         help="set the new run's folder's run aside (renamed, not deleted) and start afresh")
     rescore.add_argument("--dry-run", action="store_true", help="print the planned matches and calls; play nothing")
     rescore.add_argument("--json", action="store_true", help=RUN_JSON)
     rescore_view = rescore.add_mutually_exclusive_group()
     rescore_view.add_argument("--plain", action="store_true", help="one line per event")
     rescore_view.add_argument("--quiet", action="store_true", help="only the results")
     rescore.set_defaults(handler=_rescore, rounds=False, concurrency=None, processes=None, no_cache=False, limit=None,
-                         overrides=[], force_new=False)
+                         overrides=[])
 
     watch = sub.add_parser("watch", help="follow a run that another process is playing")
     watch.add_argument("run_dir", type=Path)
@@ -352,7 +354,7 @@ def _rescore(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(scenario, None, args.json)
     args.run_dir = args.new_run or source.run_dir.with_name(source.run_dir.name + "-rescored")
-    store = RunStore.create_or_resume(args.run_dir, scenario.name, text, scenario.fingerprint())
+    store = RunStore.create_or_resume(args.run_dir, scenario.name, text, scenario.fingerprint(), args.force_new)
     try:
         store.record_session([], None)
         return _play(args, scenario, store)
