@@ -17,6 +17,7 @@ import re
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import yaml
@@ -145,15 +146,26 @@ def describe(turn: Turn) -> str:
 
 
 def read_record(path: str | Path) -> RunRecord | LinesRecord:
-    """A run folder's record or a JSONL file's, said in a sentence when it is neither."""
+    """A run folder's record or a JSONL file's, said in a sentence when it is neither. Read once per
+    version of the file however many agents replay it (the contestants of a rescore share one run)."""
     path = Path(path).expanduser()
     if path.is_dir():
         if not (path / RUN_FILE).is_file():
             raise RecordError(f"{path} is a folder without a run ({RUN_FILE}): give a run folder or a JSONL file")
-        return read_run(path)
+        return _read(path, *_version(path / RUN_FILE))
     if path.is_file():
-        return read_lines(path)
+        return _read(path, *_version(path))
     raise RecordError(f"{path} does not exist: give a run folder or a JSONL file of replies")
+
+
+def _version(file: Path) -> tuple[int, int]:
+    found = file.stat()
+    return found.st_mtime_ns, found.st_size
+
+
+@lru_cache(maxsize=8)
+def _read(path: Path, mtime: int, size: int) -> RunRecord | LinesRecord:
+    return read_run(path) if path.is_dir() else read_lines(path)
 
 
 def read_run(run_dir: Path) -> RunRecord:
