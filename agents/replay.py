@@ -26,6 +26,9 @@ class ReplayConfig(AgentConfig):
                              "({question_id, text} answer files work as they are), relative to the scenario file.")
     model: str | None = Field(None, description="The model that wrote the record: the anonymity filter hides its "
                               "name from the other seats as it would the live agent's.")
+    stands_in: dict[str, str] = Field(default_factory=dict, description=(
+        "Agents of this run that took the place of the record's (new name -> recorded name), so that a match with "
+        "them is the recorded match they replaced (`arena rescore --judge` writes it)."))
     fallback: dict[str, Any] | None = Field(None, description="An agent (backend and its parameters) that answers the "
                                             "turns the record does not hold; without one such a turn fails its match.")
 
@@ -93,13 +96,14 @@ class ReplayAgent(Agent):
 
     def reply_now(self, turn: Turn) -> str | None:
         try:
-            return self.record().find(turn)  # None: timed out when recorded, left to `reply` to wait out
+            # None: the recorded turn timed out, which `reply` waits out
+            return self.record().find(turn, self.config.stands_in)
         except RecordError:
             return None  # `reply` asks the fallback, or says what is missing
 
     async def reply(self, turn: Turn) -> str:
         try:
-            reply = self.record().find(turn)
+            reply = self.record().find(turn, self.config.stands_in)
         except RecordError:
             if self.fallback is None:
                 raise

@@ -1,9 +1,10 @@
 """What a replay agent replays: the replies of a finished Arena run, or of a JSONL file.
 
-A record is a list of ``RecordedTurn``: where the reply was given (the entry, the case, the repeat and
-who sat in each role), by which seat or role, in which round and at which attempt. A turn is found
-by the match's identity, the seat's role and the round, never by the name of the agent asking: a
-rescored run's contestants find their own answers however its judges changed.
+A reply is recorded with where it was given (the entry, the case, the repeat and who sat where), by
+which seat or role, in which round and at which attempt. A turn is found by the match's identity, the
+seat and the round, never by the name of the agent asking. In a rescore, the new judges stand in for
+the old ones (``stands_in``), so the contestants find their own answers to the same case, and a table
+the record never saw (the same programmer with another reviewer) is no match.
 
 Two functions know how Arena writes things down, so that one change replaces each: ``read_run`` (the
 run's SQLite file; to become the contract's run reader) and ``match_identity`` (the match key; to
@@ -16,7 +17,8 @@ import json
 import re
 import sqlite3
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -56,23 +58,10 @@ def match_identity(key: str) -> Identity:
 
 @dataclass
 class RecordedMatch:
-    """One finished match of a recorded run: who sat where, and each seat's reply per (round, attempt)."""
+    """One finished match of a recorded run: each seat's reply per (round, attempt)."""
 
-    key: str
-    seats: list[tuple[str, str, str]]  # (label, role, agent) in seat order
+    identity: Identity
     replies: dict[tuple[str, int, int], str | None] = field(default_factory=dict)  # (seat, round, attempt 0-based)
-
-    def agents_in(self, role: str) -> list[str]:
-        return [agent for _, r, agent in self.seats if r == role]
-
-    def seats_as(self, identity: Identity, seat: str, role: str) -> bool:
-        """Whether a match of ``identity`` seats the agents of ``role`` as this one did, in the same
-        order, with ``seat`` among them: the same contestants' answers, whoever else sat at the table."""
-        if (seat, role) not in {(label, r) for label, r, _ in self.seats}:
-            return False
-        mine = self.agents_in(role)
-        theirs = [agent for agent in identity.agents if agent in set(mine)]
-        return theirs == mine
 
 
 @dataclass
@@ -84,19 +73,18 @@ class RunRecord:
     entries: set[str]  # the scenario's game entries, played or not
     matches: dict[tuple[str, str | None, int], list[RecordedMatch]]
 
-    def find(self, turn: Turn) -> str | None:
+    def find(self, turn: Turn, stands_in: Mapping[str, str]) -> str | None:
+        """``stands_in``: agents of this run that took the place of agents of the record (new judges)."""
         identity = match_identity(turn.match)
         if identity.entry not in self.entries:
             raise RecordError(
                 f"the record {self.source} is a run of scenario {self.scenario!r}, which has no entry "
                 f"{identity.entry!r} (it has {', '.join(map(repr, sorted(self.entries))) or 'none'}): it was "
                 "recorded for another scenario, so it cannot replay this one")
-        candidates = self.matches.get((identity.entry, identity.case, identity.repeat), [])
-        exact = [m for m in candidates if m.key == turn.match]
-        chosen = exact or [m for m in candidates if m.seats_as(identity, turn.seat, turn.role)]
-        for match in chosen:
+        wanted = replace(identity, agents=tuple(stands_in.get(agent, agent) for agent in identity.agents))
+        for match in self.matches.get((identity.entry, identity.case, identity.repeat), []):
             where = (turn.seat, turn.round, turn.attempt)
-            if where in match.replies:
+            if match.identity == wanted and where in match.replies:
                 return match.replies[where]
         raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
 
@@ -128,7 +116,7 @@ class LinesRecord:
     source: str
     lines: dict[str | None, list[Line]]
 
-    def find(self, turn: Turn) -> str | None:
+    def find(self, turn: Turn, stands_in: Mapping[str, str]) -> str | None:
         identity = match_identity(turn.match)
         if identity.case not in self.lines and None not in self.lines:
             raise RecordError(f"the record {self.source} has no line for case {identity.case!r} (match {turn.match!r}): "
@@ -181,16 +169,15 @@ def read_run(run_dir: Path) -> RunRecord:
                 "SELECT m.key, e.type, e.body FROM matches m JOIN events e ON e.match_key = m.key "
                 "WHERE m.status IN ('finished', 'truncated') AND e.type IN ('turn_failed', 'action') "
                 "ORDER BY m.position, e.seq").fetchall()
-            seats = dict(db.execute("SELECT key, seats FROM matches WHERE status IN ('finished', 'truncated')").fetchall())
         finally:
             db.close()
     except sqlite3.Error as exc:
         raise RecordError(f"{run_dir} holds no readable run (SQLite says: {exc})") from None
     found: dict[str, RecordedMatch] = {}
-    for key, text in seats.items():
-        found[key] = RecordedMatch(key, [(s["label"], s["role"], s["agent"]) for s in json.loads(text or "[]")])
     for key, kind, body in rows:
         event = json.loads(body)
+        if key not in found:
+            found[key] = RecordedMatch(match_identity(key))
         replies = found[key].replies
         if kind == "turn_failed":
             replies[(event["seat"], event["round"], event["attempt"] - 1)] = event["reply"]
@@ -198,8 +185,7 @@ def read_run(run_dir: Path) -> RunRecord:
             replies[(event["seat"], event["round"], event["attempts"] - 1)] = event["reply"]
     matches: dict[tuple[str, str | None, int], list[RecordedMatch]] = defaultdict(list)
     for match in found.values():
-        identity = match_identity(match.key)
-        matches[(identity.entry, identity.case, identity.repeat)].append(match)
+        matches[(match.identity.entry, match.identity.case, match.identity.repeat)].append(match)
     entries = {entry for entry, _, _ in matches} | _entries(scenario[1])
     return RunRecord(str(run_dir), scenario[0], entries, dict(matches))
 

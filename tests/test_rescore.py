@@ -14,6 +14,7 @@ import yaml
 from arena.store import RunStore
 
 from conformance_kit import between, local_only, model_agent  # noqa: F401  (local_only: a fixture)
+from helpers import ROOT
 from mock_llm import OpenAIMock, body_text
 
 QUESTIONS = {"q1": "How do I keep basil alive on a windowsill?", "q2": "Why do cats purr?"}
@@ -254,3 +255,18 @@ def test_rescoring_with_another_referee_asks_only_its_judge(run_cli, tmp_path):
         new = after[key]
         assert [m.content for m in new.messages if m.kind == "reply"] == [m.content for m in old.messages if m.kind == "reply"]
         assert set(old.metrics["judge"].values()) == {9.0} and set(new.metrics["judge"].values()) == {2.0}
+
+
+def test_a_table_the_source_never_sat_has_nothing_to_replay(run_cli, tmp_path):
+    # code review's programmer and reviewer both replay: the same programmer with another reviewer is another match
+    source = tmp_path / "source"
+    result = run_cli("run", ROOT / "scenarios" / "code-review.yaml", "--run-dir", source, "--limit", "2", "--quiet")
+    assert result.returncode == 0, result.stderr
+    result = run_cli("rescore", source, "-o", tmp_path / "replayed", "--quiet")
+    assert result.returncode == 1
+    before, after = records(source), records(tmp_path / "replayed")
+    finished = sorted(k for k, r in after.items() if r.status == "finished")
+    assert finished == sorted(k for k, r in before.items() if r.status == "finished") and len(finished) == 2
+    for key, record in after.items():
+        if record.status != "finished":
+            assert f"has no reply for match {key!r}" in record.error

@@ -76,6 +76,8 @@ def rescored_scenario(source: SourceRun, judges: list[str], agents_file: Path | 
             agents[name] = old_agents[name]
         else:
             agents[name] = {"backend": "replay", "record": str(source.run_dir)}
+            if swaps:  # the new judges' matches are the ones the old judges sat in
+                agents[name]["stands_in"] = {new: old for old, new in swaps.items()}
             if isinstance(config, dict) and config.get("model"):
                 agents[name]["model"] = config["model"]
     for name, config in new_agents.items():
