@@ -18,7 +18,7 @@ import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -56,22 +56,17 @@ def match_identity(key: str) -> Identity:
     return Identity(entry, case if slash else None, int(found["repeat"]), tuple(found["agents"].split("+")))
 
 
-@dataclass
-class RecordedMatch:
-    """One finished match of a recorded run: each seat's reply per (round, attempt)."""
-
-    identity: Identity
-    replies: dict[tuple[str, int, int], str | None] = field(default_factory=dict)  # (seat, round, attempt 0-based)
+Replies = dict[tuple[str, int, int], str | None]  # a match's replies by (seat, round, attempt from 0)
 
 
 @dataclass
 class RunRecord:
-    """A finished run's replies, by entry and repeat."""
+    """A finished run's replies, by match."""
 
     source: str
     scenario: str
     entries: set[str]  # the scenario's game entries, played or not
-    matches: dict[tuple[str, str | None, int], list[RecordedMatch]]
+    matches: dict[Identity, Replies]
 
     def find(self, turn: Turn, stands_in: Mapping[str, str]) -> str | None:
         """``stands_in``: agents of this run that took the place of agents of the record (new judges)."""
@@ -82,10 +77,10 @@ class RunRecord:
                 f"{identity.entry!r} (it has {', '.join(map(repr, sorted(self.entries))) or 'none'}): it was "
                 "recorded for another scenario, so it cannot replay this one")
         wanted = replace(identity, agents=tuple(stands_in.get(agent, agent) for agent in identity.agents))
-        for match in self.matches.get((identity.entry, identity.case, identity.repeat), []):
-            where = (turn.seat, turn.round, turn.attempt)
-            if match.identity == wanted and where in match.replies:
-                return match.replies[where]
+        replies = self.matches.get(wanted, {})
+        where = (turn.seat, turn.round, turn.attempt)
+        if where in replies:
+            return replies[where]
         raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
 
 
@@ -173,20 +168,15 @@ def read_run(run_dir: Path) -> RunRecord:
             db.close()
     except sqlite3.Error as exc:
         raise RecordError(f"{run_dir} holds no readable run (SQLite says: {exc})") from None
-    found: dict[str, RecordedMatch] = {}
+    matches: dict[Identity, Replies] = defaultdict(dict)
     for key, kind, body in rows:
         event = json.loads(body)
-        if key not in found:
-            found[key] = RecordedMatch(match_identity(key))
-        replies = found[key].replies
+        replies = matches[match_identity(key)]
         if kind == "turn_failed":
             replies[(event["seat"], event["round"], event["attempt"] - 1)] = event["reply"]
         elif not event["defaulted"]:
             replies[(event["seat"], event["round"], event["attempts"] - 1)] = event["reply"]
-    matches: dict[tuple[str, str | None, int], list[RecordedMatch]] = defaultdict(list)
-    for match in found.values():
-        matches[(match.identity.entry, match.identity.case, match.identity.repeat)].append(match)
-    entries = {entry for entry, _, _ in matches} | _entries(scenario[1])
+    entries = {identity.entry for identity in matches} | _entries(scenario[1])
     return RunRecord(str(run_dir), scenario[0], entries, dict(matches))
 
 
@@ -201,8 +191,9 @@ def _entries(scenario_text: str) -> set[str]:
 
 def read_lines(path: Path) -> LinesRecord:
     """A JSONL file of replies: ``{"case", "round", "reply"}`` with, optionally, ``seat`` or ``role``,
-    ``attempt`` (1 for the first), ``entry`` and ``repeat``; without ``case``, a line fits every case. Answer files of the form ``{"question_id",
-    "text"}`` (FastChat's and PRD's Vicuna80 generations) are read as replies to the first round."""
+    ``attempt`` (1 for the first), ``entry`` and ``repeat``; without ``case``, a line fits every case.
+    Answer files of the form ``{"question_id", "text"}`` (FastChat's and PRD's Vicuna80 generations)
+    are read as replies to the first round."""
     lines: dict[str | None, list[Line]] = defaultdict(list)
     try:
         text = path.read_text(encoding="utf-8")
