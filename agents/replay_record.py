@@ -208,7 +208,8 @@ def read_lines(path: Path) -> LinesRecord:
             reply = row.get("reply", row.get("text"))
             if not isinstance(reply, str):
                 raise ValueError("a line needs a reply (or text), a string")
-            line = Line(None if case is None else str(case), int(row.get("round", 1)), reply, int(row.get("attempt", 1)) - 1, row.get("seat"),
+            line = Line(None if case is None else str(case), int(row.get("round", 1)), reply,
+                        int(row.get("attempt", 1)) - 1, row.get("seat"),
                         row.get("role"), row.get("entry"), None if row.get("repeat") is None else int(row["repeat"]))
         except (ValueError, TypeError, AttributeError) as exc:
             raise RecordError(f"{path}, line {number}: {exc}") from None

@@ -81,7 +81,8 @@ def test_jsonl_replies_are_found_by_case_role_and_round_whoever_sits_there(run_c
     assert ("pairwise_review/q1", "Contestant 2", "Beta second.") in answers  # bob's by the seat he sat in
     assert ("pairwise_review/q1", "Contestant 1", "Beta first.") in answers
     assert {("pairwise_review/q1", s, "Alpha one.") for s in ("Contestant 1", "Contestant 2")} <= answers
-    assert any("Alpha two, longer." in t and "Beta two." in t for t in texts)  # the judge reads the replayed answers (which name no agent: the filter would hide it)
+    # the judge reads the replayed answers (which name no agent: the anonymity filter would hide it)
+    assert any("Alpha two, longer." in t and "Beta two." in t for t in texts)
 
 
 def test_a_turn_the_record_lacks_names_the_match_and_the_turn_or_goes_to_the_fallback(run_cli, tmp_path):
@@ -187,3 +188,14 @@ def test_lines_without_a_case_play_a_game_that_has_none(run_cli, tmp_path):
     (record,) = records(tmp_path / "run").values()
     played = [(e.round, record.agent_of(e.seat), e.action) for e in record.events if e.type == "action"]
     assert sorted(p for p in played if p[1] == "ann") == [(1, "ann", 1), (2, "ann", 2), (3, "ann", 3)]
+
+
+def test_a_record_line_that_is_no_reply_stops_the_run_before_it_plays(run_cli, tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"case": "q1", "reply": "Fine."}\n{"case": "q2", "reply": 7}\n', encoding="utf-8")
+    agents = {"ann": {"backend": "replay", "record": str(bad)}, "bob": {"backend": "scripted", "strategy": "fixed",
+                                                                         "params": {"replies": ["x"]}},
+              "judge": {"backend": "scripted", "strategy": "fixed", "params": {"replies": ["8 3"]}}}
+    result = run_cli("run", scenario(tmp_path, agents, questions(tmp_path)), "--run-dir", tmp_path / "run")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"agent 'ann' cannot replay: {bad}, line 2: a line needs a reply (or text), a string" in result.stderr
