@@ -43,7 +43,7 @@ def test_runs_json_and_plain_carry_the_table_s_values(limited):
     assert document == [{
         "run_dir": "runs/quickstart", "name": "quickstart", "status": "stopped by --limit 3", "finished": 3,
         "failed": 0, "interrupted": 0, "truncated": 0, "planned": 30, "updated": document[0]["updated"],
-        "readable": True,
+        "readable": True, "rescored_from": None,
     }]
     plain = arena("runs", "--plain", cwd=cwd).stdout
     assert not BOX & set(plain)

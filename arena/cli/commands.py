@@ -76,7 +76,9 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from arena.rank.reviews import ReviewError
     from arena.store import StoreError
 
-    return ConfigError, StoreError, ReviewError, FatalAgentError, OutputError
+    from arena.cli.rescore import RescoreError
+
+    return ConfigError, StoreError, ReviewError, FatalAgentError, OutputError, RescoreError
 
 
 def _error(text: str) -> None:
@@ -201,6 +203,31 @@ def _parser() -> argparse.ArgumentParser:
     importer.add_argument("--contestants", nargs="+", help="keep only battles between these")
     importer.set_defaults(handler=_import)
 
+    rescore = sub.add_parser(
+        "rescore", help="a new run that replays a finished run's seats and asks only its (new) judges",
+        description="Makes a new run linked to RUN_DIR: every agent that sat at a table replays its recorded "
+                    "replies (no request reaches it); the judges --judge brings in, the agents of --agents and a "
+                    "referee's judges are asked. Without options the run is replayed as it was. Run it again to resume.")
+    rescore.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the finished run to rescore")
+    rescore.add_argument("--judge", action="append", default=[], metavar="NAME=AGENT",
+                         help="replace the run's agent NAME (a judge seat) by AGENT, defined in --agents (repeatable)")
+    rescore.add_argument("--agents", type=Path, metavar="FILE",
+                         help="a YAML file of agents (as a scenario's `agents` block) that the rescore asks live")
+    rescore.add_argument("--referee", metavar="SPEC",
+                         help="every entry's referee instead of the run's: a name, or YAML such as "
+                              "'{use: llm_judge, agent: judge2}'")
+    rescore.add_argument("-o", "--output", type=Path, dest="new_run", metavar="NEW_RUN",
+                         help="the new run's folder (default: RUN_DIR-rescored beside it)")
+    rescore.add_argument("--force-new", action="store_true",
+                         help="set the new run's folder's run aside (renamed, not deleted) and start afresh")
+    rescore.add_argument("--dry-run", action="store_true", help="print the planned matches and calls; play nothing")
+    rescore.add_argument("--json", action="store_true", help=RUN_JSON)
+    rescore_view = rescore.add_mutually_exclusive_group()
+    rescore_view.add_argument("--plain", action="store_true", help="one line per event")
+    rescore_view.add_argument("--quiet", action="store_true", help="only the results")
+    rescore.set_defaults(handler=_rescore, rounds=False, concurrency=None, processes=None, no_cache=False, limit=None,
+                         overrides=[])
+
     watch = sub.add_parser("watch", help="follow a run that another process is playing")
     watch.add_argument("run_dir", type=Path)
     watch.add_argument("--interval", type=_seconds, default=0.5, metavar="SECONDS",
@@ -309,6 +336,28 @@ def _run(args: argparse.Namespace) -> int:
         raise StoreError(f"{exc}{_overrides_hint(args.run_dir, args.overrides)}") from None
     try:  # however the run ends (Ctrl-C, budget, outage, an error), the run's lock is let go
         store.record_session(args.overrides, args.limit)
+        return _play(args, scenario, store)
+    finally:
+        store.close()
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    from arena.cli.rescore import read_source, rescored_scenario
+    from arena.run.scenario import parse_scenario
+    from arena.store import RunStore
+
+    import yaml
+
+    source = read_source(args.run_dir)
+    raw = rescored_scenario(source, args.judge, args.agents, args.referee)
+    text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
+    scenario = parse_scenario(raw, f"the rescore of {args.run_dir}")
+    if args.dry_run:
+        return _dry_run(scenario, None, args.json)
+    args.run_dir = args.new_run or source.run_dir.with_name(source.run_dir.name + "-rescored")
+    store = RunStore.create_or_resume(args.run_dir, scenario.name, text, scenario.fingerprint(), args.force_new)
+    try:
+        store.record_session([], None)
         return _play(args, scenario, store)
     finally:
         store.close()
@@ -627,7 +676,8 @@ def _runs(args: argparse.Namespace) -> int:
             continue
         also = [f"{n} {what}" for n, what in ((row.interrupted, "interrupted"), (row.truncated, "truncated")) if n]
         status = row.status + (f" ({', '.join(also)})" if also else "")
-        table.add_row(row.run_dir, row.name or "?", status, str(row.finished), str(row.failed), str(row.planned),
+        name = (row.name or "?") + (f" (rescore of {row.rescored_from})" if row.rescored_from else "")
+        table.add_row(row.run_dir, name, status, str(row.finished), str(row.failed), str(row.planned),
                       updated)
     console.print(table)
     return 0
@@ -649,6 +699,11 @@ def _show(args: argparse.Namespace) -> int:
             print_json(show_document(args.run_dir, store))
             return 0
         console = table_console(args.plain, titled=False)
+        from arena.results.listing import rescored_from
+
+        source = rescored_from(store.run_info())
+        if source:  # its seats' replies were replayed from there
+            console.print(Text(f"a rescore of {source}"))
         for session in store.sessions():  # what the run's commands changed, before the matches they played
             changed = [f"--set {item}" for item in session["overrides"]]
             changed += [f"--limit {session['limit']}"] if session["limit"] is not None else []

@@ -11,9 +11,9 @@ if TYPE_CHECKING:  # the help texts below are read by every `arena` start: what 
 
 RUNS_JSON = ("print one JSON document: a list with one object per run directory, with keys run_dir, name, "
              "status, finished, failed, interrupted, truncated, planned, updated (ISO 8601), readable (false: a damaged, "
-             "empty or other-format store, its status says which)")
+             "empty or other-format store, its status says which), rescored_from (the run it rescores, or null)")
 SHOW_JSON = ("print one JSON document: {run: {run_dir, name, status, planned, sessions: [{started, overrides, "
-             "limit}]}, matches: [{key, group, repeat, game, status, seats: [{label, agent, role}], rounds, payoffs "
+             "limit}], rescored_from (the run it rescores, or null)}, matches: [{key, group, repeat, game, status, seats: [{label, agent, role}], rounds, payoffs "
              "(by seat), error}]}; with --match, that match's whole record, as `arena export` writes it")
 VALIDATE_JSON = ("print one JSON document: {scenario, ok, agents, game_entries, matches, until_stable (entries "
                  "that may add matches), notes: [{entry, note}], overrides, limit}; when the scenario has "
@@ -32,12 +32,13 @@ def runs_document(output: Path) -> list[dict]:
 
 
 def show_document(run_dir: Path, store: RunStore) -> dict:
-    from arena.results.listing import match_rows, sessions_json
+    from arena.results.listing import match_rows, rescored_from, sessions_json
 
     info = store.run_info()
     return {
         "run": {"run_dir": str(run_dir), "name": info.get("name"), "status": store.status(),
-                "planned": info.get("planned") or 0, "sessions": sessions_json(store)},
+                "planned": info.get("planned") or 0, "sessions": sessions_json(store),
+                "rescored_from": rescored_from(info)},
         "matches": [row.model_dump() for row in match_rows(store.matches(), store.match_statuses())],
     }
 

@@ -39,7 +39,8 @@ def _meta(summary: dict) -> str:
         return f"{source['reviews']} reviews from {files}; {made}"
     run = summary["rank"]["run"]
     counts = ", ".join(f"{run.get(k, 0)} {k}" for k in ("finished", "truncated", "failed", "interrupted") if run.get(k))
-    return f"status {run.get('status')}; {counts or 'no matches'} of {run.get('planned') or 0} planned; {made}"
+    rescore = f"a rescore of {run['rescored_from']}; " if run.get("rescored_from") else ""
+    return f"{rescore}status {run.get('status')}; {counts or 'no matches'} of {run.get('planned') or 0} planned; {made}"
 
 
 def render(report: ReportData) -> str:

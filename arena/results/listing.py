@@ -7,6 +7,7 @@ import sqlite3
 from datetime import datetime
 from pathlib import Path
 
+import yaml
 from pydantic import BaseModel
 
 from collections.abc import Iterable
@@ -28,6 +29,17 @@ class RunRow(BaseModel):
     planned: int
     updated: str | None  # ISO 8601, local time with its offset
     readable: bool = True
+    rescored_from: str | None = None  # the run this one rescores (`arena rescore`)
+
+
+def rescored_from(info: dict) -> str | None:
+    """The run a run rescores, from its scenario's ``rescored_from`` (None: it rescores nothing)."""
+    try:
+        raw = yaml.safe_load(info.get("scenario") or "")
+    except yaml.YAMLError:
+        return None
+    found = raw.get("rescored_from") if isinstance(raw, dict) else None
+    return str(found) if found else None
 
 
 def run_rows(output: str | Path) -> list[RunRow]:
@@ -74,7 +86,7 @@ def run_row(run_dir: Path) -> RunRow:
     return RunRow(run_dir=str(run_dir), name=info.get("name"), status=status, finished=counts.get("finished", 0),
                   failed=counts.get("failed", 0), interrupted=counts.get("interrupted", 0),
                   truncated=counts.get("truncated", 0), planned=info.get("planned") or 0,
-                  updated=_iso(info.get("updated") or changed))
+                  updated=_iso(info.get("updated") or changed), rescored_from=rescored_from(info))
 
 
 class SeatRow(BaseModel):

@@ -5,6 +5,7 @@ it goes: no match record is built."""
 
 from __future__ import annotations
 
+from arena.results.listing import rescored_from
 from arena.results.panels import panel_summaries
 from arena.results.payoffs import PayoffSummary, role_tables, summarize
 from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
@@ -62,7 +63,8 @@ def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | 
               for row in found["summary"]]  # the first metric is the payoff
     return {
         "peer_rank": None if board is None else board.model_dump(),
-        "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts()},
+        "run": {"name": info.get("name"), "status": store.status(), "planned": info.get("planned"), **store.counts(),
+                "rescored_from": rescored_from(info)},
         "payoffs": [r.model_dump() for r in payoffs],
         "role_tables": [t.model_dump() for t in role_tables(scores)],
         "metrics": metrics,

@@ -194,6 +194,9 @@ class Scenario(BaseModel):
     anonymity: Anonymity = Field(default_factory=Anonymity,
                                  description="Scrub model and vendor names from what agents wrote (on; `off` to opt out).")
     cache: str | None = Field(None, description="Response cache file; default: responses.sqlite in the run directory.")
+    # Not in the fingerprint: where a run's replies came from does not change which matches it plays.
+    rescored_from: str | None = Field(None, description="The run whose recorded replies this run replays "
+                                      "(written by `arena rescore`).")
 
     @field_validator("name")
     @classmethod

@@ -1,0 +1,219 @@
+"""What a replay agent replays: the replies of a finished Arena run, or of a JSONL file.
+
+A reply is recorded with where it was given (the entry, the case, the repeat and who sat where), by
+which seat or role, in which round and at which attempt. A turn is found by the match's identity, the
+seat and the round, never by the name of the agent asking. In a rescore, the new judges stand in for
+the old ones (``stands_in``), so the contestants find their own answers to the same case, and a table
+the record never saw (the same programmer with another reviewer) is no match.
+
+Two functions know how Arena writes things down, so that one change replaces each: ``read_run`` (the
+run's SQLite file; to become the contract's run reader) and ``match_identity`` (the match key; to
+become the contract's match identity).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from arena.contract import ArenaError, Turn
+
+RUN_FILE = "run.sqlite"
+TIMED_OUT = None  # a recorded attempt that got no reply in time: replayed by waiting out the deadline
+
+
+class RecordError(ArenaError):
+    """The record cannot be read, or holds nothing for a turn it is asked for."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A match as a replay looks it up: the entry, the case, the repeat, and the agents in seat order."""
+
+    entry: str
+    case: str | None
+    repeat: int
+    agents: tuple[str, ...]
+
+
+_KEY = re.compile(r"^(?P<where>.*)#(?P<repeat>\d+):(?P<agents>.*)$", re.DOTALL)
+
+
+def match_identity(key: str) -> Identity:
+    """The parts of a match key, ``ENTRY[/CASE]#REPEAT:AGENT+AGENT...``."""
+    found = _KEY.match(key)
+    if found is None:
+        raise RecordError(f"{key!r} is not a match key of the form ENTRY[/CASE]#REPEAT:AGENTS")
+    entry, slash, case = found["where"].partition("/")
+    return Identity(entry, case if slash else None, int(found["repeat"]), tuple(found["agents"].split("+")))
+
+
+Replies = dict[tuple[str, int, int], str | None]  # a match's replies by (seat, round, attempt from 0)
+
+
+@dataclass
+class RunRecord:
+    """A finished run's replies, by match."""
+
+    source: str
+    scenario: str
+    entries: set[str]  # the scenario's game entries, played or not
+    matches: dict[Identity, Replies]
+
+    def find(self, turn: Turn, stands_in: Mapping[str, str]) -> str | None:
+        """``stands_in``: agents of this run that took the place of agents of the record (new judges)."""
+        identity = match_identity(turn.match)
+        if identity.entry not in self.entries:
+            raise RecordError(
+                f"the record {self.source} is a run of scenario {self.scenario!r}, which has no entry "
+                f"{identity.entry!r} (it has {', '.join(map(repr, sorted(self.entries))) or 'none'}): it was "
+                "recorded for another scenario, so it cannot replay this one")
+        wanted = replace(identity, agents=tuple(stands_in.get(agent, agent) for agent in identity.agents))
+        replies = self.matches.get(wanted, {})
+        where = (turn.seat, turn.round, turn.attempt)
+        if where in replies:
+            return replies[where]
+        raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One reply of a JSONL record; a line without a case fits every case (a game that has none)."""
+
+    case: str | None
+    round: int
+    reply: str
+    attempt: int = 0
+    seat: str | None = None
+    role: str | None = None
+    entry: str | None = None
+    repeat: int | None = None
+
+    def fits(self, identity: Identity, turn: Turn) -> bool:
+        return ((self.seat is None or self.seat == turn.seat) and (self.role is None or self.role == turn.role)
+                and (self.entry is None or self.entry == identity.entry)
+                and (self.repeat is None or self.repeat == identity.repeat)
+                and self.round == turn.round and self.attempt == turn.attempt)
+
+
+@dataclass
+class LinesRecord:
+    """A JSONL record's replies, by case."""
+
+    source: str
+    lines: dict[str | None, list[Line]]
+
+    def find(self, turn: Turn, stands_in: Mapping[str, str]) -> str | None:
+        identity = match_identity(turn.match)
+        if identity.case not in self.lines and None not in self.lines:
+            raise RecordError(f"the record {self.source} has no line for case {identity.case!r} (match {turn.match!r}): "
+                              "it was written for another question set or scenario")
+        for line in self.lines.get(identity.case, []) + self.lines.get(None, []):
+            if line.fits(identity, turn):
+                return line.reply
+        raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
+
+
+def describe(turn: Turn) -> str:
+    """The turn, as an error names it."""
+    again = f", attempt {turn.attempt + 1}" if turn.attempt else ""
+    return f"seat {turn.seat!r} ({turn.role}), round {turn.round}{again}"
+
+
+def read_record(path: str | Path) -> RunRecord | LinesRecord:
+    """A run folder's record or a JSONL file's, said in a sentence when it is neither. Read once per
+    version of the file however many agents replay it (the contestants of a rescore share one run)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        if not (path / RUN_FILE).is_file():
+            raise RecordError(f"{path} is a folder without a run ({RUN_FILE}): give a run folder or a JSONL file")
+        return _read(path, *_version(path / RUN_FILE))
+    if path.is_file():
+        return _read(path, *_version(path))
+    raise RecordError(f"{path} does not exist: give a run folder or a JSONL file of replies")
+
+
+def _version(file: Path) -> tuple[int, int]:
+    found = file.stat()
+    return found.st_mtime_ns, found.st_size
+
+
+@lru_cache(maxsize=8)
+def _read(path: Path, mtime: int, size: int) -> RunRecord | LinesRecord:
+    return read_run(path) if path.is_dir() else read_lines(path)
+
+
+def read_run(run_dir: Path) -> RunRecord:
+    """Every reply of a run's finished matches, from its store, read only.
+
+    The one place that reads another run's SQLite file directly (until the contract reads runs)."""
+    uri = f"{(run_dir / RUN_FILE).resolve().as_uri()}?mode=ro"
+    try:
+        db = sqlite3.connect(uri, uri=True)
+        try:
+            scenario = db.execute("SELECT name, scenario FROM run WHERE id = 1").fetchone() or ("?", "")
+            rows = db.execute(
+                "SELECT m.key, e.type, e.body FROM matches m JOIN events e ON e.match_key = m.key "
+                "WHERE m.status IN ('finished', 'truncated') AND e.type IN ('turn_failed', 'action') "
+                "ORDER BY m.position, e.seq").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise RecordError(f"{run_dir} holds no readable run (SQLite says: {exc})") from None
+    matches: dict[Identity, Replies] = defaultdict(dict)
+    for key, kind, body in rows:
+        event = json.loads(body)
+        replies = matches[match_identity(key)]
+        if kind == "turn_failed":
+            replies[(event["seat"], event["round"], event["attempt"] - 1)] = event["reply"]
+        elif not event["defaulted"]:
+            replies[(event["seat"], event["round"], event["attempts"] - 1)] = event["reply"]
+    entries = {identity.entry for identity in matches} | _entries(scenario[1])
+    return RunRecord(str(run_dir), scenario[0], entries, dict(matches))
+
+
+def _entries(scenario_text: str) -> set[str]:
+    """The names of a scenario's game entries (a label, else the game), from its text as stored."""
+    try:
+        raw = yaml.safe_load(scenario_text)
+        return {str(g.get("label") or g["game"]) for g in raw["games"]}
+    except (yaml.YAMLError, TypeError, KeyError, AttributeError):
+        return set()
+
+
+def read_lines(path: Path) -> LinesRecord:
+    """A JSONL file of replies: ``{"case", "round", "reply"}`` with, optionally, ``seat`` or ``role``,
+    ``attempt`` (1 for the first), ``entry`` and ``repeat``; without ``case``, a line fits every case.
+    Answer files of the form ``{"question_id", "text"}`` (FastChat's and PRD's Vicuna80 generations)
+    are read as replies to the first round."""
+    lines: dict[str | None, list[Line]] = defaultdict(list)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(f"{path} cannot be read: {exc}") from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        try:
+            row = json.loads(raw)
+            case = row.get("case", row.get("question_id"))
+            reply = row.get("reply", row.get("text"))
+            if not isinstance(reply, str):
+                raise ValueError("a line needs a reply (or text), a string")
+            line = Line(None if case is None else str(case), int(row.get("round", 1)), reply,
+                        int(row.get("attempt", 1)) - 1, row.get("seat"),
+                        row.get("role"), row.get("entry"), None if row.get("repeat") is None else int(row["repeat"]))
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise RecordError(f"{path}, line {number}: {exc}") from None
+        lines[line.case].append(line)
+    if not lines:
+        raise RecordError(f"{path} holds no replies")
+    return LinesRecord(str(path), dict(lines))
