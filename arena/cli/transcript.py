@@ -30,7 +30,7 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
         console.print(Text(f"\n── round {rnd} " + ("(rules) " if rnd == 0 else "") + "─" * 40, style="cyan"))
         for failure in failures.get(rnd, []):
             console.print(Text(
-                f"  ✗ {failure.seat} ({agent.get(failure.seat)}) attempt {failure.attempt}: {failure.failure} — "
+                f"  ✗ {failure.seat} ({failure.agent or agent.get(failure.seat)}) attempt {failure.attempt}: {failure.failure} — "
                 f"{failure.reason} reply: {failure.reply!r}", style="yellow"))
         for message in (m for m in record.messages if m.round == rnd):
             who = REFEREE if message.sender == REFEREE else f"{message.sender} ({agent.get(message.sender)})"
@@ -45,7 +45,7 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
             console.print(Text("    " + message.content.replace("\n", "\n    ")))
         for action in actions.get(rnd, []):
             tag = f" (default) — {_default(action, failures.get(rnd, []))}" if action.defaulted else ""
-            console.print(Text(f"  → {action.seat} action: {action.action}{tag}", style="red" if action.defaulted else "green"))
+            console.print(Text(f"  → {_asked(action, agent)} action: {action.action}{tag}", style="red" if action.defaulted else "green"))
     payoffs = ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items())
     if record.status == "finished":
         console.print(Text("\npayoffs: " + payoffs, style="bold"))
@@ -57,9 +57,18 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
         console.print(Text(f"\n{record.status}: {record.error}", style=style))
 
 
+def _asked(event, agent: dict[str, str]) -> str:
+    """Who took a turn: a seat by its label (its agent is listed above), a judge a referee asked, who
+    has no seat, by the label and the judge's name ("Referee's judge (judge_b)"), as several may be
+    asked in one round."""
+    if event.seat in agent or not event.agent:
+        return event.seat
+    return f"{event.seat} ({event.agent})"
+
+
 def _default(action, failures) -> str:
     """Why a turn took the game's default: the last way it failed, and after how many attempts."""
-    last = [f for f in failures if f.seat == action.seat][-1:]
+    last = [f for f in failures if f.seat == action.seat and f.agent == action.agent][-1:]
     if last and last[0].failure == "timeout":
         return "no reply in time"
     attempts = "attempt" if action.attempts == 1 else "attempts"
