@@ -64,6 +64,7 @@ def test_keys_and_seeds_do_not_change_when_agents_are_renamed():
     assert [m.seed for m in first] == [m.seed for m in renamed]
     assert first[0].key == "public_goods#1:Player=0+1+2" and first[0].agents == ("a", "b", "c")
     assert renamed[0].agents == ("w", "x", "y")
+    assert first[4].identity == MatchIdentity(entry="public_goods", repeat=2, seating=(("Player", (1, 2, 0)),))
     # seats rotate with the repeat: the key says who sits first
     assert first[4].key == "public_goods#2:Player=1+2+0" and first[4].agents == ("b", "c", "a")
     assert len({m.key for m in first}) == len(first)

@@ -44,7 +44,8 @@ class MatchIdentity(BaseModel):
     a problem) when the game has cases, the repeat, and the seating: for each role, in the order the
     roles first take a seat, the places (0-based, in the entry's agent list) of the agents seated in
     it, in seat order. Who those agents are is data beside the key (the match's seats), so a rescore
-    or a replay finds "these contestants' answers to this case" under any judge.
+    or a replay finds "these contestants' answers to this case" under any judge. (With ``seating:
+    random`` the places are the table's in list order; the match draws the seats from its seed.)
 
     The one place a match key is made (``key``) and read (``parse``); the text is
     ``ENTRY[/CASE]#REPEAT:ROLE=P+P,ROLE=P``. Keys of the older scheme (``names``: agents' names in
@@ -174,6 +175,11 @@ class MatchSpec(BaseModel):
     scrub_allow: tuple[str, ...] = Field((), description="Phrases the anonymity filter keeps (\"Google Sheets\").")
     scrub_material: bool = Field(False, description="Scrub the referee's own text too, not only what agents wrote.")
 
+    @property
+    def identity(self) -> MatchIdentity:
+        """What the key names (a ValueError for a key no plan made, such as a test's "m1")."""
+        return MatchIdentity.parse(self.key)
+
 
 class EventLog(Sequence[Event]):
     """A match's events in order, each posted message held once.
@@ -252,6 +258,11 @@ class MatchRecord(BaseModel):
     error: str | None = None
     reviews: list[Review] = Field(default_factory=list)  # agent names, not seats; with their match and repeat
     metrics: dict[str, dict[str, float]] = Field(default_factory=dict)  # every referee's figures: metric -> seat -> value
+
+    @property
+    def identity(self) -> MatchIdentity:
+        """What the key names (a ValueError for a key no plan made, such as a test's "m1")."""
+        return MatchIdentity.parse(self.key)
 
     def agent_of(self, seat: str) -> str:
         return next(s.agent for s in self.seats if s.label == seat)
