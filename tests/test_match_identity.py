@@ -182,7 +182,7 @@ def old_run(tmp_path) -> Path:
 
 
 def stored_matches(run_dir):
-    db = sqlite3.connect(run_dir / "run.sqlite")
+    db = sqlite3.connect(f"{(run_dir / 'run.sqlite').as_uri()}?mode=ro", uri=True)
     try:
         return {key: (status, json.loads(spec)["seed"]) for key, status, spec in
                 db.execute("SELECT key, status, spec FROM matches")}
@@ -191,7 +191,7 @@ def stored_matches(run_dir):
 
 
 def event_rows(run_dir, key):
-    db = sqlite3.connect(run_dir / "run.sqlite")
+    db = sqlite3.connect(f"{(run_dir / 'run.sqlite').as_uri()}?mode=ro", uri=True)
     try:
         return db.execute("SELECT seq, type, body FROM events WHERE match_key = ? ORDER BY seq", (key,)).fetchall()
     finally:
@@ -210,6 +210,11 @@ def test_the_old_fixture_is_what_it_says():
     finally:
         db.close()
     assert keys and all("=" not in k for k in keys)  # keys naming agents
+    # planned under the older scheme, today's plan gives the very keys and seeds that version stored
+    stored = stored_matches(OLD_RUN)
+    legacy = {m.key: m.seed for m in plan(load_scenario(OLD_SCENARIO), "agents")}
+    assert {k: seed for k, (_, seed) in stored.items()} == {k: legacy[k] for k in stored}
+    assert len(legacy) == len(load_scenario_plan()) > len(stored)
 
 
 def test_a_run_stored_before_format_6_opens_shows_and_ranks(tmp_path):
