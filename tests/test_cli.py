@@ -25,7 +25,7 @@ def test_quickstart_runs_offline_and_prints_the_table(run_cli, tmp_path):
     for agent in agents:
         assert agent in text
     # the round log names seats, with the agent beside them for the watcher
-    assert re.search(r"\[public_goods_mode1#1:[a-z+]+\] r1 Player \d \((" + "|".join(agents) + r")\) -> \d+", text)
+    assert re.search(r"\[public_goods_mode1#1:Player=[0-9+]+\] r1 Player \d \((" + "|".join(agents) + r")\) -> \d+", text)
     exported = run_cli("export", run_dir, "--format", "jsonl")
     records = [json.loads(line) for line in exported.stdout.splitlines()]
     assert len(records) == 120 and all(r["status"] == "finished" for r in records)

@@ -309,7 +309,7 @@ async def test_the_dashboard_shows_a_model_call_in_flight_and_the_turn_it_belong
         watch_store.close()
     for screen in screens:
         # the match, its round out of the rounds it can take, and whom it waits for
-        assert re.search(r"public_goods#1:giver\+taker\+model\s+turn 2 of 3\s+model call: Player \d \(model\) \d+ s",
+        assert re.search(r"public_goods#1:Player=0\+1\+2\s+turn 2 of 3\s+model call: Player \d \(model\) \d+ s",
                          screen), screen
         assert re.search(r"^\s*model\s+1\s+1\s+[\d,]+\s+[\d,]+\s+\$\d+\.\d{4}\s+\d+\.\d\d s\s+0\s+0\s+0\s+0\s*$",
                          screen, re.M), screen
@@ -463,30 +463,31 @@ def test_watch_follows_a_run_in_another_process_and_ends_with_its_results(tmp_pa
     assert head, lines[0]
     already = int(head.group(1))
     assert already < 8  # it really did follow the run
-    assert any(re.fullmatch(r"\[public_goods#\d:[a-z+]+\] r1 Player \d \(model\) is asked: model call in flight", l)
+    assert any(re.fullmatch(r"\[public_goods#\d:Player=[0-9+]+\] r1 Player \d \(model\) is asked: model call in flight", l)
                for l in lines), lines[:5]
-    said = [l for l in lines if re.match(r"\[public_goods#\d:[a-z+]+\] r\d+ ", l)]
-    assert any(re.match(r"\[public_goods#\d:[a-z+]+\] r\d+ Player \d \((giver|taker|mirror|model)\) -> referee only: \{", l)
+    said = [l for l in lines if re.match(r"\[public_goods#\d:Player=[0-9+]+\] r\d+ ", l)]
+    assert any(re.match(r"\[public_goods#\d:Player=[0-9+]+\] r\d+ Player \d \((giver|taker|mirror|model)\) -> referee only: \{", l)
                for l in said), said[:5]
-    assert any(re.match(r"\[public_goods#\d:[a-z+]+\] r\d+ Referee -> Player \d: Round \d+ is over", l) for l in said)
+    assert any(re.match(r"\[public_goods#\d:Player=[0-9+]+\] r\d+ Referee -> Player \d: Round \d+ is over", l) for l in said)
 
     # one line per match finished while it watched, with each seat's agent and payoff; then, for a match
     # the model played, its calls: one a round, with the tokens the mock counted
-    ended = [i for i, l in enumerate(lines) if re.match(r"\[public_goods#\d:[a-z+]+\] finished: ", l)]
+    ended = [i for i, l in enumerate(lines) if re.match(r"\[public_goods#\d:Player=[0-9+]+\] finished: ", l)]
     keys = [lines[i][1:lines[i].index("]")] for i in ended]
     assert len(keys) == len(set(keys)) == 8 - already
     assert all(re.search(r"finished: Player 1 \(\w+\)=[\d.]+, Player 2 \(\w+\)=[\d.]+, Player 3 \(\w+\)=[\d.]+$", lines[i])
                for i in ended), ended
     for i, key in zip(ended, keys):
-        if "model" in key.split(":")[1].split("+"):
+        if "(model)" in lines[i]:
             assert re.fullmatch(rf"\[{re.escape(key)}\] calls: 3, tokens [\d,]+ in / [\d,]+ out, cost unknown, "
                                 rf"mean latency \d+\.\d\d s",
                                 lines[i + 1]), lines[i:i + 2]
         else:
             assert i + 1 == len(lines) or " calls: " not in lines[i + 1]
     # the run's own log says the same of every match the model played
-    run_calls = re.findall(r"^\[(public_goods#\d:[a-z+]+)\] calls: 3, tokens ", run_log.read_text(), re.M)
-    assert len(run_calls) == 6 and all("model" in k for k in run_calls)
+    run_calls = re.findall(r"^\[(public_goods#\d:Player=[0-9+]+)\] calls: 3, tokens ", run_log.read_text(), re.M)
+    model = str(list(yaml.safe_load(scenario_file.read_text())["agents"]).index("model"))  # its place in the keys
+    assert len(run_calls) == 6 and all(model in k.split("=")[1].split("+") for k in run_calls)
 
     # then the run's status and its results table: the same as `arena rank` prints
     status = next(i for i, l in enumerate(lines) if l.startswith("Run dash in "))

@@ -83,7 +83,8 @@ async def test_two_full_vocabularies_play_to_a_draw_and_both_orders_are_played()
         "games": [{"game": "idiom_solitaire", "params": {"max_moves": 12}}], "tournament": {"repeats": 2},
     })
     result, records = await play(scenario)
-    assert [r.key.split(":")[1] for r in records] == ["a+b", "b+a", "a+b", "b+a"]  # role swap: both orders
+    assert [tuple(s.agent for s in r.seats) for r in records] == [("a", "b"), ("b", "a")] * 2  # role swap: both orders
+    assert [r.key.split(":")[1] for r in records] == ["Early=0,Late=1", "Early=1,Late=0"] * 2
     (table,) = role_tables(score_rows(records))
     assert table.roles == ("Early", "Late")
     assert table.row_means["a"] >= table.row_means["b"]  # the bigger vocabulary does better, whichever side
@@ -121,8 +122,8 @@ async def test_both_orders_of_a_pair_start_from_the_same_idiom_and_each_repeat_f
         records = await play_stored(tmp_path, scenario("swap", agents, "idiom_solitaire", {"max_moves": 2},
                                                 tournament={"repeats": 3}))
         requests = mock.answered()
-    assert sorted(r.key.split("#")[1] for r in records) == ["1:ann+bob", "1:bob+ann", "2:ann+bob", "2:bob+ann",
-                                                             "3:ann+bob", "3:bob+ann"]
+    assert sorted((r.repeat, tuple(s.agent for s in r.seats)) for r in records) == [
+        (repeat, order) for repeat in (1, 2, 3) for order in (("ann", "bob"), ("bob", "ann"))]
     start_of = {r.key: next(m.data["start"] for m in r.messages if m.kind == "notice" and "start" in (m.data or {}))
                 for r in records}
     by_repeat = {}

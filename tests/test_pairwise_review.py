@@ -137,8 +137,8 @@ def test_one_match_per_question_and_clear_errors(questions, tmp_path):
     scenario = parse_scenario({"name": "pr", "agents": agents, "tournament": {"role_swap": False, "repeats": 2},
                                "games": [{"game": "pairwise_review", "params": {"questions": questions}}]})
     keys = [s.key for s in plan(scenario)]
-    assert keys == ["pairwise_review/q1#1:x+y+j", "pairwise_review/2#1:x+y+j", "pairwise_review/q1#2:x+y+j",
-                    "pairwise_review/2#2:x+y+j"]
+    assert keys == ["pairwise_review/q1#1:Contestant=0+1,Judge=2", "pairwise_review/2#1:Contestant=0+1,Judge=2",
+                    "pairwise_review/q1#2:Contestant=0+1,Judge=2", "pairwise_review/2#2:Contestant=0+1,Judge=2"]
     with pytest.raises(ConfigError, match="no seat is left to judge"):
         parse_scenario({"name": "pr", "agents": {k: agents[k] for k in "xy"},
                         "games": [{"game": "pairwise_review", "params": {"questions": questions}}]})

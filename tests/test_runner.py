@@ -50,7 +50,8 @@ def test_keys_and_seeds_are_stable_and_depend_on_the_scenario_seed():
     first = plan(scenario(games, tournament=tournament))
     again = plan(scenario(games, tournament=tournament))
     other = plan(scenario(games, seed=4, tournament=tournament))
-    assert [m.key for m in first] == ["public_goods#1:a+b+c+d", "public_goods#2:b+c+d+a", "public_goods#3:c+d+a+b"]
+    assert [m.key for m in first] == ["public_goods#1:Player=0+1+2+3", "public_goods#2:Player=1+2+3+0",
+                                      "public_goods#3:Player=2+3+0+1"]
     assert [m.seed for m in first] == [m.seed for m in again]
     assert [m.seed for m in first] != [m.seed for m in other]
 
@@ -153,11 +154,13 @@ async def test_per_agent_limits_hold_and_a_slow_agent_does_not_stall_the_others(
         "concurrency": {"matches": 4, "per_agent": 2, "agents": {"slow": 1}},
     })
     timeline = Timeline()
-    ends = {}
+    ends, seated = {}, {}
 
     class Clock(Observer):
         def event(self, event):
             timeline.event(event)
+            if event.type == "match_started":  # a key names places, not agents: who played is in the seats
+                seated[event.match] = {seat.agent for seat in event.seats}
             if event.type == "match_ended":
                 ends[event.match] = trio.current_time()
 
@@ -167,8 +170,8 @@ async def test_per_agent_limits_hold_and_a_slow_agent_does_not_stall_the_others(
     assert timeline.peak_agent["slow"] == 1
     assert all(timeline.peak_agent[f"p{i}"] <= 2 for i in range(4))
     assert timeline.peak_total <= 4
-    slow_ends = sorted(t - start for k, t in ends.items() if "slow" in k)
-    fast_ends = sorted(t - start for k, t in ends.items() if "slow" not in k)
+    slow_ends = sorted(t - start for k, t in ends.items() if "slow" in seated[k])
+    fast_ends = sorted(t - start for k, t in ends.items() if "slow" not in seated[k])
     assert slow_ends == pytest.approx([10, 20, 30, 40])  # one at a time
     assert max(fast_ends) <= 10  # the six other pairs finish while the slow agent plays its first
 

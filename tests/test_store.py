@@ -180,7 +180,7 @@ def test_show_export_rank_and_runs(tmp_path):
     listing = arena("show", run_dir)
     assert listing.returncode == 0 and records[0]["key"] in listing.stdout
 
-    noisy = next(r for r in records if "noise" in r["key"] and r["group"] == "pairs")
+    noisy = next(r for r in records if "noise" in {s["agent"] for s in r["seats"]} and r["group"] == "pairs")
     shown = arena("show", run_dir, "--match", noisy["key"])
     assert shown.returncode == 0
     text = shown.stdout

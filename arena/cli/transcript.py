@@ -31,11 +31,11 @@ def print_transcript(console: Console, record: MatchRecord) -> None:
         elif item.type == "turn_failed":
             failures[rnd].append(item)
             console.print(Text(
-                f"  ✗ {item.seat} ({agent.get(item.seat)}) attempt {item.attempt}: {item.failure} — "
+                f"  ✗ {item.seat} ({item.agent or agent.get(item.seat)}) attempt {item.attempt}: {item.failure} — "
                 f"{item.reason} reply: {item.reply!r}", style="yellow"))
         else:
             tag = f" (default) — {_default(item, failures.get(rnd, []))}" if item.defaulted else ""
-            console.print(Text(f"  → {item.seat} action: {item.action}{tag}", style="red" if item.defaulted else "green"))
+            console.print(Text(f"  → {_asked(item, agent)} action: {item.action}{tag}", style="red" if item.defaulted else "green"))
     payoffs = ", ".join(f"{s} ({agent.get(s)}) {v:g}" for s, v in record.payoffs.items())
     if record.status == "finished":
         console.print(Text("\npayoffs: " + payoffs, style="bold"))
@@ -69,9 +69,18 @@ def _print_message(console: Console, message: Message, agent: dict[str, str], se
     console.print(Text("    " + message.content.replace("\n", "\n    ")))
 
 
+def _asked(event, agent: dict[str, str]) -> str:
+    """Who took a turn: a seat by its label (its agent is listed above), a judge a referee asked, who
+    has no seat, by the label and the judge's name ("Referee's judge (judge_b)"), as several may be
+    asked in one round."""
+    if event.seat in agent or not event.agent:
+        return event.seat
+    return f"{event.seat} ({event.agent})"
+
+
 def _default(action, failures) -> str:
     """Why a turn took the game's default: the last way it failed, and after how many attempts."""
-    last = [f for f in failures if f.seat == action.seat][-1:]
+    last = [f for f in failures if f.seat == action.seat and f.agent == action.agent][-1:]
     if last and last[0].failure == "timeout":
         return "no reply in time"
     attempts = "attempt" if action.attempts == 1 else "attempts"

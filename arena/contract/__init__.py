@@ -13,7 +13,7 @@ from arena.contract.capabilities import HasCases, Judged, JudgeRequest, Program,
 from arena.contract.game import Game, InvalidReply, NoParams, Notice, everyone_hears_everyone, nobody_hears_anyone
 from arena.contract.paths import path_field
 from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
-from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
+from arena.contract.records import MatchIdentity, MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
 from arena.contract.strategy import Strategy, StrategyParams
 from arena.contract.summaries import Column, FinalNotice, Summarized, Summary, Table
@@ -26,5 +26,5 @@ __all__ = [
     "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Stage", "Strategy",
     "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "everyone_hears_everyone", "nobody_hears_anyone", "path_field",
 ]
-__all__ += ["ReplyCut"]
+__all__ += ["ReplyCut", "MatchIdentity"]
 __all__ += ["Column", "FinalNotice", "Summarized", "Summary", "Table"]

@@ -46,6 +46,7 @@ class TurnFailed(_Event):
     failure: Literal["invalid", "timeout", "error"]  # "error": written by versions that re-asked after agent errors
     reply: str | None
     reason: str
+    agent: str = ""  # who was asked: a seat's agent, or the judge a referee asked; "" in older records
 
 
 class ActionTaken(_Event):
@@ -56,6 +57,7 @@ class ActionTaken(_Event):
     reply: str | None
     attempts: int
     defaulted: bool
+    agent: str = ""  # who was asked: a seat's agent, or the judge a referee asked; "" in older records
 
 
 class Scrubbed(_Event):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal
 
@@ -23,6 +24,113 @@ ended it. interrupted: a backend was down, or the run stopped; never scored, pla
 
 KEPT: tuple[str, ...] = ("finished", "truncated")
 """What a resume keeps: the match is over, and playing it again would only end the same way."""
+
+
+KeyScheme = Literal["seats", "agents"]
+"""How a run's match keys name the seating. seats: each role's places in the entry's agent list
+(``pg#1:player=0+1+2``), so a key does not change when an agent is renamed or another one takes
+a seat. agents: the agents' names in seat order (``pg#1:a+b+c``), as stores written before
+format 6 have them; such a run keeps its keys, and the seeds made from them, when it is resumed."""
+
+KEY_SCHEME: KeyScheme = "seats"
+"""The scheme of a new run's keys."""
+
+_KEY = re.compile(r"(?P<where>.*)#(?P<repeat>\d+):(?P<seating>[^:]*)", re.S)
+_RESERVED = ",=+:"  # what separates the parts of a key's seating: no role may hold one
+
+
+class MatchIdentity(BaseModel):
+    """Which match of a run this is, whoever plays in it: the scenario entry, the case (a question,
+    a problem) when the game has cases, the repeat, and the seating: for each role, in the order the
+    roles first take a seat, the places (0-based, in the entry's agent list) of the agents seated in
+    it, in seat order. Who those agents are is data beside the key (the match's seats), so a rescore
+    or a replay finds "these contestants' answers to this case" under any judge. (With ``seating:
+    random`` the places are the table's in list order; the match draws the seats from its seed.)
+
+    The one place a match key is made (``key``) and read (``parse``); the text is
+    ``ENTRY[/CASE]#REPEAT:ROLE=P+P,ROLE=P``. Keys of the older scheme (``names``: agents' names in
+    seat order, see ``KeyScheme``) are read and made here too."""
+
+    model_config = ConfigDict(frozen=True)
+
+    entry: str
+    case: str | None = None
+    repeat: int = Field(1, ge=1)
+    seating: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    names: tuple[str, ...] = Field((), description="Only in keys of the older scheme: the agents in seat order.")
+
+    @classmethod
+    def seated(cls, entry: str, case: str | None, repeat: int, roles: Sequence[str], places: Sequence[int]) -> "MatchIdentity":
+        """The identity of a match whose seats, in order, have ``roles`` and hold the agents at ``places``."""
+        if len(roles) != len(places):
+            raise ValueError(f"{len(places)} places given for {len(roles)} seats")
+        grouped: dict[str, list[int]] = {}
+        for role, place in zip(roles, places):
+            if not role or any(c in role for c in _RESERVED):
+                raise ValueError(f"the role {role!r} cannot be named in a match key: a role is a non-empty name "
+                                 f"without any of {' '.join(_RESERVED)}")
+            grouped.setdefault(role, []).append(place)
+        return cls(entry=entry, case=case, repeat=repeat, seating=tuple((r, tuple(p)) for r, p in grouped.items()))
+
+    @property
+    def where(self) -> str:
+        """The entry and the case: ``ENTRY`` or ``ENTRY/CASE``."""
+        return self.entry if self.case is None else f"{self.entry}/{self.case}"
+
+    @property
+    def key(self) -> str:
+        if self.names:
+            return f"{self.where}#{self.repeat}:{'+'.join(self.names)}"
+        seating = ",".join(f"{role}={'+'.join(map(str, places))}" for role, places in self.seating)
+        return f"{self.where}#{self.repeat}:{seating}"
+
+    @property
+    def table(self) -> str:
+        """The text the seed of a role swap's orders is made from: the places (or, in the older scheme,
+        the names) of the table, in order, whatever seat each took; the same for every order."""
+        if self.names:
+            return f"{self.where}#{self.repeat}:{'+'.join(sorted(self.names))}"
+        return f"{self.where}#{self.repeat}:{'+'.join(map(str, sorted(self.places)))}"
+
+    @property
+    def places(self) -> tuple[int, ...]:
+        """Every place seated, role by role (not in seat order: ``places_in`` gives that)."""
+        return tuple(p for _, places in self.seating for p in places)
+
+    def places_in(self, roles: Sequence[str]) -> tuple[int, ...]:
+        """The places in seat order, for seats with ``roles`` (the game's ``seat_roles``)."""
+        left = {role: list(places) for role, places in self.seating}
+        try:
+            return tuple(left[role].pop(0) for role in roles)
+        except (KeyError, IndexError):
+            raise ValueError(f"the match {self.key} seats no one as {roles!r} in that order") from None
+
+    def role_places(self, role: str) -> tuple[int, ...]:
+        return dict(self.seating).get(role, ())
+
+    @classmethod
+    def parse(cls, key: str) -> "MatchIdentity":
+        """The identity a key names; a ValueError, worded for a person, for text that is no match key.
+
+        The entry is what comes before the first ``/`` (an entry's name holds none), the case what
+        follows it up to the last ``#``."""
+        found = _KEY.fullmatch(key)
+        if not found:
+            raise ValueError(f"{key!r} is not a match key (ENTRY[/CASE]#REPEAT:ROLE=PLACES,...)")
+        entry, slash, case = found["where"].partition("/")
+        repeat, seating = int(found["repeat"]), found["seating"]
+        if not entry or repeat < 1 or not seating:
+            raise ValueError(f"{key!r} is not a match key (ENTRY[/CASE]#REPEAT:ROLE=PLACES,...)")
+        common = {"entry": entry, "case": case if slash else None, "repeat": repeat}
+        if "=" not in seating:  # the older scheme: agents' names
+            return cls(**common, names=tuple(seating.split("+")))
+        groups = []
+        for part in seating.split(","):
+            role, eq, places = part.partition("=")
+            if not eq or not role or not all(p.isdigit() for p in places.split("+")):
+                raise ValueError(f"{key!r} is not a match key: {part!r} should be ROLE=PLACE+PLACE")
+            groups.append((role, tuple(int(p) for p in places.split("+"))))
+        return cls(**common, seating=tuple(groups))
 
 
 class MatchSettings(BaseModel):
@@ -66,6 +174,11 @@ class MatchSpec(BaseModel):
     scrub_replacement: str = "[name withheld]"
     scrub_allow: tuple[str, ...] = Field((), description="Phrases the anonymity filter keeps (\"Google Sheets\").")
     scrub_material: bool = Field(False, description="Scrub the referee's own text too, not only what agents wrote.")
+
+    @property
+    def identity(self) -> MatchIdentity:
+        """What the key names (a ValueError for a key no plan made, such as a test's "m1")."""
+        return MatchIdentity.parse(self.key)
 
 
 class EventLog(Sequence[Event]):
@@ -145,6 +258,11 @@ class MatchRecord(BaseModel):
     error: str | None = None
     reviews: list[Review] = Field(default_factory=list)  # agent names, not seats; with their match and repeat
     metrics: dict[str, dict[str, float]] = Field(default_factory=dict)  # every referee's figures: metric -> seat -> value
+
+    @property
+    def identity(self) -> MatchIdentity:
+        """What the key names (a ValueError for a key no plan made, such as a test's "m1")."""
+        return MatchIdentity.parse(self.key)
 
     def agent_of(self, seat: str) -> str:
         return next(s.agent for s in self.seats if s.label == seat)

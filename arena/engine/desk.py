@@ -16,6 +16,7 @@ T = TypeVar("T")
 
 # What an outside agent asked by a referee is called in events and calls: no game's role gives a seat
 # this label (a judging game may have seats called "Judge"), so the two can always be told apart.
+# Which judge it was is the ``agent`` its events and calls carry: a referee may ask several in one round.
 JUDGE = "Referee's judge"
 
 
@@ -36,7 +37,7 @@ class MatchDesk:
         if self._filter:  # the judge reads the seats' words: it must not learn who wrote them either
             prompt, data = self._filter.text(prompt)[0], self._filter.data(data)[0]
         turn = self._asker.turn(JUDGE, "judge", round, (), prompt, prompt_data=data)
-        outcome = await self._asker.ask(self._agents[agent], turn, parse, lambda: None)
+        outcome = await self._asker.ask(self._agents[agent], turn, parse, lambda: None, name=agent)
         self._asker.taken(round, JUDGE, outcome)
         return outcome.action
 

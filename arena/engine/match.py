@@ -102,6 +102,7 @@ class Match:
         labels = seat_labels(roles)
         self.seats: tuple[SeatInfo, ...] = tuple(SeatInfo(label=l, role=r, agent=a) for l, r, a in zip(labels, roles, order))
         self.agents: dict[str, Agent] = {seat.label: agents[seat.agent] for seat in self.seats}
+        self.names: dict[str, str] = {seat.label: seat.agent for seat in self.seats}
         self.game: Game = game_cls(params, labels, dict(zip(labels, roles)), seeding.rng(spec.seed, "game"))
         self.pool = MessagePool(labels)
         self.filter = Filter(spec.scrub, spec.scrub_replacement, spec.scrub_allow, spec.scrub_material)
@@ -252,7 +253,7 @@ class Match:
     async def _take_turn(self, turn: Turn, first: str | None = None) -> Outcome:
         game, seat, round = self.game, turn.seat, turn.round
         return await self.asker.ask(self.agents[seat], turn, lambda reply: game.parse(seat, reply, round),
-                                    lambda: game.default_action(seat, round), first)
+                                    lambda: game.default_action(seat, round), first, self.names[seat])
 
     async def _take_turns(self, turns: list[Turn]) -> dict[str, Outcome]:
         """Every speaker's turn at once. A backend that cannot be reached lets the other seats finish

@@ -31,13 +31,14 @@ Failure = Literal["invalid", "timeout"]
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """How a turn ended: the action it gave the game, the reply it came from (the last one given,
-    for a defaulted turn; None when nothing came), the attempts it took, and why it was defaulted
-    (None: a valid reply was parsed)."""
+    for a defaulted turn; None when nothing came), the attempts it took, why it was defaulted
+    (None: a valid reply was parsed), and who was asked."""
 
     action: Any
     reply: str | None
     attempts: int
     failure: Failure | None = None
+    agent: str = ""  # the name of the agent asked
 
     @property
     def defaulted(self) -> bool:
@@ -84,14 +85,16 @@ class Asker:
         return seeding.hashed(f"{prefix}{round}\x1f{attempt}")
 
     async def ask(self, agent: Agent, turn: Turn, parse: Callable[[str], Any], default: Callable[[], Any],
-                  first: str | None = None) -> Outcome:
+                  first: str | None = None, name: str | None = None) -> Outcome:
         """The turn, asked again with the reason after an invalid reply up to ``max_retries`` times;
         a reply that has not come within the agent's turn timeout (``Agent.turn_timeout``) is defaulted at once: asking again would
         only wait again (the backend has already retried what it could in that time).
 
         ``first``: the reply to the first attempt, when the agent gave it at once
-        (``Agent.reply_now``); None: it is awaited. A reply given at once needs no timer."""
+        (``Agent.reply_now``); None: it is awaited. A reply given at once needs no timer.
+        ``name``: the agent's name in the scenario, which its events carry (default: its own name)."""
         settings = self.settings
+        name = agent.name if name is None else name
         retries: list[Retry] = []
         last_reply: str | None = None
         for attempt in range(settings.max_retries + 1):
@@ -108,8 +111,8 @@ class Asker:
                     except ReplyCut as exc:  # too long to be read: no move, and asked again like any invalid reply
                         cut = exc
                 if timer.cancelled_caught:
-                    self._failed(turn, attempt, "timeout", None, f"No reply arrived within {timeout:g} seconds.")
-                    return Outcome(default(), last_reply, attempt + 1, "timeout")
+                    self._failed(turn, attempt, "timeout", None, f"No reply arrived within {timeout:g} seconds.", name)
+                    return Outcome(default(), last_reply, attempt + 1, "timeout", name)
             if cut is not None:
                 reason = cut.reason
             elif not isinstance(reply, str):
@@ -118,18 +121,19 @@ class Asker:
             else:
                 last_reply = reply
                 try:
-                    return Outcome(parse(reply), reply, attempt + 1)
+                    return Outcome(parse(reply), reply, attempt + 1, agent=name)
                 except InvalidReply as exc:
                     reason = exc.reason
-            self._failed(turn, attempt, "invalid", reply, reason)
+            self._failed(turn, attempt, "invalid", reply, reason, name)
             retries.append(Retry(reply=reply, reason=reason))
-        return Outcome(default(), last_reply, settings.max_retries + 1, "invalid")
+        return Outcome(default(), last_reply, settings.max_retries + 1, "invalid", name)
 
     def taken(self, round: int, seat: str, outcome: Outcome) -> None:
         """Report the action a turn came to."""
         self._emit(ActionTaken(match=self.key, round=round, seat=seat, action=jsonable(outcome.action),
-                               reply=outcome.reply, attempts=outcome.attempts, defaulted=outcome.defaulted))
+                               reply=outcome.reply, attempts=outcome.attempts, defaulted=outcome.defaulted,
+                               agent=outcome.agent))
 
-    def _failed(self, turn: Turn, attempt: int, failure: Failure, reply: str | None, reason: str) -> None:
+    def _failed(self, turn: Turn, attempt: int, failure: Failure, reply: str | None, reason: str, agent: str) -> None:
         self._emit(TurnFailed(match=self.key, round=turn.round, seat=turn.seat, attempt=attempt + 1,
-                              failure=failure, reply=reply, reason=reason))
+                              failure=failure, reply=reply, reason=reason, agent=agent))

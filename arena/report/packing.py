@@ -166,6 +166,13 @@ def _outcome(match: MatchRecord | MatchRow, contest: bool, same: int) -> tuple[s
     return "decided", [i for i, v in enumerate(values) if v == top]
 
 
+def _asked(event: dict[str, Any], labels: set[str]) -> str:
+    """Who took a turn: a seat's label, or a judge a referee asked (no seat) with the judge's name,
+    since one round may ask several."""
+    agent = event.get("agent")
+    return event["seat"] if event["seat"] in labels or not agent else f"{event['seat']} ({agent})"
+
+
 def pack_transcripts(transcripts: Iterable[StoredTranscript], same: int) -> dict[str, Any]:
     """Every match's transcript for the page, from the store's rows as they are stored (a loop over
     every message of a large run: it does no more than it must). Which entries are contests
@@ -195,16 +202,17 @@ def pack_transcripts(transcripts: Iterable[StoredTranscript], same: int) -> dict
             keep([rnd, add(sender, len(index) - 1), kinds(kind, 2), add(content, len(index) - 1),
                   seen_by(recipients, len(audiences)), data, add(shown, len(index) - 1)])
         failures, actions, scrubbed, invalid = [], [], [], 0
+        labels = {s.label for s in match.seats}
         bodies = json.loads(f"[{','.join(row[2] for row in happened)}]") if happened else ()  # one parse per match
         for (_, kind, _), e in zip(happened, bodies):
             if kind == "turn_failed":
                 invalid += e["failure"] == "invalid"
-                failures.append([e["round"], text(e["seat"]), e["attempt"], FAILURES[e["failure"]], text(e["reply"]),
+                failures.append([e["round"], text(_asked(e, labels)), e["attempt"], FAILURES[e["failure"]], text(e["reply"]),
                                  text(e["reason"])])
             elif kind == "action":
                 action = e["action"]
                 shown = action if isinstance(action, str) else json.dumps(action, ensure_ascii=False)
-                actions.append([e["round"], add(e["seat"], len(index) - 1), add(shown, len(index) - 1),
+                actions.append([e["round"], add(_asked(e, labels), len(index) - 1), add(shown, len(index) - 1),
                                 int(e["defaulted"]), e["attempts"]])
             elif kind == "scrubbed":
                 scrubbed.append([e["round"], text(e["seat"]), text(", ".join(e["found"]))])

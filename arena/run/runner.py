@@ -23,7 +23,7 @@ from arena.services.cache import ResponseCache
 from arena.services.calls import RunServices, Spending
 from arena.contract.events import Event
 from arena.engine.match import default_referees
-from arena.contract.records import MatchRecord, MatchSpec
+from arena.contract.records import KEY_SCHEME, MatchRecord, MatchSpec
 from arena.results.payoffs import summarize
 from arena.run.collector import tuned_for_a_run
 from arena.run.executor import Executor, InProcess, build_agents
@@ -235,7 +235,8 @@ async def run_tournament(
     outages = Outages(scenario.match.outage_wait, probe, say)
     services = build_services(scenario, store, use_cache, spending, observer, on_call=answered)
     agents = build_agents(scenario, services)
-    wave = plan(scenario)
+    scheme = store.key_scheme() if store is not None else KEY_SCHEME  # a resumed old run keeps its keys and seeds
+    wave = plan(scenario, scheme)
     processes = processes or scenario.concurrency.processes
     people = sorted(name for name, agent in agents.items() if agent.uses_terminal)
     if processes > 1 and people:  # a worker process has no terminal to ask a person at
@@ -338,7 +339,7 @@ async def run_tournament(
                             del repeats_so_far[name]
                         else:
                             more = min(rule.max, repeats + rule.block)
-                            wave += plan_entry(scenario, entry, repeats + 1, more)
+                            wave += plan_entry(scenario, entry, repeats + 1, more, scheme)
                             repeats_so_far[name] = (entry, rule, more)
                 if store is not None:
                     failed = sum(s == "failed" for s in statuses.values())

@@ -554,6 +554,9 @@ def _check_games(scenario: Scenario, base: Path | None) -> list[Problem]:
         if entry.name in labels:
             problems.append(Problem(loc + ("label",), f"entries {labels[entry.name]} and {i} share the name {entry.name!r}; give one a distinct `label`"))
         labels.setdefault(entry.name, i)
+        if "/" in entry.name:  # a match key reads the entry up to its first "/", and a case after it
+            problems.append(Problem(loc + ("label",), f"the name {entry.name!r} holds a '/'; match keys use it to "
+                                    "separate an entry from its case, so give a `label` without one"))
         players = scenario.agents_for(entry)
         for j, agent in enumerate(entry.agents or []):
             if agent not in scenario.agents:

@@ -6,32 +6,37 @@ from itertools import combinations
 
 from arena.contract import plugins
 from arena.contract import seeding
-from arena.contract.records import MatchSpec
+from arena.contract.records import KEY_SCHEME, KeyScheme, MatchIdentity, MatchSpec
 from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, table_size
-from arena.run.seating import seat_orders
+from arena.run.seating import seat_orders, swaps_roles
 
 
-def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[str, ...]]:
-    players = tuple(scenario.agents_for(entry))
+def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[int, ...]]:
+    """The tables an entry sets, each as places (0-based) in its agent list."""
+    places = tuple(range(len(scenario.agents_for(entry))))
     if scenario.tournament_for(entry).format == "fixed":
-        return [players]
-    return list(combinations(players, table_size(scenario, entry)))
+        return [places]
+    return list(combinations(places, table_size(scenario, entry)))
 
 
-def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> list[MatchSpec]:
+def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
+               scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
     """Matches for repeats ``first..last`` of one game entry, repeat by repeat, and within a
     repeat case by case (a game's questions or problems, when it has them).
 
-    A match's key names the entry, the repeat and the seat order; its seed is
-    derived from the scenario seed and the key alone, so neither the order of
-    play, nor concurrency, nor a resume changes what a match is. The orders of a
-    role swap are one comparison played with the roles exchanged: they share the
-    seed of their table (the key with its agents in name order), so whatever a
-    game draws from it (idiom solitaire's starting idiom) is the same in each.
+    A match's key (``MatchIdentity``) names the entry, the case, the repeat and the seating by
+    role; its seed is derived from the scenario seed and the key alone, so neither the order of
+    play, nor concurrency, nor a resume changes what a match is. The orders of a role swap are
+    one comparison played with the roles exchanged: they share the seed of their table
+    (``MatchIdentity.table``), so whatever a game draws from it (idiom solitaire's starting
+    idiom) is the same in each. ``scheme``: how the keys name the seating; a run resumed from a
+    store of the older scheme keeps its keys, and so its seeds.
     """
     tournament = scenario.tournament_for(entry)
     rotating_roles = plugins.load("game", entry.game).rotating_roles
     roles = entry_roles(scenario, entry)
+    shared_seed = swaps_roles(roles, tournament.role_swap)
+    players = scenario.agents_for(entry)
     cases = entry_cases(entry)
     scrub_terms = scenario.scrub_terms()
     anonymity = scenario.anonymity
@@ -42,14 +47,16 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
             for table in every_table:
                 for order, shuffle in seat_orders(table, repeat, roles, rotating_roles, tournament.role_swap,
                                                   tournament.seating):
-                    where = entry.name if case is None else f"{entry.name}/{case}"
-                    key = f"{where}#{repeat}:{'+'.join(order)}"
-                    seed = seeding.derive(scenario.seed, shared_seed_key(scenario, entry, where, repeat, table) or key)
+                    agents = tuple(players[place] for place in order)
+                    identity = MatchIdentity.seated(entry.name, None if case is None else str(case), repeat, roles, order)
+                    if scheme == "agents":
+                        identity = identity.model_copy(update={"seating": (), "names": agents})
+                    seed = seeding.derive(scenario.seed, identity.table if shared_seed else identity.key)
                     params = entry.params if case is None else {**entry.params, "case": case}
                     specs.append(
                         MatchSpec(
-                            key=key, group=entry.name, repeat=repeat, game=entry.game, params=params, agents=order,
-                            seed=seed, shuffle_seats=shuffle,
+                            key=identity.key, group=entry.name, repeat=repeat, game=entry.game, params=params,
+                            agents=agents, seed=seed, shuffle_seats=shuffle,
                             referees=tuple(entry.referee or ()), settings=scenario.match, scrub=scrub_terms,
                             scrub_replacement=anonymity.replacement, scrub_allow=tuple(anonymity.allow),
                             scrub_material=anonymity.material,
@@ -58,21 +65,11 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int) -> l
     return specs
 
 
-def shared_seed_key(scenario: Scenario, entry: GameEntry, where: str, repeat: int, table: tuple[str, ...]) -> str | None:
-    """What the orders of a role swap derive their one seed from (the key with its agents in name
-    order), or None when the entry plays no role swap."""
-    game = plugins.load("game", entry.game)
-    roles = game.seat_roles(game.Params.model_validate(entry.params), len(table))
-    if not scenario.tournament_for(entry).role_swap or len(set(roles)) < 2:
-        return None
-    return f"{where}#{repeat}:{'+'.join(sorted(table))}"
-
-
-def plan(scenario: Scenario) -> list[MatchSpec]:
+def plan(scenario: Scenario, scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
     """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones."""
     specs = []
     for entry in scenario.games:
-        specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry))
+        specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry), scheme)
     return specs
 
 

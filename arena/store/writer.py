@@ -39,19 +39,22 @@ from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.capabilities import Review
 from arena.contract.files import Found, examine, leftovers, replacing, set_aside, sqlite_damaged
 from arena.contract.messages import REFEREE, Message
-from arena.contract.records import KEPT, EventLog, MatchRecord, MatchSpec
+from arena.contract.records import KEPT, KEY_SCHEME, EventLog, KeyScheme, MatchRecord, MatchSpec
 from arena.contract.summaries import FinalNotice
 from arena.store.errors import DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat, StoreError
 from arena.store.lock import RunLock
 from arena.store.rows import EventRow, MatchRow, MessageRow, ScoreRow, StoredTranscript, Transcript, TurnRow
 
 STORE_FILE = "run.sqlite"
-SCHEMA_VERSION = 5  # bump when the tables change; older stores are upgraded when they can be, else refused
-UPGRADABLE = {2, 3, 4}  # versions whose tables are a subset of these: opening one adds what is missing
+SCHEMA_VERSION = 6  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2, 3, 4, 5}  # versions whose tables are a subset of these: opening one adds what is missing
 # columns added since format 2, added to older stores; a review's structure (format 5) is NULL in
-# reviews stored before it, which peer rank reads as battles of their own, as it did then
+# reviews stored before it, which peer rank reads as battles of their own, as it did then; the run's
+# key scheme (format 6) is NULL in runs begun before it, whose keys name agents ("agents")
 ADDED_COLUMNS = {"messages": {"shown": "TEXT"},
-                 "reviews": {"sample": "INTEGER", "shown_order": "INTEGER", "difference": "REAL"}}
+                 "reviews": {"sample": "INTEGER", "shown_order": "INTEGER", "difference": "REAL"},
+                 "run": {"key_scheme": "TEXT"}}
+OLD_KEY_SCHEME: KeyScheme = "agents"  # what a run whose key_scheme is NULL has
 SCENARIO_FILE = "scenario.yaml"
 
 _events = TypeAdapter(Event)
@@ -61,7 +64,7 @@ CREATE TABLE IF NOT EXISTS run (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     name TEXT NOT NULL, scenario TEXT NOT NULL, fingerprint TEXT NOT NULL, arena_version TEXT,
     created REAL, updated REAL, status TEXT NOT NULL, planned INTEGER NOT NULL DEFAULT 0,
-    pid INTEGER, host TEXT
+    pid INTEGER, host TEXT, key_scheme TEXT
 );
 CREATE TABLE IF NOT EXISTS matches (
     key TEXT PRIMARY KEY, position INTEGER NOT NULL, grp TEXT NOT NULL, repeat INTEGER NOT NULL, game TEXT NOT NULL,
@@ -273,9 +276,9 @@ def _build(path: Path, name: str, scenario_text: str, fingerprint: str) -> None:
         db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
         now = time.time()
         db.execute(
-            "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host) "
-            "VALUES (1, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
-            (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname()),
+            "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host, "
+            "key_scheme) VALUES (1, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
+            (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname(), KEY_SCHEME),
         )
         db.execute("COMMIT")
     finally:
@@ -426,10 +429,10 @@ class RunStore:
             db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
             now = time.time()
             db.execute(
-                "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host) "
-                "VALUES (1, ?, ?, ?, ?, ?, ?, 'running', ?, ?) ON CONFLICT (id) DO UPDATE SET status = 'running', "
-                "updated = excluded.updated, pid = excluded.pid, host = excluded.host",
-                (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname()),
+                "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host, "
+                "key_scheme) VALUES (1, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?) ON CONFLICT (id) DO UPDATE SET "
+                "status = 'running', updated = excluded.updated, pid = excluded.pid, host = excluded.host",
+                (name, scenario_text, fingerprint, __version__, now, now, os.getpid(), socket.gethostname(), KEY_SCHEME),
             )
             # Calls the last writer had in flight when it died (killed: it would have recorded them) were
             # sent, and a provider bills what it answered: each is recorded, its tokens unknown.
@@ -529,6 +532,11 @@ class RunStore:
             return {}
         row = cursor.fetchone()
         return dict(zip([c[0] for c in cursor.description], row)) if row else {}
+
+    def key_scheme(self) -> KeyScheme:
+        """How the run's match keys name the seating (``MatchIdentity``): what a resume plans with, so
+        that a run begun by an older version keeps its keys and seeds."""
+        return self.run_info().get("key_scheme") or OLD_KEY_SCHEME
 
     def status(self) -> str:
         """The stored status, except that a 'running' run whose process is gone is 'stopped (resumable)'."""
