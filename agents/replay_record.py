@@ -18,13 +18,13 @@ import re
 import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
-from arena.contract import ArenaError, Turn
+from arena.contract import ArenaError, MatchIdentity, Turn
 
 RUN_FILE = "run.sqlite"
 TIMED_OUT = None  # a recorded attempt that got no reply in time: replayed by waiting out the deadline
@@ -34,26 +34,15 @@ class RecordError(ArenaError):
     """The record cannot be read, or holds nothing for a turn it is asked for."""
 
 
-@dataclass(frozen=True)
-class Identity:
-    """A match as a replay looks it up: the entry, the case, the repeat, and the agents in seat order."""
-
-    entry: str
-    case: str | None
-    repeat: int
-    agents: tuple[str, ...]
-
-
-_KEY = re.compile(r"^(?P<where>.*)#(?P<repeat>\d+):(?P<agents>.*)$", re.DOTALL)
+Identity = MatchIdentity  # a match as a replay looks it up: entry, case, repeat and seating
 
 
 def match_identity(key: str) -> Identity:
-    """The parts of a match key, ``ENTRY[/CASE]#REPEAT:AGENT+AGENT...``."""
-    found = _KEY.match(key)
-    if found is None:
-        raise RecordError(f"{key!r} is not a match key of the form ENTRY[/CASE]#REPEAT:AGENTS")
-    entry, slash, case = found["where"].partition("/")
-    return Identity(entry, case if slash else None, int(found["repeat"]), tuple(found["agents"].split("+")))
+    """The identity a match key names (the contract's ``MatchIdentity``)."""
+    try:
+        return MatchIdentity.parse(key)
+    except ValueError as exc:
+        raise RecordError(str(exc)) from None
 
 
 Replies = dict[tuple[str, int, int], str | None]  # a match's replies by (seat, round, attempt from 0)
@@ -76,7 +65,8 @@ class RunRecord:
                 f"the record {self.source} is a run of scenario {self.scenario!r}, which has no entry "
                 f"{identity.entry!r} (it has {', '.join(map(repr, sorted(self.entries))) or 'none'}): it was "
                 "recorded for another scenario, so it cannot replay this one")
-        wanted = replace(identity, agents=tuple(stands_in.get(agent, agent) for agent in identity.agents))
+        # keys of the older scheme name agents: a new judge is looked up under the name of the one it replaces
+        wanted = identity.model_copy(update={"names": tuple(stands_in.get(a, a) for a in identity.names)})
         replies = self.matches.get(wanted, {})
         where = (turn.seat, turn.round, turn.attempt)
         if where in replies:

@@ -96,7 +96,7 @@ def test_a_turn_the_record_lacks_names_the_match_and_the_turn_or_goes_to_the_fal
         result = run_cli("run", path, "--run-dir", tmp_path / "run", "--plain")
         assert result.returncode == 1
         (failed,) = [r for r in records(tmp_path / "run").values() if r.status == "failed"]
-        assert failed.key == "pairwise_review/q2#1:ann+bob+judge"
+        assert failed.key == "pairwise_review/q2#1:Contestant=0+1,Judge=2"
         assert failed.error.endswith(f"has no reply for match {failed.key!r}, seat 'Contestant 1' (Contestant), round 1")
         assert "Traceback" not in result.stdout + result.stderr
         # with a fallback, the live model answers what the record lacks, and only that
