@@ -270,3 +270,23 @@ def test_a_table_the_source_never_sat_has_nothing_to_replay(run_cli, tmp_path):
     for key, record in after.items():
         if record.status != "finished":
             assert f"has no reply for match {key!r}" in record.error
+
+
+def test_code_review_rescored_under_other_sandbox_limits_reruns_only_the_tests(run_cli, tmp_path):
+    # the programs are the recorded ones; only the execution referee runs them again, here with a wall
+    # time no interpreter starts in, so every test run that passed before now fails
+    source = tmp_path / "source"
+    result = run_cli("run", ROOT / "scenarios" / "code-review.yaml", "--run-dir", source, "--limit", "2", "--quiet")
+    assert result.returncode == 0, result.stderr
+    result = run_cli("rescore", source, "--referee", "{use: execution, limits: {wall_seconds: 0.001}}",
+                     "-o", tmp_path / "tight", "--quiet")
+    assert result.returncode == 1  # the matches the source never played have nothing to replay
+    before, after = records(source), records(tmp_path / "tight")
+    finished = sorted(k for k, r in before.items() if r.status == "finished")
+    assert len(finished) == 2 and sorted(k for k, r in after.items() if r.status == "finished") == finished
+    for key in finished:
+        old, new = before[key], after[key]
+        assert [m.content for m in new.messages if m.sender != "Referee"] == \
+            [m.content for m in old.messages if m.sender != "Referee"]
+        assert set(old.payoffs.values()) == {1.0} and set(new.payoffs.values()) == {0.0}
+        assert "judge" in old.metrics and "judge" not in new.metrics  # the new referee replaces the old ones
