@@ -29,9 +29,9 @@ def add_commands(sub) -> None:
 
 def _collect(run_dir: Path, transcripts: bool = True):
     from arena.report.data import collect
-    from arena.store import RunStore
+    from arena.contract import open_run
 
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         return collect(store, transcripts)
     finally:

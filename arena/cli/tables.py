@@ -9,10 +9,10 @@ from rich.text import Text
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.standing import payoff_notes
 from arena.results.usage import Usage, usage_by_agent
-from arena.store import RunStore
+from arena.contract.runs import RunReader
 
 
-def print_results(console: Console, store: RunStore) -> None:
+def print_results(console: Console, store: RunReader) -> None:
     """A run's tables, from the store's rows: payoffs, role tables, every other metric, calls, stability."""
     names = store.metric_names()
     turns = list(store.turns())
@@ -39,7 +39,7 @@ def print_results(console: Console, store: RunStore) -> None:
     print_left_out(console, store)
 
 
-def print_peer_rank_left_out(console: Console, store: RunStore) -> None:
+def print_peer_rank_left_out(console: Console, store: RunReader) -> None:
     """Say why there is no peer rank, when the run's reviewing games gave no review to rank."""
     from arena.results.summary import peer_rank_left_out
 
@@ -48,7 +48,7 @@ def print_peer_rank_left_out(console: Console, store: RunStore) -> None:
         console.print(Text(f"note: {note.text}", style="yellow"))
 
 
-def print_left_out(console: Console, store: RunStore) -> None:
+def print_left_out(console: Console, store: RunReader) -> None:
     """Say what the results leave out: matches stopped at max_rounds before their game ended."""
     truncated = store.counts().get("truncated", 0)
     if truncated:
@@ -255,9 +255,9 @@ def _share(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def print_judging(console: Console, store: RunStore) -> None:
+def print_judging(console: Console, store: RunReader) -> None:
     """Peer discussions, debate verdicts and dimension scores against labels and human scores, read
-    from the last notices of the judging games' matches (``RunStore.final_notices``): no record is built."""
+    from the last notices of the judging games' matches (``RunReader.final_notices``): no record is built."""
     from arena.results.dimensions import dimension_scores
     from arena.results.discussion import discussion_summaries
     from arena.results.verdicts import verdict_scores

@@ -15,6 +15,8 @@ from arena.contract.paths import path_field
 from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
 from arena.contract.records import MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
+from arena.contract.runs import (DamagedStore, EventRow, MatchRow, MessageRow, NoRunYet, NotAFolder, NotPermitted,
+                                 NoticeRow, OtherFormat, RunReader, ScoreRow, StoreError, TurnRow, open_run)
 from arena.contract.strategy import Strategy, StrategyParams
 from arena.contract.tasks import Stage, Task
 
@@ -26,3 +28,6 @@ __all__ = [
     "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "everyone_hears_everyone", "nobody_hears_anyone", "path_field",
 ]
 __all__ += ["ReplyCut"]
+# reading a finished run (the row types' ``Transcript`` is arena.contract.runs.Transcript: the name here is the messages')
+__all__ += ["DamagedStore", "EventRow", "MatchRow", "MessageRow", "NoRunYet", "NotAFolder", "NotPermitted", "NoticeRow",
+            "OtherFormat", "RunReader", "ScoreRow", "StoreError", "TurnRow", "open_run"]

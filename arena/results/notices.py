@@ -10,7 +10,7 @@ from arena.contract.records import MatchRecord
 
 def final_data(record: MatchRecord | Any) -> dict[str, Any] | None:
     """The data of the referee's last notice of a finished match, or None. ``record``: a match's
-    record, or the row the store reads that notice in (``RunStore.final_notices``), which has it as ``data``."""
+    record, or the row the store reads that notice in (``RunReader.final_notices``), which has it as ``data``."""
     if record.status != "finished":
         return None
     if not isinstance(record, MatchRecord):

@@ -217,7 +217,7 @@ async def run_tournament(
     observer = observer or Observer()
     spending = Spending()
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
-        for call in store.calls():
+        for call in store.read.calls():
             spending.add(call)
 
     def say(agent: str, endpoint: str, text: str) -> None:  # each change of a backend's state, however often
@@ -244,7 +244,7 @@ async def run_tournament(
     limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
     commits = GroupCommit(store, gather=limits.matches.total_tokens)  # matches that end together share a commit
     statuses: dict[str, str] = {}  # key -> status: all the runner keeps of a match once it is over
-    earlier = store.finished_keys() if store else set()
+    earlier = store.read.finished_keys() if store else set()
     checks: list[stability.StabilityCheck] = []
     repeats_so_far = {  # until_stable entries still adding repeats
         entry.name: (entry, rule, first_repeats(scenario, entry))
@@ -315,7 +315,7 @@ async def run_tournament(
                     async with trio.open_nursery() as nursery:
                         for position, spec in enumerate(wave, start=first):
                             if spec.key in earlier:
-                                over(store.match(spec.key), resumed=True)
+                                over(store.read.match(spec.key), resumed=True)
                             else:
                                 nursery.start_soon(play, spec, position)
                     wave = []
