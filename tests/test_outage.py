@@ -317,7 +317,7 @@ async def test_a_model_too_slow_for_the_turn_times_out_and_its_cut_off_call_is_r
             (row,) = [r for r in summarize(store.read.scores(), store.read.turns()) if r.agent == "alice"]
             assert (row.timeouts, row.invalid_replies, row.defaulted_turns) == (2, 0, 2)
             console = Console(file=StringIO(), width=200)
-            print_results(console, store)
+            print_results(console, store.read)
             table = console.file.getvalue()
             header = next(line for line in table.splitlines() if "Invalid" in line)
             cells = lambda line: [c.strip() for c in line.strip("┃│ ").replace("┃", "│").split("│")]
