@@ -14,8 +14,6 @@ become the contract's match identity).
 from __future__ import annotations
 
 import json
-import re
-import sqlite3
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from arena.contract import ArenaError, MatchIdentity, Turn
+from arena.contract import ArenaError, MatchIdentity, StoreError, Turn, open_run
 
 RUN_FILE = "run.sqlite"
 TIMED_OUT = None  # a recorded attempt that got no reply in time: replayed by waiting out the deadline
@@ -142,32 +140,25 @@ def _read(path: Path, mtime: int, size: int) -> RunRecord | LinesRecord:
 
 
 def read_run(run_dir: Path) -> RunRecord:
-    """Every reply of a run's finished matches, from its store, read only.
-
-    The one place that reads another run's SQLite file directly (until the contract reads runs)."""
-    uri = f"{(run_dir / RUN_FILE).resolve().as_uri()}?mode=ro"
-    try:
-        db = sqlite3.connect(uri, uri=True)
-        try:
-            scenario = db.execute("SELECT name, scenario FROM run WHERE id = 1").fetchone() or ("?", "")
-            rows = db.execute(
-                "SELECT m.key, e.type, e.body FROM matches m JOIN events e ON e.match_key = m.key "
-                "WHERE m.status IN ('finished', 'truncated') AND e.type IN ('turn_failed', 'action') "
-                "ORDER BY m.position, e.seq").fetchall()
-        finally:
-            db.close()
-    except sqlite3.Error as exc:
-        raise RecordError(f"{run_dir} holds no readable run (SQLite says: {exc})") from None
+    """Every reply of a run's finished (or truncated) matches, through the contract's run reader."""
     matches: dict[Identity, Replies] = defaultdict(dict)
-    for key, kind, body in rows:
-        event = json.loads(body)
-        replies = matches[match_identity(key)]
-        if kind == "turn_failed":
-            replies[(event["seat"], event["round"], event["attempt"] - 1)] = event["reply"]
-        elif not event["defaulted"]:
-            replies[(event["seat"], event["round"], event["attempts"] - 1)] = event["reply"]
-    entries = {identity.entry for identity in matches} | _entries(scenario[1])
-    return RunRecord(str(run_dir), scenario[0], entries, dict(matches))
+    try:
+        with open_run(run_dir) as run:
+            info = run.run_info()
+            for stored in run.transcript_rows(events=("turn_failed", "action")):
+                if stored.match.status not in ("finished", "truncated"):
+                    continue
+                replies = matches[match_identity(stored.match.key)]
+                for _, kind, body in stored.events:
+                    event = json.loads(body)
+                    if kind == "turn_failed":
+                        replies[(event["seat"], event["round"], event["attempt"] - 1)] = event["reply"]
+                    elif not event["defaulted"]:
+                        replies[(event["seat"], event["round"], event["attempts"] - 1)] = event["reply"]
+    except StoreError as exc:
+        raise RecordError(f"{run_dir} holds no readable run: {exc}") from None
+    entries = {identity.entry for identity in matches} | _entries(info.get("scenario") or "")
+    return RunRecord(str(run_dir), info.get("name") or "?", entries, dict(matches))
 
 
 def _entries(scenario_text: str) -> set[str]:

@@ -58,7 +58,7 @@ def _child(mode: str, matches: int, run_dir: Path) -> dict:
         start = time.perf_counter()
         trio.run(run_tournament, scenario, store)
         seconds = time.perf_counter() - start
-        counts = store.counts()
+        counts = store.read.counts()
     finally:
         store.close()
     if counts.get("finished") != matches:

@@ -167,8 +167,8 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     from machine import machine_speed  # bench/machine.py (imported here: tests load this file by path)
     from arena.report.data import collect
+    from arena.contract import open_run
     from arena.report.page import write
-    from arena.store import RunStore
 
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
@@ -177,7 +177,7 @@ def main() -> int:
         print(f"store written: {args.matches} matches in {time.perf_counter() - start:.2f} s "
               f"({(run_dir / 'run.sqlite').stat().st_size / 1e6:.1f} MB)")
         start, cpu = time.perf_counter(), _cpu()
-        store = RunStore.open(run_dir)
+        store = open_run(run_dir)
         report = collect(store)
         store.close()
         collected = time.perf_counter() - start

@@ -72,7 +72,7 @@ async def play(tmp_path: Path, raw: dict) -> list[MatchRecord]:
     store = RunStore.create_or_resume(tmp_path / "run", parsed.name, yaml.safe_dump(raw), parsed.fingerprint())
     try:
         await run_tournament(parsed, store)
-        records = list(store.records(status=None))
+        records = list(store.read.records(status=None))
     finally:
         store.close()
     for record in records:

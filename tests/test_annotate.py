@@ -18,6 +18,7 @@ import yaml
 from arena.cli import annotate
 from arena.cli.annotate import WITHHELD, item_id
 from arena.engine.anonymity import scrub
+from arena.contract import open_run
 from arena.store import RunStore, StoreError
 
 from helpers import ROOT
@@ -57,7 +58,7 @@ def run(played, tmp_path) -> Path:
 
 def verdicts(run: Path) -> dict[str, dict]:
     """Every calibrated verdict by item id, with the pair's seats, agents and answers as the store has them."""
-    store = RunStore.open(run)
+    store = open_run(run)
     try:
         found = {}
         for record in store.records():
@@ -75,7 +76,7 @@ def verdicts(run: Path) -> dict[str, dict]:
 
 
 def review_rows(run: Path, match: str, judge: str, pair) -> list[tuple]:
-    store = RunStore.open(run)
+    store = open_run(run)
     try:
         rows = store.db.execute("SELECT a, b, reviewer, score FROM reviews WHERE match_key = ?", (match,)).fetchall()
     finally:
@@ -216,7 +217,7 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     store = RunStore.create_or_resume(tmp_path / "run", "fixed", yaml.safe_dump(raw), scenario.fingerprint())
     try:
         await run_tournament(scenario, store)
-        judge_of = {s.label: s.agent for r in store.records() if r.params["case"] == "s1" for s in r.seats}
+        judge_of = {s.label: s.agent for r in store.read.records() if r.params["case"] == "s1" for s in r.seats}
     finally:
         store.close()
     rows = [r for r in export(tmp_path / "run", tmp_path / "todo.csv", seed=5) if r["question_id"] == "s1"]
@@ -231,7 +232,7 @@ async def test_fixed_answers_are_shown_by_position_and_credited_to_their_source(
     write_rows(tmp_path / "todo.csv", rows)
     assert annotate.import_(tmp_path / "run", tmp_path / "todo.csv") == 1
     first, second = ("gpt-4", "vicuna-13b") if row["first"] == "Answers 1" else ("vicuna-13b", "gpt-4")
-    store = RunStore.open(tmp_path / "run")
+    store = open_run(tmp_path / "run")
     try:
         judged = [r.battle for r in store.review_rows() if r[0] == "s1" and r[3] == judge_of[row["judge"]]]
     finally:
@@ -262,7 +263,7 @@ async def test_the_file_withholds_every_spelling_the_match_withholds_and_nothing
     store = RunStore.create_or_resume(tmp_path / "run", "spelled", yaml.safe_dump(raw), scenario.fingerprint())
     try:
         await run_tournament(scenario, store)
-        (record,) = store.records()
+        (record,) = store.read.records()
     finally:
         store.close()
     judged = [m.shown or m.content for m in record.messages if m.kind == "prompt" and m.round > 1]

@@ -233,7 +233,7 @@ async def play_with_defaults(tmp_path, raw: dict):
     store = RunStore.create_or_resume(tmp_path / "run", parsed.name, yaml.safe_dump(raw), parsed.fingerprint())
     try:
         await run_tournament(parsed, store)
-        records, reviews = list(store.records(status=None)), store.review_rows()
+        records, reviews = list(store.read.records(status=None)), store.read.review_rows()
     finally:
         store.close()
     assert all(r.status == "finished" for r in records), [r.error for r in records]

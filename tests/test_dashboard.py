@@ -25,6 +25,7 @@ from arena.results.progress import Snapshot
 from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.run.tournament import plan
+from arena.contract import open_run
 from arena.store import RunStore
 from arena.store.follower import Follower
 
@@ -89,7 +90,7 @@ def wait_for(condition, timeout: float, what: str) -> None:
 def finished_in_store(run_dir) -> int:
     if not (run_dir / "run.sqlite").exists():
         return 0
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         return store.counts().get("finished", 0)
     except Exception:  # the run is still creating its tables
@@ -229,7 +230,7 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
         raw = model_scenario(mock.base_url, backend=noting_backend)
         scenario = parse_scenario(raw)
         store = RunStore.create_or_resume(tmp_path / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
-        watch_store = RunStore.open(tmp_path / "run", readonly=True)
+        watch_store = open_run(tmp_path / "run")
         specs = {spec.key: spec for spec in plan(scenario)}
         runner = Dashboard(Console(file=io.StringIO()), "live", specs=specs.get)
         watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
@@ -295,7 +296,7 @@ async def test_the_dashboard_shows_a_model_call_in_flight_and_the_turn_it_belong
         run_dir = tmp_path / "run"
         store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
         runner = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=store.spec)
-        watch_store = RunStore.open(run_dir, readonly=True)
+        watch_store = open_run(run_dir)
         watcher = Dashboard(Console(file=io.StringIO(), width=160), "live (watching)", specs=watch_store.spec)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run_tournament, scenario, store, runner)
@@ -335,7 +336,7 @@ async def test_a_resumed_runs_dashboard_counts_what_earlier_sessions_spent_as_ar
         await run_tournament(scenario, store, runner)
         store.close()
         assert mock.count == asked == 2 * 3  # two matches of three rounds, the model asked once a round
-    watch_store = RunStore.open(run_dir)
+    watch_store = open_run(run_dir)
     watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
     watcher.session(watch_store.sessions()[-1]["started"])  # as `arena watch` does: the latest session's notes
     watcher.follow(Follower(watch_store).poll(), time.time())

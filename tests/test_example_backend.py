@@ -21,6 +21,7 @@ import yaml
 
 from arena.contract import BackendUnavailable, CallRecord, FatalAgentError, MatchSettings, MatchSpec, Services, plugins
 from arena.engine.match import play_match
+from arena.contract import open_run
 from arena.store import RunStore
 
 from conformance_kit import LOCAL, assert_conversation, local_only, seat_turns  # noqa: F401  (local_only: a fixture)
@@ -134,10 +135,10 @@ def test_the_guides_scenario_runs_the_backend_from_its_entry_point(tmp_path):
         assert done.returncode == 0, done.stdout + done.stderr
         requests = mock.answered()
 
-    store = RunStore.open(tmp_path / "run", readonly=True)
+    store = open_run(tmp_path / "run")
     try:
         (record,) = store.records()
-        calls = store.calls()
+        calls = list(store.calls())
     finally:
         store.close()
     rounds = raw["games"][0]["params"]["rounds"]

@@ -252,7 +252,7 @@ async def test_invalid_replies_are_asked_again_then_default_to_50(installed, tmp
     from helpers import stored
 
     store = stored(record, tmp_path / "run")  # the tables count troubled turns from the store's rows
-    rows = {row.agent: (row.invalid_replies, row.defaulted_turns) for row in summarize(store.scores(), store.turns())}
+    rows = {row.agent: (row.invalid_replies, row.defaulted_turns) for row in summarize(store.read.scores(), store.read.turns())}
     store.close()
     assert rows == {"sharp": (0, 0), "prose": (9, 3), "wild": (9, 3), "learner": (3, 0)}
 

@@ -20,6 +20,7 @@ import yaml
 
 from arena.contract import MatchSettings, MatchSpec, RefereeSpec, plugins
 from arena.engine.match import play_match
+from arena.contract import open_run
 from arena.store import RunStore
 
 from conformance_kit import LOCAL, content, local_only  # noqa: F401  (local_only: a fixture)
@@ -104,10 +105,10 @@ def test_the_referee_judges_a_translation_from_its_entry_point(tmp_path):
         done = arena(tmp_path, site, "run", "judged.yaml", "--quiet", "--run-dir", "run")
         assert done.returncode == 0, done.stdout + done.stderr
         first, again = mock.answered()
-    store = RunStore.open(tmp_path / "run", readonly=True)
+    store = open_run(tmp_path / "run")
     try:
         (record,) = store.records()
-        calls = store.calls()
+        calls = list(store.calls())
     finally:
         store.close()
 

@@ -7,6 +7,7 @@ from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.events import MatchEnded, MatchStarted, MessagePosted, RoundClosed, SeatInfo
 from arena.contract.messages import Message
 from arena.contract.records import MatchRecord, MatchSpec
+from arena.contract import open_run
 from arena.store import RunStore
 from arena.store.follower import Follower, Note, Outcome
 
@@ -36,7 +37,7 @@ def kinds(changes) -> list[str]:
 def test_each_poll_reads_what_is_new_in_the_order_it_happened(tmp_path):
     writer = RunStore.create_or_resume(tmp_path, "r", "name: r", "fp")
     writer.set_planned(2)
-    follower = Follower(RunStore.open(tmp_path, readonly=True), first_messages=8)
+    follower = Follower(open_run(tmp_path), first_messages=8)
     first = follower.poll()
     assert (first.planned, first.facts, first.messages, first.running) == (2, [], [], set())
 
@@ -77,7 +78,7 @@ def test_each_poll_reads_what_is_new_in_the_order_it_happened(tmp_path):
     assert times == sorted(times)
 
     # a watcher that comes late reads the same facts from the start (only the last messages, though)
-    late = Follower(RunStore.open(tmp_path, readonly=True)).poll()
+    late = Follower(open_run(tmp_path)).poll()
     assert kinds(late) == ["MatchStarted", "CallRecord", "Note", "RoundClosed", "MatchEnded"]
     assert late.messages == [] and late.gone == []  # no match is running: no messages to start the feed with
     assert writer.spec(KEY).params == {"rounds": 1} and writer.spec("nothing") is None

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from pathlib import Path
 
 
 from helpers import ROOT
@@ -33,7 +34,13 @@ print(json.dumps({
 
 
 def _copy_source(dest):
-    ignore = shutil.ignore_patterns(".git", ".venv", "runs", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis")
+    anywhere = shutil.ignore_patterns(".git", ".venv", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis")
+
+    def ignore(folder, names):
+        # runs/, build/ and dist/ are outputs only at the top: arena/contract/runs is source
+        top = {"runs", "build", "dist"} & set(names) if Path(folder) == Path(ROOT) else set()
+        return set(anywhere(folder, names)) | top
+
     shutil.copytree(ROOT, dest, ignore=ignore)
     return dest
 

@@ -14,6 +14,7 @@ import pytest
 
 from arena.agents.llamacpp_backend import model_path, system_in_first_turn
 from arena.run.scenario import parse_scenario
+from arena.contract import open_run
 from arena.store import RunStore
 from arena.engine.match import JUDGE
 
@@ -42,14 +43,14 @@ def check_match(records, store, model_agents, rounds: int = 2):
     payoffs = sum(record.payoffs.values())
     contributed = sum(a.action for a in actions)
     assert payoffs == pytest.approx(len(record.seats) * rounds * 10 + 0.5 * contributed)
-    calls = [c for c in store.calls() if c.agent in model_agents]
+    calls = [c for c in store.read.calls() if c.agent in model_agents]
     assert calls and all(c.error is None for c in calls)
     assert all(c.prompt_tokens and c.prompt_tokens > 50 and c.completion_tokens is not None for c in calls)  # usage recorded
     return record, calls
 
 
 def output_modes(store) -> list[dict]:
-    return [n for n in store.notes() if n["topic"] == "output mode"]
+    return [n for n in store.read.notes() if n["topic"] == "output mode"]
 
 
 async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow_the_rules(tmp_path):
@@ -70,7 +71,7 @@ async def test_the_embedded_model_plays_public_goods_and_its_poor_replies_follow
     # the structured agent's grammar is said once; the packaged model's chat template needs no word
     (mode,) = output_modes(store)
     assert mode["agent"] == "shaped" and "output mode grammar" in mode["text"]
-    assert not [n for n in store.notes() if n["topic"] == "chat template"]
+    assert not [n for n in store.read.notes() if n["topic"] == "chat template"]
 
 
 def test_the_packaged_model_is_laid_out_in_gemmas_turns_with_the_system_text_in_the_first_turn():
@@ -112,7 +113,7 @@ async def test_a_gguf_file_without_a_chat_template_is_said_once(tmp_path):
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
     result, records = await play(scenario, store)
     assert records[0].status == "finished"
-    (note,) = [n for n in store.notes() if n["topic"] == "chat template"]
+    (note,) = [n for n in store.read.notes() if n["topic"] == "chat template"]
     assert note["agent"] == "file" and "declares no chat template" in note["text"] and "llama-2" in note["text"]
     store.close()
 
@@ -189,7 +190,7 @@ async def test_the_llama_cpp_server_with_default_agent_settings_gets_valid_moves
     record, calls = check_match(records, store, {"gemma_a", "gemma_b"}, rounds=rounds)
     assert {c.backend for c in calls} == {"openai"}
     assert all(c.cost is None for c in calls)  # "gemma" has no price: tokens counted, cost unknown
-    (stored,) = store.records()
+    (stored,) = store.read.records()
     turns = [e for e in stored.events if e.type == "action"]
     parsed = [t for t in turns if not t.defaulted]
     assert len(turns) == 2 * rounds and len(parsed) * 2 >= len(turns), [t.reply for t in turns]
@@ -219,7 +220,7 @@ async def test_the_gemma_server_drops_the_system_text_unless_it_goes_in_the_firs
         store = RunStore.create_or_resume(tmp_path / layout.replace(" ", "-"), scenario.name, "text", scenario.fingerprint())
         result, records = await play(scenario, store)
         assert records[0].status == "finished", records[0].error
-        (call,) = [c for c in store.calls() if c.agent == "gemma" and c.attempt == 0]  # (a poor reply is re-asked)
+        (call,) = [c for c in store.read.calls() if c.agent == "gemma" and c.attempt == 0]  # (a poor reply is re-asked)
         assert call.error is None
         counts[layout] = call.prompt_tokens
         store.close()
@@ -274,7 +275,7 @@ async def test_the_embedded_model_plays_the_deepeval_tasks_and_judges_them(tmp_p
             assert record.metrics["tests"]["Programmer"] == float(run.data["passed"])
         else:
             assert 0 <= record.metrics["chrf"]["Translator"] <= 100
-    calls = store.calls()
+    calls = list(store.read.calls())
     assert any(c.seat == JUDGE and c.agent == "judge" for c in calls)  # the judge's calls are counted, by name
     store.close()
 
@@ -303,7 +304,7 @@ async def test_the_packaged_model_is_resolved_and_hashed_once_however_many_repli
     store = RunStore.create_or_resume(tmp_path, scenario.name, "text", scenario.fingerprint())
     result, records = await play(scenario, store)
     assert records[0].status == "finished", records[0].error
-    calls = [c for c in store.calls() if not c.cached]
+    calls = [c for c in store.read.calls() if not c.cached]
     assert len(calls) >= 4 and all(c.error is None for c in calls)  # two seats, two rounds, and any re-asks
     assert counts == {"assemble": 1, "hash": 1, "load": 2}  # resolved once; each agent looks its model up once
     store.close()
@@ -403,6 +404,6 @@ def test_arena_run_on_a_crashing_build_stops_with_the_advice_and_exit_2(tmp_path
     assert done.returncode == 2, done.stderr
     assert "llama-cpp-python 0.3.99 crashed (SIGSEGV)" in done.stderr and "Traceback" not in done.stderr
     assert 'CMAKE_ARGS="-DGGML_NATIVE=OFF" pip install --force-reinstall' in done.stderr
-    store = RunStore.open(tmp_path / "run", readonly=True)
+    store = open_run(tmp_path / "run")
     assert not list(store.records())  # stopped before any match began
     store.close()

@@ -23,6 +23,7 @@ from arena.contract.events import ActionTaken, TurnFailed
 from arena.games.public_goods import contribution_schema
 from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
+from arena.contract import open_run
 from arena.store import RunStore
 
 from mock_llm import AnthropicMock, OpenAIMock, is_probe
@@ -116,9 +117,9 @@ def request_seed(record, call) -> int:
 
 
 def calls_table(run_dir: Path):
-    store = RunStore.open(run_dir)
+    store = open_run(run_dir)
     try:
-        return store.calls()
+        return list(store.calls())
     finally:
         store.close()
 
@@ -137,7 +138,7 @@ async def test_openai_faults_are_retried_and_nothing_is_lost(tmp_path, openai_mo
     result, records, store = await play(tmp_path / "run", raw)
     try:
         assert len(records) == 3 and all(r.status == "finished" for r in records) and not result.not_started
-        assert {r.key for r in store.records()} == {r.key for r in records}
+        assert {r.key for r in store.read.records()} == {r.key for r in records}
 
         # every model turn was answered at the first attempt, by the mock's own reply
         turns = list(model_turns(records, {"alice", "bob"}))
@@ -151,7 +152,7 @@ async def test_openai_faults_are_retried_and_nothing_is_lost(tmp_path, openai_mo
         # each fault cost one more request, and the store counts it as a retry of its call
         assert openai_mock.count == len(turns) + len(FAULTS)
         assert sorted(r.behaviour for r in openai_mock.requests if r.behaviour != "ok") == sorted(FAULTS)
-        calls = store.calls()
+        calls = list(store.read.calls())
         assert len(calls) == len(turns)  # one row per turn: a retried call is not recorded twice
         assert len({(c.match, c.seat, c.round) for c in calls}) == len(turns)
         assert sum(c.retries for c in calls) == len(FAULTS)
@@ -227,10 +228,10 @@ async def test_a_bad_request_is_not_retried_and_fails_the_match_instead_of_scori
         assert record.status == "failed" and record.payoffs == {}
         assert record.error.startswith("CallRefused: 400") and "this mock refuses the request" in record.error
         assert not [e for e in record.events if isinstance(e, (TurnFailed, ActionTaken))]  # nothing defaulted
-        assert list(store.records()) == []  # nothing scored; the match is played again on resume
+        assert list(store.read.records()) == []  # nothing scored; the match is played again on resume
         # one request in all: neither the backend nor the match asked again
         assert openai_mock.count == 1
-        (call,) = store.calls()
+        (call,) = list(store.read.calls())
         assert call.retries == 0 and call.error.startswith("CallRefused: 400")
     finally:
         store.close()
@@ -267,7 +268,7 @@ async def test_openai_asks_for_the_games_json_schema_and_falls_back_to_text(tmp_
         with_schema = [b for b in openai_mock.bodies() if "response_format" in b]
         assert len(with_schema) == 2  # json_schema, then json_object, once for both agents; then remembered
         assert openai_mock.count == len(turns) + 2
-        calls = store.calls()
+        calls = list(store.read.calls())
         assert sum(c.retries for c in calls) == 0 and all(c.error is None for c in calls)  # the fallback is not a retry
     finally:
         store.close()
@@ -310,7 +311,7 @@ async def test_anthropic_messages_alternate_carry_the_system_prompt_and_use_a_fo
         assert retried
 
         # 529 overloaded, a broken body, a dropped connection: retried by the backend; garbage: re-asked by the match
-        calls = store.calls()
+        calls = list(store.read.calls())
         assert sum(c.retries for c in calls) == len(script) - script.count("ok") - script.count("garbage")
         assert anthropic_mock.count == len(calls) + sum(c.retries for c in calls)
         invalid = [e for e in record.events if isinstance(e, TurnFailed)]
@@ -405,9 +406,9 @@ async def test_a_server_refusing_max_tokens_for_max_completion_tokens_gets_it_fr
             assert records[0].status == "finished"
             assert ["max_tokens" in b for b in server.bodies()] == [True, False, False, False]
             assert all(b.get("max_completion_tokens") == 512 for b in server.bodies()[1:])
-            calls = store.calls()
+            calls = list(store.read.calls())
             assert len(calls) == 3 and all(c.error is None and c.retries == 0 for c in calls)
-            (note,) = [n for n in store.notes() if n["topic"] == "token limit"]
+            (note,) = [n for n in store.read.notes() if n["topic"] == "token limit"]
             assert note["agent"] == "alice" and "max_completion_tokens is sent instead" in note["text"]
         finally:
             store.close()

@@ -23,6 +23,7 @@ import yaml
 
 from arena.agents.llamacpp_backend import PACKAGED, model_path
 from arena.contract import FatalAgentError
+from arena.contract import RunReader, open_run
 from arena.store import RunStore
 
 from helpers import ROOT, arena_offline
@@ -170,16 +171,16 @@ def reduced(tmp_path: Path, served: dict | None = None, games: list | None = Non
     return path
 
 
-def run(tmp_path: Path, scenario: Path) -> tuple[RunStore, float]:
+def run(tmp_path: Path, scenario: Path) -> tuple[RunReader, float]:
     started = time.monotonic()
     done = arena_offline("run", scenario, "--run-dir", tmp_path / "run", "--quiet", cwd=tmp_path, timeout=3000)
     took = time.monotonic() - started
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print(f"{scenario.name}: {took:.0f} s")  # shown with -s: the figure the README quotes
-    return RunStore.open(tmp_path / "run", readonly=True), took
+    return open_run(tmp_path / "run"), took
 
 
-def judged(store: RunStore, agent: str, first_round: int = 1) -> list:
+def judged(store: RunReader, agent: str, first_round: int = 1) -> list:
     """The agent's turns from ``first_round`` on, in every finished match."""
     turns = []
     for record in store.records():

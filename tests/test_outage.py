@@ -37,6 +37,7 @@ from arena.agents.llm import LLMAgent, TransientError
 from arena.results.payoffs import summarize
 from arena.run.runner import KeepRecords, Observer, run_tournament
 from arena.run.scenario import parse_scenario
+from arena.contract import open_run
 from arena.store import RunStore
 
 from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
@@ -102,9 +103,9 @@ def exports(capsys, run_dir: Path) -> tuple[str, str]:
 
 
 def records(run_dir: Path):
-    store = RunStore.open(run_dir)
+    store = open_run(run_dir)
     try:
-        return list(store.records(status=None)), store.calls(), store.calls_in_flight(), store.notes()
+        return list(store.records(status=None)), list(store.calls()), store.calls_in_flight(), store.notes()
     finally:
         store.close()
 
@@ -308,15 +309,15 @@ async def test_a_model_too_slow_for_the_turn_times_out_and_its_cut_off_call_is_r
             assert [(e.defaulted, e.attempts, e.action) for e in taken] == [(True, 1, 0)] * 2
             assert len(mock.turns()) == 2  # one request per turn: a timeout is not asked again
             assert len(mock.probes()) == 2 and all(r.reply for r in mock.probes())  # each answered: the server works
-            calls = [c for c in store.calls() if c.seat != PROBE_SEAT]
-            assert len(calls) == 2 and not store.calls_in_flight()
+            calls = [c for c in store.read.calls() if c.seat != PROBE_SEAT]
+            assert len(calls) == 2 and not store.read.calls_in_flight()
             for call in calls:
                 assert call.error.startswith("cut off by the turn's deadline") and call.latency >= 0.45
                 assert call.prompt_tokens is None and call.completion_tokens is None
-            (row,) = [r for r in summarize(store.scores(), store.turns()) if r.agent == "alice"]
+            (row,) = [r for r in summarize(store.read.scores(), store.read.turns()) if r.agent == "alice"]
             assert (row.timeouts, row.invalid_replies, row.defaulted_turns) == (2, 0, 2)
             console = Console(file=StringIO(), width=200)
-            print_results(console, store)
+            print_results(console, store.read)
             table = console.file.getvalue()
             header = next(line for line in table.splitlines() if "Invalid" in line)
             cells = lambda line: [c.strip() for c in line.strip("┃│ ").replace("┃", "│").split("│")]
@@ -337,8 +338,8 @@ async def test_a_server_hanging_on_every_try_is_down_and_its_requests_are_bounde
             assert "no answer within 0.3 s (when the turn's time ran out)" in record.error
             assert [o.agent for o in result.outages] == ["alice"]
             assert 2 <= mock.count <= 4  # tries of 0.3 s each, inside one second, for the one turn played
-            (call,) = store.calls()
-            assert mock.count <= call.retries + 1 <= 4 and "unavailable" in call.error and not store.calls_in_flight()
+            (call,) = list(store.read.calls())
+            assert mock.count <= call.retries + 1 <= 4 and "unavailable" in call.error and not store.read.calls_in_flight()
         finally:
             store.close()
 
@@ -355,10 +356,10 @@ async def test_a_server_that_hangs_without_a_per_try_timeout_is_down_not_a_slow_
             assert "nor to a probe after it (when the turn's time ran out)" in record.error
             assert [o.agent for o in result.outages] == ["alice"]
             assert not [e for e in record.events if isinstance(e, ActionTaken)]  # no move was made for anyone
-            (probe, call) = store.calls()
+            (probe, call) = list(store.read.calls())
             assert probe.seat == PROBE_SEAT and probe.error == "unanswered: the probe was given up"
             assert [r.is_probe for r in mock.requests] == [False, True]
-            assert "unavailable" in call.error and call.prompt_tokens is None and not store.calls_in_flight()
+            assert "unavailable" in call.error and call.prompt_tokens is None and not store.read.calls_in_flight()
         finally:
             store.close()
 
@@ -535,7 +536,7 @@ async def test_an_empty_reply_among_real_ones_is_an_invalid_reply_asked_again_an
             # the empty reply, the probe it led to (answered), the re-ask, round 2
             assert [r.behaviour for r in mock.requests] == ["empty", "ok", "ok", "ok"]
             assert [r.is_probe for r in mock.requests] == [False, True, False, False]
-            calls = store.calls()
+            calls = list(store.read.calls())
             assert [(c.seat == PROBE_SEAT, c.error) for c in calls] == [(True, None), (False, None), (False, None),
                                                                          (False, None)]
         finally:
@@ -654,10 +655,10 @@ async def test_a_real_answer_while_a_probe_is_out_on_two_endpoints_and_four_matc
             result = await run_tournament(s, store, keep)
             assert list(result.statuses.values()) == ["finished"] * 4 and not result.outages
             assert state == {"held": state["held"], "failed": True, "probed": True} and len(a.probes()) == 1
-            assert [c.error for c in store.calls() if c.agent == "bob"] == [None] * 4  # B's calls: all answered
-            outage_notes = [n["text"] for n in store.notes() if n["topic"] == "outage"]
+            assert [c.error for c in store.read.calls() if c.agent == "bob"] == [None] * 4  # B's calls: all answered
+            outage_notes = [n["text"] for n in store.read.notes() if n["topic"] == "outage"]
             assert len(outage_notes) == 2 and outage_notes[-1].endswith("is back")
-            assert Counter(r.status for r in store.records(status=None)) == {"finished": 4}
+            assert Counter(r.status for r in store.read.records(status=None)) == {"finished": 4}
         finally:
             store.close()
 

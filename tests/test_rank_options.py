@@ -58,11 +58,11 @@ async def _play(folder):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A finished run whose games produced reviews, and the same reviews as a JSONL file."""
-    from arena.store import RunStore
+    from arena.contract import open_run
 
     folder = tmp_path_factory.mktemp("judged")
     trio.run(_play, folder / "run")
-    store = RunStore.open(folder / "run")
+    store = open_run(folder / "run")
     Reviews.from_rows(store.review_rows()).write_jsonl(folder / "reviews.jsonl")
     store.close()
     return folder / "run", folder / "reviews.jsonl"

@@ -22,6 +22,7 @@ from arena.contract import ConfigError
 from arena.contract.events import ActionTaken, TurnFailed
 from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
+from arena.contract import open_run
 from arena.store import RunStore
 
 from conformance_kit import LOCAL, local_only  # noqa: F401  (local_only: an autouse fixture, no real key or proxy)
@@ -73,7 +74,7 @@ async def test_a_flooded_reply_is_cut_unread_asked_again_and_then_defaulted(tmp_
             assert [(f.attempt, f.failure, f.reply, f.reason) for f in failed] == [(n, "invalid", None, CUT) for n in (1, 2, 3)]
 
             # each call is recorded as cut, with the size that had come when reading stopped
-            calls = [c for c in store.calls() if c.agent == "alice"]
+            calls = [c for c in store.read.calls() if c.agent == "alice"]
             assert len(calls) == 3 and all(c.retries == 0 for c in calls)
             limit = body_limit(1600)
             for call in calls:
@@ -114,7 +115,7 @@ async def test_a_reply_whose_body_fits_but_whose_text_is_too_long_is_cut_after_r
             assert taken.reply == mock.requests[1].reply
             (failed,) = [e for e in record.events if isinstance(e, TurnFailed)]
             assert failed.reason == CUT and failed.reply is None
-            first, second = sorted((c for c in store.calls() if c.agent == "alice"), key=lambda c: c.attempt)
+            first, second = sorted((c for c in store.read.calls() if c.agent == "alice"), key=lambda c: c.attempt)
             found = re.fullmatch(r"ReplyCut: reply cut: longer than max_reply_chars \(1,600 characters\); ([\d,]+) characters came",
                                  first.error)
             assert found and 3000 < int(found.group(1).replace(",", "")) < 3100  # the reason and its JSON around it
@@ -185,7 +186,7 @@ def test_four_matches_against_servers_sending_two_megabytes_per_reply_stay_small
         assert 0 < store_bytes < 1_000_000 and cache_bytes < 1_000_000, files
 
         # every model turn: asked 3 times, each reply cut and recorded with its size, then defaulted
-        store = RunStore.open(run_dir)
+        store = open_run(run_dir)
         try:
             records = list(store.records())
             assert len(records) == 4 and all(r.status == "finished" for r in records)
@@ -217,7 +218,7 @@ async def test_a_server_error_quoting_megabytes_is_kept_to_its_first_two_thousan
             assert record.status == "failed"
             assert record.error.startswith("CallRefused: 400: Error code: 400 - I weigh what the others gave")
             assert len(record.error) < 2100 and re.search(r"… \(\d[\d,]* more characters\)", record.error)
-            (call,) = [c for c in store.calls() if c.agent == "alice"]
+            (call,) = [c for c in store.read.calls() if c.agent == "alice"]
             assert call.error.startswith("CallRefused: 400: Error code: 400") and len(call.error) <= 2000
         finally:
             store.close()
@@ -241,7 +242,7 @@ async def test_a_cached_reply_longer_than_the_cap_now_set_is_cut_too(tmp_path):
             (record,) = again
             (taken,) = [e for e in record.events if isinstance(e, ActionTaken) and record.agent_of(e.seat) == "alice"]
             assert taken.defaulted and taken.attempts == 3 and taken.reply is None
-            calls = sorted((c for c in store.calls() if c.agent == "alice"), key=lambda c: c.attempt)
+            calls = sorted((c for c in store.read.calls() if c.agent == "alice"), key=lambda c: c.attempt)
             assert [c.cached for c in calls] == [True, False, False]
             assert calls[0].error == (f"ReplyCut: reply cut: longer than max_reply_chars (10 characters); "
                                       f"{len(mock.requests[0].reply)} characters in the cache")
@@ -278,7 +279,7 @@ async def test_the_embedded_model_stops_generating_at_the_cap(tmp_path):
         (record,) = records
         (taken,) = [e for e in record.events if isinstance(e, ActionTaken) and record.agent_of(e.seat) == "tiny"]
         assert taken.defaulted and taken.attempts == 2 and taken.reply is None
-        calls = [c for c in store.calls() if c.agent == "tiny"]
+        calls = [c for c in store.read.calls() if c.agent == "tiny"]
         assert len(calls) == 2
         for call in calls:
             found = re.fullmatch(r"ReplyCut: reply cut: longer than max_reply_chars \(8 characters\); (\d+) characters "
@@ -312,7 +313,7 @@ async def test_an_answer_broken_off_midway_is_tried_again(tmp_path, mock_class, 
             (record,) = records
             (taken,) = [e for e in record.events if isinstance(e, ActionTaken) and record.agent_of(e.seat) == "alice"]
             assert not taken.defaulted and taken.attempts == 1 and taken.reply == mock.requests[1].reply
-            (call,) = [c for c in store.calls() if c.agent == "alice"]
+            (call,) = [c for c in store.read.calls() if c.agent == "alice"]
             assert call.retries == 1 and call.error is None
             assert [r.behaviour for r in mock.requests] == ["broken_off", "ok"] and mock.bodies()[0] == mock.bodies()[1]
         finally:

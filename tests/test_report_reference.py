@@ -22,6 +22,7 @@ from arena.report.packing import KINDS, script_json
 from arena.report.trajectory import elo_trajectory
 from arena.results.payoffs import bootstrap_interval
 from arena.contract import seeding
+from arena.contract import open_run
 from arena.store import RunStore
 from scipy.sparse.csgraph import connected_components
 
@@ -136,7 +137,7 @@ def _bench():
 def test_packed_transcripts_say_what_each_match_stored(tmp_path):
     """The page's transcripts, read in two streams, against each match read on its own."""
     run_dir = _bench().synthetic_run(tmp_path / "run", matches=150)
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         report = collect(store)
         packed = report.transcripts
@@ -239,8 +240,8 @@ def test_a_script_without_a_main_guard_can_make_a_report(tmp_path):
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from pathlib import Path\n"
         "from arena.report.data import collect\n"
-        "from arena.store import RunStore\n"
-        f"store = RunStore.open(Path({str(run_dir)!r}), readonly=True)\n"
+        "from arena.contract import open_run\n"
+        f"store = open_run(Path({str(run_dir)!r}))\n"
         "report = collect(store)\n"
         "print(report.matches, len(report.transcripts['matches']))\n")
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTHONPATH"}

@@ -23,6 +23,7 @@ from arena.cli.commands import main
 from arena.rank.reviews import Reviews
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
+from arena.contract import open_run
 from arena.store import RunStore
 
 from conformance_kit import between, local_only, model_agent  # noqa: F401  (local_only: an autouse fixture)
@@ -100,7 +101,7 @@ async def play(folder, mock, judges, params, seed=1, repeats=1) -> list:
     store = RunStore.create_or_resume(folder / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
     try:
         await run_tournament(scenario, store)
-        records = list(store.records(status=None))
+        records = list(store.read.records(status=None))
     finally:
         store.close()
     assert records and all(r.status == "finished" for r in records), [r.error for r in records]
@@ -108,7 +109,7 @@ async def play(folder, mock, judges, params, seed=1, repeats=1) -> list:
 
 
 def stored_reviews(folder) -> list:
-    store = RunStore.open(folder / "run")
+    store = open_run(folder / "run")
     try:
         return store.review_rows()
     finally:
@@ -283,7 +284,7 @@ async def test_a_human_verdict_replaces_a_judges_samples_by_one_calibrated_verdi
     store = RunStore.open(tmp_path / "run")
     try:
         assert store.override_review(record.key, "jay", "bob", "ann", "q1", 1)  # a person: ann is better
-        battles = {frozenset((b.a, b.b)): winner(b.a, b.b, b.score) for b in Reviews.from_rows(store.review_rows()).battles().rows()}
+        battles = {frozenset((b.a, b.b)): winner(b.a, b.b, b.score) for b in Reviews.from_rows(store.read.review_rows()).battles().rows()}
     finally:
         store.close()
     assert battles == {frozenset(("ann", "bob")): "ann", frozenset(("ann", "cid")): "cid", frozenset(("bob", "cid")): "cid"}

@@ -17,6 +17,7 @@ import pytest
 
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
+from arena.contract import RunReader
 from arena.store import RunStore, StoreError
 from arena.store.writer import SCHEMA_VERSION
 
@@ -131,13 +132,13 @@ async def test_the_store_gives_back_exactly_the_records_that_were_played(tmp_pat
     })
     store = RunStore.create_or_resume(tmp_path, s.name, "text", s.fingerprint())
     result, played = await play(s, store)
-    stored = {r.key: r for r in store.records()}
+    stored = {r.key: r for r in store.read.records()}
     assert len(stored) == 2 and [r.key for r in played] == list(result.statuses) == list(stored)
     for record in played:
         assert stored[record.key] == record
         assert stored[record.key].model_dump_json() == record.model_dump_json()
-        assert store.record(record.key) == record
-    assert store.run_info()["status"] == "finished"
+        assert store.read.record(record.key) == record
+    assert store.read.run_info()["status"] == "finished"
     # every message is there with its round and recipients
     db = store.db
     rows = db.execute("SELECT round, sender, recipients, kind FROM messages WHERE match_key = ? ORDER BY seq",
@@ -235,19 +236,19 @@ async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_not
                                           "b": {"backend": "scripted", "strategy": "free_rider"}}})
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
     await run_tournament(scenario, store=store)
-    before = [r.payoffs for r in store.records()]
+    before = [r.payoffs for r in store.read.records()]
     store.close()
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")  # make it look like a format-2 store
     db.executescript("DROP TABLE metrics; ALTER TABLE messages DROP COLUMN shown; PRAGMA user_version = 2;")
     db.close()
     store = RunStore.open(tmp_path / "run")
     assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
-    records = list(store.records())
+    records = list(store.read.records())
     assert [r.payoffs for r in records] == before and all(r.metrics == {} for r in records)
     from arena.results.payoffs import summarize
-    by_payoff = {s.agent: s.mean for s in summarize(store.scores())}
-    assert len(by_payoff) == 2 and {s.agent: s.mean for s in summarize(store.scores("payoff"), metric="payoff")} == by_payoff
-    assert store.metric_names() == {"public_goods": ["payoff"]}
+    by_payoff = {s.agent: s.mean for s in summarize(store.read.scores())}
+    assert len(by_payoff) == 2 and {s.agent: s.mean for s in summarize(store.read.scores("payoff"), metric="payoff")} == by_payoff
+    assert store.read.metric_names() == {"public_goods": ["payoff"]}
     store.close()
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")
     db.execute("PRAGMA user_version = 99")
@@ -296,7 +297,7 @@ async def test_the_runner_lets_go_of_a_record_once_the_store_has_it(tmp_path):
         assert all(alive == [] for alive in alive_when_next_started)
         assert "records" not in TournamentResult.model_fields
         assert sorted(result.statuses) == sorted(key for key, _ in gone) and result.count("finished") == 6
-        assert [m.key for m in store.matches()] == list(result.statuses)
+        assert [m.key for m in store.read.matches()] == list(result.statuses)
     finally:
         store.close()
 
@@ -313,14 +314,14 @@ def test_rank_report_show_and_resume_read_rows_not_whole_records(tmp_path, monke
     run_dir = tmp_path / "run"
     store = RunStore.create_or_resume(run_dir, scenario.name, "{}", scenario.fingerprint())
     trio.run(run_tournament, scenario, store)
-    (first, second, *_) = [m.key for m in store.matches()]
+    (first, second, *_) = [m.key for m in store.read.matches()]
     store.db.execute("UPDATE matches SET status = 'running' WHERE key = ?", (second,))  # as a crash leaves it
     store.close()
 
     def whole_run(self, *args, **kwargs):
-        raise AssertionError("RunStore.records was called: a whole run was loaded")
+        raise AssertionError("RunReader.records was called: a whole run was loaded")
 
-    monkeypatch.setattr(RunStore, "records", whole_run)
+    monkeypatch.setattr(RunReader, "records", whole_run)
     store = RunStore.create_or_resume(run_dir, scenario.name, "{}", scenario.fingerprint())
     keep = KeepRecords()
     try:
@@ -358,11 +359,11 @@ async def test_the_judging_summaries_read_from_the_last_notices_are_those_of_the
         await run_tournament(scenario, store=store)
         (game,) = {entry.game for entry in scenario.games}
         summaries = plugins.load("game", game).summaries
-        from_records = summaries(notices_of(list(store.records())))
+        from_records = summaries(notices_of(list(store.read.records())))
         assert from_records and all(s.data and s.tables for s in from_records)
         fields = plugins.load("game", game).summary_fields
-        assert summaries(list(store.final_notices(fields))) == from_records
-        ranked = rank_json(store)
+        assert summaries(list(store.read.final_notices(fields))) == from_records
+        ranked = rank_json(store.read)
         assert ranked["summaries"] == {s.name: s.data for s in from_records}
         assert ranked["summary_tables"] == [t.model_dump() for s in from_records for t in s.tables]
     finally:
@@ -376,8 +377,8 @@ async def test_a_run_without_judging_games_has_no_judging_notices_to_read(tmp_pa
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
     try:
         await run_tournament(scenario, store=store)
-        assert list(store.final_notices(("reviewers", "verdict", "dimensions"))) == []
-        assert rank_json(store)["summaries"] == {} and rank_json(store)["summary_tables"] == []
+        assert list(store.read.final_notices(("reviewers", "verdict", "dimensions"))) == []
+        assert rank_json(store.read)["summaries"] == {} and rank_json(store.read)["summary_tables"] == []
     finally:
         store.close()
 
@@ -425,8 +426,8 @@ def test_a_ctrl_c_in_the_middle_of_a_write_is_raised_once_the_write_is_over(tmp_
         store.db = real
         signal.signal(signal.SIGINT, before)
     assert CtrlCAfterWriting.batches >= 4
-    assert store.status() == "interrupted"
-    assert len(store.finished_keys()) == 1  # the first match, whole; the second is played again on resume
+    assert store.read.status() == "interrupted"
+    assert len(store.read.finished_keys()) == 1  # the first match, whole; the second is played again on resume
     store.close()
     resumed = RunStore.create_or_resume(tmp_path, s.name, "text", s.fingerprint())
     try:

@@ -192,6 +192,7 @@ def test_a_run_killed_during_a_model_call_records_the_call_and_shows_its_match_i
     """`kill -9` while a model call is in flight: the call was sent (a provider bills what it answers),
     so the next writer records it, tokens unknown, and no in-flight row is left; meanwhile the
     readers show the match as interrupted, not running; the resumed run finishes it."""
+    from arena.contract import open_run
     from arena.store import RunStore
     from arena.store.writer import IN_FLIGHT_AT_DEATH
 
@@ -205,7 +206,7 @@ def test_a_run_killed_during_a_model_call_records_the_call_and_shows_its_match_i
             first.communicate(timeout=300)
         finally:
             release.set()
-        store = RunStore.open(run_dir, readonly=True)
+        store = open_run(run_dir)
         try:
             assert store.status() == "stopped (resumable)" and len(store.calls_in_flight()) == 1
         finally:
@@ -216,9 +217,9 @@ def test_a_run_killed_during_a_model_call_records_the_call_and_shows_its_match_i
 
         code, out, err = cli(capsys, "run", scenario, "--quiet", "--run-dir", run_dir)
         assert code == 0 and "1 of 1 matches finished" in one_line(out), err
-        store = RunStore.open(run_dir, readonly=True)
+        store = open_run(run_dir)
         try:
-            calls = store.calls()
+            calls = list(store.calls())
             assert not store.calls_in_flight()
             assert len(calls) == mock.count  # every request the server saw is a call of the run
             dead = [c for c in calls if c.error == IN_FLIGHT_AT_DEATH]

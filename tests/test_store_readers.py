@@ -14,6 +14,7 @@ import sqlite3
 import pytest
 import trio
 
+from arena.contract import open_run
 from arena.store import RunStore
 from store_kit import (as_unprivileged, cli, copy_run, journal_mode, make_read_only, make_writable,
                        permissions_bind, snapshot, write_scenario)
@@ -118,7 +119,7 @@ async def test_a_store_of_an_older_format_is_read_as_it_is_without_upgrading_it(
     db.close()
     before = snapshot(tmp_path / "run")
 
-    store = RunStore.open(tmp_path / "run", readonly=True)
+    store = open_run(tmp_path / "run")
     records = list(store.records())
     assert [r.payoffs for r in records] == [{"Player 1": 15.0, "Player 2": 35.0}, {"Player 1": 35.0, "Player 2": 15.0}]
     assert all(r.metrics == {} for r in records) and all(m.shown is None for r in records for m in r.messages)

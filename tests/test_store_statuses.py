@@ -23,6 +23,7 @@ from rich.console import Console
 
 from arena.contract import plugins
 from arena.contract.game import Game, InvalidReply, Notice
+from arena.contract import open_run
 from arena.store import RunStore
 from mock_llm import OpenAIMock
 from store_kit import cli, one_line, write_scenario
@@ -130,7 +131,7 @@ def test_a_match_cut_at_max_rounds_is_recorded_truncated_shown_so_and_left_out_o
         assert asked == 3 * 2 + 2 + 2  # the talkers' match: 3 turns of 2 seats; each quitter's match: 1 turn
 
         # the store keeps the truncated match with the score the game gave where it stopped
-        store = RunStore.open(run_dir, readonly=True)
+        store = open_run(run_dir)
         try:
             [cut] = store.records(status="truncated")
             assert store.counts() == {"finished": 2, "truncated": 1}
@@ -228,7 +229,7 @@ def test_interrupted_matches_are_shown_as_interrupted_not_failed(chatter, tmp_pa
     code, out, err = cli(capsys, "run", write_scenario(tmp_path, raw), "--plain", "--run-dir", run_dir)
     said = one_line(out)
     assert code == 4, out + err
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         counts = store.counts()
     finally:

@@ -91,7 +91,7 @@ async def play(run_dir: Path, raw: dict, observer=None):
 
 
 def mode_notes(store, endpoint: str | None = None) -> list[dict]:
-    return [n for n in store.notes() if n["topic"] == "output mode" and endpoint in (None, n["endpoint"])]
+    return [n for n in store.read.notes() if n["topic"] == "output mode" and endpoint in (None, n["endpoint"])]
 
 
 def turns_of(records, agents: set[str]) -> list[ActionTaken]:
@@ -135,7 +135,7 @@ async def test_a_server_taking_json_schema_gets_it_with_the_games_narrowed_schem
         assert note["endpoint"] == openai_mock.base_url and note["agent"] in ("alice", "bob")
         assert "output mode json_schema" in note["text"] and "refused" not in note["text"]
         assert "strict: true" in note["text"] and "not strict" not in note["text"]
-        assert rank_json(store)["notes"] == store.notes()  # the results carry it
+        assert rank_json(store.read)["notes"] == store.read.notes()  # the results carry it
     finally:
         store.close()
 
@@ -195,7 +195,7 @@ async def test_llama_cpps_500_to_json_schema_moves_to_json_object_once_for_the_e
                 assert body["response_format"] == {"type": "json_object", "schema": contribution_schema(10)}
             turns = turns_of(records, {"alice", "bob"})
             assert len(turns) == 8 and not any(t.defaulted for t in turns)
-            calls = store.calls()
+            calls = list(store.read.calls())
             assert len(calls) == 8 and all(c.error is None and c.retries == 0 for c in calls)  # a refused mode is no retry
             (note,) = mode_notes(store)
             assert "output mode json_object" in note["text"] and "refused: json_schema (500: " in note["text"]
@@ -288,7 +288,7 @@ async def test_a_passing_server_error_is_not_taken_for_a_refusal(tmp_path, opena
         # the try after it asks without the schema and is answered, and so is the schema asked once more: the
         # 500 was the server's passing failure, and json_schema stays
         assert [kind(b) for b in openai_mock.bodies()] == ["json_schema", "text", "json_schema", "json_schema"]
-        calls = store.calls()
+        calls = list(store.read.calls())
         assert [c.retries for c in calls] == [1, 0] and all(c.error is None for c in calls)
         answered = openai_mock.answered()
         # the first call paid for two answers, and counts both
@@ -327,7 +327,7 @@ async def test_a_bare_500_to_the_schema_alone_is_a_refused_mode_plain_text_for_t
                     "follows this JSON schema: " + json.dumps(contribution_schema(10), ensure_ascii=False,
                                                               separators=(",", ":")))
             assert not any(t.defaulted for t in turns_of(records, {"alice", "bob"}))
-            calls = store.calls()
+            calls = list(store.read.calls())
             assert len(calls) == 4 and all(c.error is None for c in calls)
             assert sorted(c.retries for c in calls) == [0, 0, 0, 1]  # the bare 500 was tried again, as any failure is
             (note,) = mode_notes(store)
@@ -368,7 +368,7 @@ async def test_a_server_failing_with_and_without_the_schema_is_down_not_refusing
         try:
             assert {r.status for r in records} == {"interrupted"}
             assert all(r.payoffs == {} and "500" in r.error for r in records)
-            calls = store.calls()
+            calls = list(store.read.calls())
             assert calls and all(c.error for c in calls)
             kinds = [kind(b) for b in server.bodies()]
             assert kinds[:4] == ["json_schema", "text", "json_schema", "text"], kinds

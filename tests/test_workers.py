@@ -156,7 +156,7 @@ async def test_the_matches_are_played_in_the_workers_and_the_run_gets_every_reco
     keep = KeepRecords()
     try:
         result = await run_tournament(parse_scenario(raw), store, keep)
-        stored = {r.key: r for r in store.records(status=None)}
+        stored = {r.key: r for r in store.read.records(status=None)}
     finally:
         store.close()
     assert result.count("finished") == 8
@@ -175,7 +175,7 @@ async def test_an_agent_that_cannot_play_in_a_worker_stops_the_run_before_any_ma
     try:
         with pytest.raises(FatalAgentError, match="'ann' cannot play here"):
             await run_tournament(parse_scenario(raw), store)
-        assert store.counts() == {} and store.status() == "interrupted"
+        assert store.read.counts() == {} and store.read.status() == "interrupted"
     finally:
         store.close()
 
@@ -188,8 +188,8 @@ async def test_a_worker_that_dies_stops_the_run_and_a_rerun_plays_only_what_it_l
     try:
         with pytest.raises(WorkerFailed, match=r"worker process \d+ ended while the run needed it"):
             await run_tournament(parse_scenario(raw), store)
-        kept = store.finished_keys()
-        assert store.status() == "interrupted" and not [k for k in kept if k.startswith("talk#3:")]
+        kept = store.read.finished_keys()
+        assert store.read.status() == "interrupted" and not [k for k in kept if k.startswith("talk#3:")]
     finally:
         store.close()
     assert not flag.exists()
@@ -197,7 +197,7 @@ async def test_a_worker_that_dies_stops_the_run_and_a_rerun_plays_only_what_it_l
     try:
         again = await run_tournament(parse_scenario(raw), store)
         assert again.resumed == len(kept) and again.count("finished") == 8
-        assert len(store.finished_keys()) == 8
+        assert len(store.read.finished_keys()) == 8
     finally:
         store.close()
 
@@ -248,7 +248,7 @@ async def test_workers_ask_a_model_what_one_process_asks_and_share_a_request_ask
             store = open_store(tmp_path / f"p{processes}", raw)
             try:
                 result = await run_tournament(parse_scenario(raw), store)
-                calls = store.calls()
+                calls = list(store.read.calls())
             finally:
                 store.close()
             seen[processes] = sorted(json.dumps(body, sort_keys=True) for body in mock.bodies())
@@ -295,7 +295,7 @@ async def test_the_rate_limits_hold_for_all_workers_together(tmp_path, monkeypat
         store = open_store(tmp_path / "run", raw)
         try:
             result = await run_tournament(parse_scenario(raw), store, use_cache=False)
-            calls = store.calls()
+            calls = list(store.read.calls())
         finally:
             store.close()
         requests = len(mock.bodies())
@@ -357,7 +357,7 @@ async def test_the_workers_are_forked_with_no_sqlite_connection_to_the_cache_the
         store = open_store(tmp_path / "run", raw)
         try:
             result = await run_tournament(parse_scenario(raw), store)
-            calls = store.calls()
+            calls = list(store.read.calls())
         finally:
             store.close()
     assert len(open_then) == 2 and open_then == [[], []], open_then

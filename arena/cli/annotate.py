@@ -31,6 +31,7 @@ import yaml
 from arena.contract import seeding
 from arena.contract.files import replacing
 from arena.engine.anonymity import Filter, identity_names
+from arena.contract.runs import RunReader, open_run
 from arena.store import RunStore, StoreError
 
 COLUMNS = ["item", "question_id", "judge", "first", "second", "question", "answer_1", "answer_2", "model_verdict", "bpde",
@@ -79,7 +80,7 @@ class Anonymity:
         return Filter(self.names, WITHHELD, self.allow, self.material)
 
 
-def anonymity_of(store: RunStore) -> Anonymity:
+def anonymity_of(store: RunReader) -> Anonymity:
     raw = yaml.safe_load(store.run_info().get("scenario") or "") or {}
     settings = raw.get("anonymity")
     settings = settings if isinstance(settings, dict) else {}
@@ -88,7 +89,7 @@ def anonymity_of(store: RunStore) -> Anonymity:
     return Anonymity(names, allow, bool(settings.get("material")))
 
 
-def items(store: RunStore) -> list[Item]:
+def items(store: RunReader) -> list[Item]:
     """Every calibrated verdict with a BPDE, in the run's order: read from the notices that carry
     verdicts, with the seats of their match, not from whole records."""
     found = []
@@ -115,7 +116,7 @@ def items(store: RunStore) -> list[Item]:
     return found
 
 
-def uncertain(store: RunStore, beta: float) -> list[Item]:
+def uncertain(store: RunReader, beta: float) -> list[Item]:
     """The top-β (a share, 0 to 1) of calibrated verdicts by BPDE, most uncertain first; ties broken by id."""
     if not 0 < beta <= 1:
         raise StoreError(f"--beta must be a share between 0 and 1, not {beta}")
@@ -147,7 +148,7 @@ def new_seed() -> int:
 def export(run_dir: str | Path, beta: float, output: str | Path, seed: int | None = None) -> tuple[int, int]:
     """Write the top-β for annotators; (how many, the seed their order was drawn with)."""
     seed = new_seed() if seed is None else seed
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         chosen, anonymity = uncertain(store, beta), anonymity_of(store)
     finally:
@@ -170,7 +171,7 @@ def ask(run_dir: str | Path, beta: float, seed: int | None = None, read=input, w
     seed = new_seed() if seed is None else seed
     store = RunStore.open(run_dir)
     try:
-        chosen, anonymity = uncertain(store, beta), anonymity_of(store)
+        chosen, anonymity = uncertain(store.read, beta), anonymity_of(store.read)
         write(f"{len(chosen)} verdicts to look at; the answers are shown in an order drawn with seed {seed}.")
         done = 0
         for n, item in enumerate(chosen, start=1):
@@ -200,7 +201,7 @@ def import_(run_dir: str | Path, path: str | Path) -> int:
     """Bring back a filled-in export. Every row is checked before any verdict is kept, so a bad file changes nothing."""
     store = RunStore.open(run_dir)
     try:
-        known = {item.id: item for item in items(store)}
+        known = {item.id: item for item in items(store.read)}
         with Path(path).open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             lacking = [c for c in ("item", "first", "second", "human_verdict") if c not in (reader.fieldnames or [])]

@@ -24,6 +24,7 @@ from arena.cli.report import add_commands as add_report_commands
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from arena.contract.runs import RunReader
     from arena.store import RunStore
 
 PLAIN_TABLE = "print the table as tab-separated values, a header row first, one row per line"
@@ -377,7 +378,7 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
                            "ended without letting go of it; this run takes over."))
     if store.set_aside is not None:
         console.print(Text(f"The store that was in {run_dir} is set aside as {store.set_aside.name}."))
-    counts = store.counts()
+    counts = store.read.counts()
     kept, cut = counts.get("finished", 0), counts.get("truncated", 0)  # what a resume keeps (records.KEPT)
     if kept or cut:
         also = f", and {cut} truncated (played again, they would be cut again)" if cut else ""
@@ -398,9 +399,9 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
 
 def _overrides_hint(run_dir: Path, given: list[str]) -> str:
     """When a run was started with other --set overrides than these, which: they may be the difference."""
-    from arena.store import RunStore
+    from arena.contract import open_run
     try:
-        store = RunStore.open(run_dir, readonly=True)
+        store = open_run(run_dir)
         try:
             earlier = [s["overrides"] for s in store.sessions()]
         finally:
@@ -423,10 +424,10 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
     saved = saved or {}
     from arena.cli.tables import print_results
     if not args.json:
-        print_results(console, store)
+        print_results(console, store.read)
     failed = result.keys("failed")
     for key in failed:  # read back one by one: the run kept no record
-        error = store.match(key).error or ""
+        error = store.read.match(key).error or ""
         console.print(f"[red]match {key} failed:[/] {error.splitlines()[0] if error else ''}")
     finished = sum(saved.get(key) == "finished" for key in result.keys("finished"))
     truncated = sum(saved.get(key) == "truncated" for key in result.keys("truncated"))
@@ -457,7 +458,7 @@ def _report_run(args: argparse.Namespace, console: Console, run_dir: Path, store
                    "stopped": stopped, "exit_status": status}
         from arena.cli.documents import run_document
 
-        print_json(run_document(run_dir, store, session))
+        print_json(run_document(run_dir, store.read, session))
     return status
 
 
@@ -688,9 +689,10 @@ def _show(args: argparse.Namespace) -> int:
     from rich.text import Text
 
     from arena.results.listing import match_rows
-    from arena.store import RunStore, StoreError
+    from arena.contract import open_run
+    from arena.store import StoreError
 
-    store = RunStore.open(args.run_dir, readonly=True)
+    store = open_run(args.run_dir)
     console = output_console()
     if args.match is None:
         if args.json:
@@ -740,9 +742,9 @@ def _show(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     """Match by match, each written as it is read: the file of a big run is never held whole."""
-    from arena.store import RunStore
+    from arena.contract import open_run
 
-    store = RunStore.open(args.run_dir, readonly=True)
+    store = open_run(args.run_dir)
     try:
         if args.output is None:
             _write_export(store, args.format, sys.stdout)
@@ -755,7 +757,7 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_export(store: RunStore, format: str, out) -> None:
+def _write_export(store: RunReader, format: str, out) -> None:
     if format == "jsonl":
         for record in store.records(status=None):  # one record at a time, with its transcript
             out.write(record.model_dump_json() + "\n")
@@ -793,7 +795,8 @@ def _rank_options(args: argparse.Namespace) -> dict:
 
 def _rank(args: argparse.Namespace) -> int:
     from arena.results.summary import peer_rank, rank_json
-    from arena.store import RunStore, StoreError
+    from arena.contract import open_run
+    from arena.store import StoreError
     from arena.cli.tables import print_left_out, print_panels, print_results, print_summaries
 
     if args.reviews is not None and args.run_dir is not None:
@@ -803,7 +806,7 @@ def _rank(args: argparse.Namespace) -> int:
     if args.run_dir is None:
         raise StoreError("give a run directory, or --reviews FILE")
     options = _rank_options(args)
-    store = RunStore.open(args.run_dir, readonly=True)
+    store = open_run(args.run_dir)
     if args.json:
         print(json.dumps(rank_json(store, **options), indent=2))
         return 0
@@ -881,11 +884,11 @@ def _import(args: argparse.Namespace) -> int:
 
 def _watch(args: argparse.Namespace) -> int:
 
-    from arena.store import RunStore
+    from arena.contract import open_run
 
     from arena.cli.dashboard import watch_run
 
-    RunStore.open(args.run_dir, readonly=True).close()  # a folder that holds no run is refused at once
+    open_run(args.run_dir).close()  # a folder that holds no run is refused at once
     console = output_console()
     return watch_run(args.run_dir, console, interval=args.interval, plain=args.plain or not console.is_terminal)
 

@@ -44,8 +44,7 @@ from arena.contract.records import MatchRecord, MatchSpec
 from arena.results.progress import RunProgress, Snapshot, rounds_needed
 from arena.results.usage import dollars
 from arena.run.runner import Observer
-from arena.store import RunStore
-from arena.store.rows import MatchRow
+from arena.contract.runs import MatchRow, RunReader, open_run
 from arena.store.follower import Changes, Follower, Note
 from arena.store.settle import settle
 
@@ -313,7 +312,7 @@ class Dashboard(Observer):
     def catch_up(self, run_dir: str | Path) -> None:
         """Start from what earlier sessions of a resumed run left in its store (their calls, spend and
         finished matches), as `arena watch` would see it; nothing of theirs is running any more."""
-        store = RunStore.open(run_dir, readonly=True)
+        store = open_run(run_dir)
         try:
             now = time.time()
             sessions = store.sessions()  # this one's included: `arena run` records it before it plays
@@ -510,7 +509,7 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
     from arena.cli.tables import print_results
 
     run_dir = Path(run_dir)
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     follower = Follower(store, first_messages=FEED_SIZE, skip_kinds=FEED_SKIPS)
     try:
         info = follower.wait_for_run()
@@ -543,7 +542,7 @@ def watch_run(run_dir: str | Path, console: Console, interval: float = 0.5, plai
     return 0
 
 
-def _follow_live(follower: Follower, store: RunStore, console: Console, name: str, interval: float) -> None:
+def _follow_live(follower: Follower, store: RunReader, console: Console, name: str, interval: float) -> None:
     view = Dashboard(console, title=f"{name} (watching {store.run_dir})", specs=store.spec)
     sessions = store.sessions()
     if sessions:  # a resumed run: the clock and notes of the session being played, as its own dashboard shows
@@ -558,7 +557,7 @@ def _follow_live(follower: Follower, store: RunStore, console: Console, name: st
             time.sleep(interval)
 
 
-def _follow_plain(follower: Follower, store: RunStore, console: Console, name: str, run_dir: Path, interval: float) -> None:
+def _follow_plain(follower: Follower, store: RunReader, console: Console, name: str, run_dir: Path, interval: float) -> None:
     """One line per new message, note, call in flight, failed turn and match end; the first look
     says how far the run is and what is in flight, not its history."""
     def say(line: str) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the help texts below are read by every `arena` start: what they document loads when used
-    from arena.store import RunStore
+    from arena.contract.runs import RunReader
 
 RUNS_JSON = ("print one JSON document: a list with one object per run directory, with keys run_dir, name, "
              "status, finished, failed, interrupted, truncated, planned, updated (ISO 8601), readable (false: a damaged, "
@@ -31,7 +31,7 @@ def runs_document(output: Path) -> list[dict]:
     return [row.model_dump() for row in run_rows(output)]
 
 
-def show_document(run_dir: Path, store: RunStore) -> dict:
+def show_document(run_dir: Path, store: RunReader) -> dict:
     from arena.results.listing import match_rows, rescored_from, sessions_json
 
     info = store.run_info()
@@ -57,7 +57,7 @@ def problems_document(path: Path, error) -> dict:
             "problems": [{"field": format_loc(p.loc), "message": p.message} for p in error.problems]}
 
 
-def run_document(run_dir: Path, store: RunStore, session: dict) -> dict:
+def run_document(run_dir: Path, store: RunReader, session: dict) -> dict:
     from arena.results.summary import rank_json
 
     summary = rank_json(store)

@@ -71,7 +71,7 @@ def _disk_full(exc: BaseException, run_dir: Path | None) -> str:
 
 def store_problem(exc: sqlite3.DatabaseError, run_dir: Path | None) -> str:
     from arena.store import STORE_FILE, DamagedStore, NotPermitted
-    from arena.store.writer import sqlite_refused
+    from arena.contract.runs.opening import sqlite_refused
 
     path = Path(run_dir) / STORE_FILE if run_dir is not None else Path(STORE_FILE)
     if disk_full(exc):

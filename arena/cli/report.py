@@ -37,9 +37,9 @@ def _beside_here(run_dir: Path, name: str) -> Path:
 
 def _collect(run_dir: Path, transcripts: bool = True):
     from arena.report.data import collect
-    from arena.store import RunStore
+    from arena.contract import open_run
 
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         return collect(store, transcripts)
     finally:

@@ -18,7 +18,7 @@ from arena.contract import plugins
 from arena.contract.errors import ArenaError
 from arena.run.scenario import resolve_paths
 from arena.run.yamlfile import parse_yaml, read_yaml
-from arena.store import RunStore
+from arena.contract.runs import open_run
 
 
 class RescoreError(ArenaError):
@@ -37,9 +37,8 @@ class SourceRun:
 
 
 def read_source(run_dir: Path) -> SourceRun:
-    """The one place that reads the source run (to become the contract's run reader)."""
-    store = RunStore.open(run_dir, readonly=True)
-    try:
+    """The one place that reads the source run."""
+    with open_run(run_dir) as store:
         text = store.run_info().get("scenario")
         params: dict[str, dict[str, Any]] = {}
         referees: dict[str, list[dict[str, Any]]] = {}
@@ -53,8 +52,6 @@ def read_source(run_dir: Path) -> SourceRun:
                 referees.setdefault(spec.group, [r.model_dump(mode="json") for r in spec.referees])
             seated.update(spec.agents)
         finished = sum(status == "finished" for _, status in store.match_keys())
-    finally:
-        store.close()
     if not text or not finished:
         raise RescoreError(f"{run_dir} has no finished match to rescore")
     return SourceRun(run_dir.resolve(), text, params, referees, frozenset(seated))

@@ -9,10 +9,10 @@ from rich.text import Text
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.standing import payoff_notes
 from arena.results.usage import Usage, dollars, usage_by_agent
-from arena.store import RunStore
+from arena.contract.runs import RunReader
 
 
-def print_results(console: Console, store: RunStore) -> None:
+def print_results(console: Console, store: RunReader) -> None:
     """A run's tables, from the store's rows: payoffs, role tables, every other metric, calls, stability."""
     names = store.metric_names()
     turns = list(store.turns())
@@ -39,7 +39,7 @@ def print_results(console: Console, store: RunStore) -> None:
     print_left_out(console, store)
 
 
-def print_peer_rank_left_out(console: Console, store: RunStore) -> None:
+def print_peer_rank_left_out(console: Console, store: RunReader) -> None:
     """Say why there is no peer rank, when the run's reviewing games gave no review to rank."""
     from arena.results.summary import peer_rank_left_out
 
@@ -48,7 +48,7 @@ def print_peer_rank_left_out(console: Console, store: RunStore) -> None:
         console.print(Text(f"note: {note.text}", style="yellow"))
 
 
-def print_left_out(console: Console, store: RunStore) -> None:
+def print_left_out(console: Console, store: RunReader) -> None:
     """Say what the results leave out: matches stopped at max_rounds before their game ended."""
     truncated = store.counts().get("truncated", 0)
     if truncated:
@@ -246,7 +246,7 @@ def print_pairwise(console: Console, board) -> None:
 
 
 # -- the tables games declare of their matches ------------------------------------------------
-def print_summaries(console: Console, store: RunStore) -> None:
+def print_summaries(console: Console, store: RunReader) -> None:
     """Each table the run's games sum their matches up in (``arena.results.summaries``), as given."""
     from arena.results.summaries import game_summaries
 
@@ -275,7 +275,7 @@ def _share(value: float | None, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def print_panels(console: Console, store: RunStore) -> None:
+def print_panels(console: Console, store: RunReader) -> None:
     """Each panel of judges (a panel referee, a game's judge seats): its members' verdicts against
     the panel's, and the members' agreement."""
     from arena.results.panels import panel_summaries

@@ -15,6 +15,8 @@ from arena.contract.paths import path_field
 from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
 from arena.contract.records import MatchIdentity, MatchRecord, MatchSettings, MatchSpec
 from arena.contract.referee import Desk, Referee, RefereeSpec, Scores
+from arena.contract.runs import (DamagedStore, EventRow, MatchRow, MessageRow, NoRunYet, NotAFolder, NotPermitted,
+                                 OtherFormat, RunReader, ScoreRow, StoreError, TurnRow, open_run)
 from arena.contract.strategy import Strategy, StrategyParams
 from arena.contract.summaries import Column, FinalNotice, Summarized, Summary, Table
 from arena.contract.tasks import Stage, Task
@@ -28,3 +30,6 @@ __all__ = [
 ]
 __all__ += ["ReplyCut", "MatchIdentity"]
 __all__ += ["Column", "FinalNotice", "Summarized", "Summary", "Table"]
+# reading a finished run (the row types' ``Transcript`` is arena.contract.runs.Transcript: the name here is the messages')
+__all__ += ["DamagedStore", "EventRow", "MatchRow", "MessageRow", "NoRunYet", "NotAFolder", "NotPermitted",
+            "OtherFormat", "RunReader", "ScoreRow", "StoreError", "TurnRow", "open_run"]

@@ -16,7 +16,7 @@ from typing import Any
 from .. import __version__
 from ..rank.places import SAME
 from ..rank.reviews import HUMAN, Reviews
-from arena.store import RunStore
+from arena.contract.runs import RunReader
 from .packing import Packing, no_cycle_collection
 
 # The numbers' modules (rank's methods, scipy, the compiled Elo) take most of a second to import:
@@ -41,20 +41,19 @@ def peer_selection(reviews: Reviews, reference: str | None = HUMAN) -> Reviews:
     return reviews.by([r for r in reviews.reviewers if r != reference]).battles()
 
 
-def collect(store: RunStore, transcripts: bool = True) -> ReportData:
+def collect(store: RunReader, transcripts: bool = True) -> ReportData:
     """The report of a run. The transcripts are packed by a second process while the numbers are
     computed here: on two cores the two halves take the time of the longer one."""
     with no_cycle_collection():
         if not transcripts:
             return ReportData(summary=_summary(store))
-        store.flush()  # a writer's pending rows are committed first, so the other process reads them too
         with Packing(store.run_dir, SAME) as packing:
             summary = _summary(store)
             text, matches = packing.result()
         return ReportData(summary=summary, transcripts_json=text, matches=matches)
 
 
-def _summary(store: RunStore) -> dict[str, Any]:
+def _summary(store: RunReader) -> dict[str, Any]:
     from arena.rank import leaderboard
     from arena.results.summary import rank_json, stood  # the very numbers `arena rank RUN_DIR --json` prints
     from .figures import build_figures

@@ -31,8 +31,7 @@ import orjson  # ten times the speed of json's encoder on a large run's transcri
 
 from arena.contract.messages import REFEREE
 from arena.contract.records import MatchRecord
-from arena.store import RunStore
-from arena.store.rows import MatchRow, StoredTranscript
+from arena.contract.runs import MatchRow, StoredTranscript, open_run
 
 KINDS = {"rules": 0, "reply": 1, "notice": 2, "verdict": 3, "prompt": 4}
 FAILURES = {"invalid": 0, "timeout": 1, "error": 2}
@@ -76,7 +75,7 @@ class Packing:
 def packed_json(run_dir: Path, same: int) -> tuple[bytes, int]:
     """The run's transcripts packed for the page, as JSON safe inside <script> (UTF-8), and how many
     matches they hold; ``same``: payoffs that agree to this many decimals are level."""
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         with no_cycle_collection():
             packed = pack_transcripts(store.transcript_rows(events=SHOWN_EVENTS), same)

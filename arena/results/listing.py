@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 from arena.contract.records import MatchRecord
 from arena.contract.files import sqlite_damaged
-from arena.store import STORE_FILE, DamagedStore, NoRunYet, NotPermitted, OtherFormat, RunStore, StoreError, run_dirs
-from arena.store.rows import MatchRow as StoredMatch
+from arena.contract.runs import STORE_FILE, DamagedStore, NoRunYet, NotPermitted, OtherFormat, RunReader, StoreError, open_run
+from arena.contract.runs import MatchRow as StoredMatch
+from arena.store import run_dirs
 
 
 class RunRow(BaseModel):
@@ -66,7 +67,7 @@ def run_row(run_dir: Path) -> RunRow:
         return unusable(f"damaged: SQLite says: {exc}" if sqlite_damaged(exc) else f"unreadable: {exc}")
 
     try:
-        store = RunStore.open(run_dir, readonly=True)
+        store = open_run(run_dir)
     except DamagedStore as exc:
         return unusable(f"damaged: {exc.reason}")
     except NoRunYet:
@@ -108,7 +109,7 @@ class MatchRow(BaseModel):
 
 
 def match_rows(records: Iterable[MatchRecord | StoredMatch], stored: dict[str, str] | None = None) -> list[MatchRow]:
-    """``records``: match records, or the store's rows of them (``RunStore.matches()``: no transcript
+    """``records``: match records, or the store's rows of them (``RunReader.matches()``: no transcript
     is read). ``stored``: each match's status in the store, where a match being played is 'pending' or
     'running' while its record (what a crash would leave) says interrupted."""
     stored = stored or {}
@@ -122,7 +123,7 @@ def match_rows(records: Iterable[MatchRecord | StoredMatch], stored: dict[str, s
             for r in records]
 
 
-def sessions_json(store: RunStore) -> list[dict]:
+def sessions_json(store: RunReader) -> list[dict]:
     """Each `arena run` of the run: when it started, its --set overrides and its --limit."""
     return [{**s, "started": datetime.fromtimestamp(s["started"]).astimezone().isoformat(timespec="seconds")}
             for s in store.sessions()]

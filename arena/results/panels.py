@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 
 from arena.contract.panels import PANEL, TIE, PanelRecord
 from arena.rank.agreement import panel_agreement
-from arena.store import RunStore
+from arena.contract.runs import RunReader
 
 
 class PanelMember(BaseModel):
@@ -44,7 +44,7 @@ class PanelSummary(BaseModel):
     verdicts: list[PanelVerdict]
 
 
-def _records(store: RunStore) -> Iterator[tuple[str, PanelRecord]]:
+def _records(store: RunReader) -> Iterator[tuple[str, PanelRecord]]:
     for kind in ("verdict", "notice"):
         for key, message in store.messages(kind, with_data=PANEL):
             try:
@@ -53,7 +53,7 @@ def _records(store: RunStore) -> Iterator[tuple[str, PanelRecord]]:
                 continue
 
 
-def panel_summaries(store: RunStore) -> list[PanelSummary]:
+def panel_summaries(store: RunReader) -> list[PanelSummary]:
     """Every panel of the run, in the plan's order of the entries it first appears in."""
     found: dict[tuple[str, str], tuple[PanelRecord, list[PanelVerdict], list[list[object]]]] = {}
     matches = {}

@@ -24,11 +24,10 @@ from pydantic import BaseModel
 from arena.contract import plugins
 from arena.contract.capabilities import ReportsReviews, Review, has
 from arena.contract.errors import ArenaError
-from arena.store.rows import TurnRow
+from arena.contract.runs import RunReader, TurnRow
 
 if TYPE_CHECKING:
     from arena.rank.board import Leaderboard
-    from arena.store import RunStore
 
 MOSTLY = 0.5  # more than this share of the turns defaulted: the row (or board) stands mostly on defaults
 DEFAULTED = "A turn defaults when its replies stay invalid to the last attempt, or none comes in time."
@@ -100,7 +99,7 @@ def payoff_notes(rows: Iterable) -> list[BoardNote]:
 
 
 # -- peer rank --------------------------------------------------------------------------------------------
-def reviewing_groups(store: RunStore, reviews: Iterable[Review] = ()) -> dict[str, str]:
+def reviewing_groups(store: RunReader, reviews: Iterable[Review] = ()) -> dict[str, str]:
     """The entries (group → game) of the run's finished matches whose game reports reviews, or that
     gave some of ``reviews`` (a game no longer installed)."""
     gave = {r.match for r in reviews}
@@ -119,7 +118,7 @@ def reviewing_groups(store: RunStore, reviews: Iterable[Review] = ()) -> dict[st
     return {group: found[group] for group in games if group in found}
 
 
-def _turns_in(store: RunStore, groups: Iterable[str], turns: list[TurnRow] | None) -> tuple[list[TurnRow], int, int]:
+def _turns_in(store: RunReader, groups: Iterable[str], turns: list[TurnRow] | None) -> tuple[list[TurnRow], int, int]:
     """The seats' turns in the finished matches of ``groups`` (from ``turns``, the store's ``turns()``
     when the caller has read them), and all their turns and defaulted ones."""
     groups = set(groups)
@@ -127,7 +126,7 @@ def _turns_in(store: RunStore, groups: Iterable[str], turns: list[TurnRow] | Non
     return found, sum(t.turns for t in found), sum(t.defaulted for t in found)
 
 
-def stand_peer_rank(store: RunStore, board: Leaderboard, groups: Iterable[str],
+def stand_peer_rank(store: RunReader, board: Leaderboard, groups: Iterable[str],
                     turns: list[TurnRow] | None = None) -> list[BoardNote]:
     """Give the board what it stands on: each contestant's own turns (its answers and its verdicts)
     in the matches of ``groups``, the entries whose reviews it counts; and its notes, on the board
@@ -159,7 +158,7 @@ def stand_peer_rank(store: RunStore, board: Leaderboard, groups: Iterable[str],
     return [BoardNote(board="peer_rank", agents=hollow, mostly_defaults=whole, text=text)]
 
 
-def left_out_note(store: RunStore, groups: dict[str, str], turns: list[TurnRow] | None = None) -> BoardNote | None:
+def left_out_note(store: RunReader, groups: dict[str, str], turns: list[TurnRow] | None = None) -> BoardNote | None:
     """Why a run with no reviews has no peer rank, when its reviewing games (``groups``) finished
     matches; None when it has no reviewing game. ``turns`` as for ``stand_peer_rank``."""
     if not groups:

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from arena.contract import plugins
 from arena.contract.capabilities import has
 from arena.contract.summaries import Summarized, Summary
-from arena.store import RunStore
+from arena.contract.runs import RunReader
 
 
 def _summarized(name: str, problems: list[str]) -> type | None:
@@ -43,7 +43,7 @@ class Summaries(NamedTuple):
     problems: list[str]  # a game whose summaries failed, in a sentence: the rest of the results stand
 
 
-def game_summaries(store: RunStore) -> Summaries:
+def game_summaries(store: RunReader) -> Summaries:
     """Every summary of the run's games, game by game in the plan's order."""
     found: list[Summary] = []
     problems: list[str] = []

@@ -11,17 +11,16 @@ from arena.results.payoffs import PayoffSummary, role_tables, summarize
 from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
 from arena.results.summaries import game_summaries, summaries_json
 from arena.results.usage import usage_by_agent
-from arena.store import RunStore
-from arena.store.rows import ScoreRow, TurnRow
+from arena.contract.runs import RunReader, ScoreRow, TurnRow
 
 
-def peer_rank(store: RunStore, weighted: bool = False, **options):
+def peer_rank(store: RunReader, weighted: bool = False, **options):
     """The run's review tuples as a leaderboard, with what each row stands on, when its games produced
     any; ``options`` are ``arena.rank.leaderboard``'s (methods, reviewers, reference, bootstrap, ...)."""
     return ranked(store, weighted, **options)[0]
 
 
-def ranked(store: RunStore, weighted: bool = False, turns: list[TurnRow] | None = None, **options) -> tuple:
+def ranked(store: RunReader, weighted: bool = False, turns: list[TurnRow] | None = None, **options) -> tuple:
     """(the peer rank or None, its notes): what it stands on when there is one (``standing``), why
     it is left out when the run's reviewing games gave no review. ``turns``: the store's ``turns()``,
     when the caller has read them."""
@@ -37,21 +36,21 @@ def ranked(store: RunStore, weighted: bool = False, turns: list[TurnRow] | None 
     return board, stand_peer_rank(store, board, groups, turns)
 
 
-def stood(store: RunStore, board, rows: list):
+def stood(store: RunReader, board, rows: list):
     """A board ranked from the run's review ``rows`` elsewhere (the report's weighted one), with what
     it stands on and its notes, as ``ranked`` gives them."""
     stand_peer_rank(store, board, reviewing_groups(store, rows))
     return board
 
 
-def peer_rank_left_out(store: RunStore) -> BoardNote | None:
+def peer_rank_left_out(store: RunReader) -> BoardNote | None:
     """Why the run has no peer rank, when it has reviewing games and they gave no review; else None.
     The reviews are read only when the run has a reviewing game."""
     groups = reviewing_groups(store)
     return left_out_note(store, groups) if groups and not store.review_rows() else None
 
 
-def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | None = None, **options) -> dict:
+def rank_json(store: RunReader, weighted: bool = False, scores: list[ScoreRow] | None = None, **options) -> dict:
     """``scores``: the store's ``scores()``, when the caller has read them already."""
     info = store.run_info()
     turns = list(store.turns())  # every seat's turns: how many, how many defaulted, invalid, late
@@ -78,7 +77,7 @@ def rank_json(store: RunStore, weighted: bool = False, scores: list[ScoreRow] | 
     }
 
 
-def metrics_json(store: RunStore, turns: list[TurnRow] | None = None, payoffs: list[ScoreRow] | None = None) -> dict:
+def metrics_json(store: RunReader, turns: list[TurnRow] | None = None, payoffs: list[ScoreRow] | None = None) -> dict:
     """Every metric the referees reported, by entry: its summary and role tables (the first is the payoff).
 
     ``payoffs``: the store's ``scores()``, when the caller has read them. A match's payoffs are its

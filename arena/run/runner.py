@@ -217,7 +217,7 @@ async def run_tournament(
     observer = observer or Observer()
     spending = Spending()
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
-        for call in store.calls():
+        for call in store.read.calls():
             spending.add(call)
 
     def say(agent: str, endpoint: str, text: str) -> None:  # each change of a backend's state, however often
@@ -235,7 +235,7 @@ async def run_tournament(
     outages = Outages(scenario.match.outage_wait, probe, say)
     services = build_services(scenario, store, use_cache, spending, observer, on_call=answered)
     agents = build_agents(scenario, services)
-    scheme = store.key_scheme() if store is not None else KEY_SCHEME  # a resumed old run keeps its keys and seeds
+    scheme = store.read.key_scheme() if store is not None else KEY_SCHEME  # a resumed old run keeps its keys and seeds
     wave = plan(scenario, scheme)
     processes = processes or scenario.concurrency.processes
     people = sorted(name for name, agent in agents.items() if agent.uses_terminal)
@@ -250,7 +250,7 @@ async def run_tournament(
     limits = Limits(scenario.concurrency, list(scenario.agents), matches_at_once)
     commits = GroupCommit(store, gather=limits.matches.total_tokens)  # matches that end together share a commit
     statuses: dict[str, str] = {}  # key -> status: all the runner keeps of a match once it is over
-    earlier = store.finished_keys() if store else set()
+    earlier = store.read.finished_keys() if store else set()
     checks: list[stability.StabilityCheck] = []
     repeats_so_far = {  # until_stable entries still adding repeats
         entry.name: (entry, rule, first_repeats(scenario, entry))
@@ -321,7 +321,7 @@ async def run_tournament(
                     async with trio.open_nursery() as nursery:
                         for position, spec in enumerate(wave, start=first):
                             if spec.key in earlier:
-                                over(store.match(spec.key), resumed=True)
+                                over(store.read.match(spec.key), resumed=True)
                             else:
                                 nursery.start_soon(play, spec, position)
                     wave = []

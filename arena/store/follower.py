@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.events import Event
 from arena.contract.messages import Message
-from arena.store.writer import RunStore
+from arena.contract.runs import RunReader
 
 FOLLOWED_EVENTS = ("match_started", "round_closed", "turn_failed", "match_ended", "match_failed", "match_interrupted")
 """The events a follower reads (the others are the transcript's business)."""
@@ -67,7 +67,7 @@ class Follower:
     """Incremental reads of one run store. ``skip_kinds``: message kinds not worth reading (the
     rules every match opens with, the prompts each turn repeats)."""
 
-    def __init__(self, store: RunStore, first_messages: int = 8, skip_kinds: tuple[str, ...] = ("rules", "prompt")):
+    def __init__(self, store: RunReader, first_messages: int = 8, skip_kinds: tuple[str, ...] = ("rules", "prompt")):
         self.store = store
         self.db: sqlite3.Connection = store.db
         self.first_messages = first_messages
