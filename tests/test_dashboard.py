@@ -387,7 +387,7 @@ async def test_a_resumed_runs_dashboard_shows_this_sessions_clock_and_notes_as_a
         with runner:
             await run_tournament(scenario, store, runner)
         store.close()
-    watch_store = RunStore.open(run_dir, readonly=True)
+    watch_store = open_run(run_dir)
     watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
     watcher.session(watch_store.sessions()[-1]["started"])
     watcher.follow(Follower(watch_store).poll(), time.time())
@@ -527,7 +527,7 @@ def test_watch_attached_when_a_run_ends_leaves_the_store_a_single_file(run_cli, 
     # the writer from leaving WAL mode as it closes, and a read-only connection cannot do it either
     scenario = parse_scenario(raw)
     writer = RunStore.create_or_resume(run_dir, scenario.name, scenario_file.read_text(), scenario.fingerprint())
-    watcher = RunStore.open(run_dir, readonly=True)
+    watcher = open_run(run_dir)
     assert watcher.counts()["finished"] == 4
     writer.set_status("finished")  # nothing was left to play
     writer.close()

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from arena.contract import open_run
 from arena.contract import MatchIdentity, MatchSpec
 from arena.engine.match import JUDGE, play_match
 from arena.run.scenario import load_scenario, parse_scenario
 from arena.run.tournament import plan
-from arena.store import RunStore
 
 from helpers import arena_offline, scripted
 
@@ -221,7 +221,7 @@ def test_a_run_stored_before_format_6_opens_shows_and_ranks(tmp_path):
     run_dir = old_run(tmp_path)
     before = stored_matches(run_dir)
     finished = sorted(k for k, (status, _) in before.items() if status == "finished")
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         assert store.key_scheme() == "agents"
         assert sorted(store.finished_keys()) == finished
@@ -252,7 +252,7 @@ def test_a_run_stored_before_format_6_resumes_with_its_keys_and_seeds(tmp_path):
     assert all("=" not in key for key in after)  # still the old scheme: nothing re-keyed
     assert {k: after[k] for k in before} == {k: ("finished", seed) for k, (_, seed) in before.items()}
     assert {k: event_rows(run_dir, k) for k in kept} == events_before  # nothing kept was played again
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         assert store.key_scheme() == "agents"
         assert store.db.execute("PRAGMA user_version").fetchone()[0] == 6

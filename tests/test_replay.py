@@ -8,7 +8,7 @@ import re
 import pytest
 import yaml
 
-from arena.store import RunStore
+from arena.contract import open_run
 
 from conformance_kit import between, local_only, model_agent  # noqa: F401  (local_only: a fixture)
 from helpers import ROOT
@@ -55,7 +55,7 @@ def lines(tmp_path, name: str, rows: list[dict]) -> str:
 
 
 def records(run_dir):
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         return {r.key: r for r in store.records(status=None)}
     finally:

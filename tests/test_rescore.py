@@ -11,7 +11,7 @@ import re
 
 import yaml
 
-from arena.store import RunStore
+from arena.contract import open_run
 
 from conformance_kit import between, local_only, model_agent  # noqa: F401  (local_only: a fixture)
 from helpers import ROOT
@@ -60,7 +60,7 @@ def write_scenario(tmp_path, mock, game="pairwise_review") -> str:
 
 
 def records(run_dir):
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     try:
         return {r.key: r for r in store.records(status=None)}
     finally:

@@ -10,7 +10,7 @@ import time
 
 import yaml
 
-from arena.store import RunStore
+from arena.contract import open_run
 
 WIDE = {**os.environ, "COLUMNS": "250"}
 
@@ -28,7 +28,7 @@ def running_in_store(run_dir) -> int:
     if not (run_dir / "run.sqlite").exists():
         return 0
     try:
-        store = RunStore.open(run_dir, readonly=True)
+        store = open_run(run_dir)
     except Exception:  # the run is still creating its store
         return 0
     try:
@@ -83,7 +83,7 @@ def test_show_prints_a_matchs_turns_in_the_order_they_happened(run_cli, tmp_path
     scenario_file.write_text(yaml.safe_dump(raw), encoding="utf-8")
     run_dir = tmp_path / "run"
     assert run_cli("run", scenario_file, "--run-dir", run_dir, "--quiet").returncode == 0
-    store = RunStore.open(run_dir, readonly=True)
+    store = open_run(run_dir)
     [record] = store.records()
     store.close()
     noise = next(s.label for s in record.seats if s.agent == "noise")
