@@ -9,7 +9,7 @@ A recorded turn that got no reply in time waits for the turn's deadline, as it d
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import trio
 from pydantic import Field, ValidationError
@@ -29,6 +29,10 @@ class ReplayConfig(AgentConfig):
     stands_in: dict[str, str] = Field(default_factory=dict, description=(
         "Agents of this run that took the place of the record's (new name -> recorded name), so that a match with "
         "them is the recorded match they replaced (`arena rescore --judge` writes it)."))
+    match_by: Literal["table", "role"] = Field("table", description=(
+        "table: a turn replays the recorded match with the same seating; role: the one recorded match that seated "
+        "the same places in the turn's role, whoever else sat there (for seats whose replies do not depend on the "
+        "others, such as contestants' answers re-judged by a panel of another size)."))
     fallback: dict[str, Any] | None = Field(None, description="An agent (backend and its parameters) that answers the "
                                             "turns the record does not hold; without one such a turn fails its match.")
 
@@ -97,13 +101,13 @@ class ReplayAgent(Agent):
     def reply_now(self, turn: Turn) -> str | None:
         try:
             # None: the recorded turn timed out, which `reply` waits out
-            return self.record().find(turn, self.config.stands_in)
+            return self.record().find(turn, self.config.stands_in, self.config.match_by == "role")
         except RecordError:
             return None  # `reply` asks the fallback, or says what is missing
 
     async def reply(self, turn: Turn) -> str:
         try:
-            reply = self.record().find(turn, self.config.stands_in)
+            reply = self.record().find(turn, self.config.stands_in, self.config.match_by == "role")
         except RecordError:
             if self.fallback is None:
                 raise

@@ -2,13 +2,14 @@
 
 A reply is recorded with where it was given (the entry, the case, the repeat and who sat where), by
 which seat or role, in which round and at which attempt. A turn is found by the match's identity, the
-seat and the round, never by the name of the agent asking. In a rescore, the new judges stand in for
-the old ones (``stands_in``), so the contestants find their own answers to the same case, and a table
-the record never saw (the same programmer with another reviewer) is no match.
+seat and the round, never by the name of the agent asking: a match key names the seating by places in
+the entry's agent list, so a new judge in an old judge's place finds the same match (runs of the older
+key scheme name agents: there the new judges stand in for the old ones, ``stands_in``), and a table
+the record never saw (the same programmer with another reviewer) is no match. With ``by_role`` a
+turn is found by its own role's places alone, whoever else sat there: for seats whose replies do not
+depend on the others (contestants' answers judged by a panel of another size).
 
-Two functions know how Arena writes things down, so that one change replaces each: ``read_run`` (the
-run's SQLite file; to become the contract's run reader) and ``match_identity`` (the match key; to
-become the contract's match identity).
+``read_run`` reads an Arena run through the contract's run reader (``open_run``).
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class RunRecord:
     entries: set[str]  # the scenario's game entries, played or not
     matches: dict[Identity, Replies]
 
-    def find(self, turn: Turn, stands_in: Mapping[str, str]) -> str | None:
-        """``stands_in``: agents of this run that took the place of agents of the record (new judges)."""
+    def find(self, turn: Turn, stands_in: Mapping[str, str], by_role: bool = False) -> str | None:
+        """``stands_in``: agents of this run that took the place of agents of the record (new judges);
+        ``by_role``: a match the record lacks is the recorded one that seated the same places in this
+        turn's role, when there is exactly one."""
         identity = match_identity(turn.match)
         if identity.entry not in self.entries:
             raise RecordError(
@@ -65,11 +68,23 @@ class RunRecord:
                 "recorded for another scenario, so it cannot replay this one")
         # keys of the older scheme name agents: a new judge is looked up under the name of the one it replaces
         wanted = identity.model_copy(update={"names": tuple(stands_in.get(a, a) for a in identity.names)})
-        replies = self.matches.get(wanted, {})
+        replies = self.matches.get(wanted)
+        if replies is None and by_role and identity.seating:
+            replies = self._by_role(identity, turn)
+        replies = replies or {}
         where = (turn.seat, turn.round, turn.attempt)
         if where in replies:
             return replies[where]
         raise RecordError(f"the record {self.source} has no reply for match {turn.match!r}, {describe(turn)}")
+
+    def _by_role(self, identity: Identity, turn: Turn) -> Replies | None:
+        places = identity.role_places(turn.role)
+        found = [m for m in self.matches if m.seating and (m.entry, m.case, m.repeat) == (identity.entry, identity.case,
+                 identity.repeat) and m.role_places(turn.role) == places]
+        if len(found) > 1:
+            raise RecordError(f"the record {self.source} has {len(found)} matches seating places {places} as "
+                              f"{turn.role} for match {turn.match!r}: which one to replay is not clear")
+        return self.matches[found[0]] if found else None
 
 
 @dataclass(frozen=True)
@@ -99,7 +114,7 @@ class LinesRecord:
     source: str
     lines: dict[str | None, list[Line]]
 
-    def find(self, turn: Turn, stands_in: Mapping[str, str]) -> str | None:
+    def find(self, turn: Turn, stands_in: Mapping[str, str], by_role: bool = False) -> str | None:
         identity = match_identity(turn.match)
         if identity.case not in self.lines and None not in self.lines:
             raise RecordError(f"the record {self.source} has no line for case {identity.case!r} (match {turn.match!r}): "

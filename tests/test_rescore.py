@@ -290,3 +290,34 @@ def test_code_review_rescored_under_other_sandbox_limits_reruns_only_the_tests(r
             [m.content for m in old.messages if m.sender != "Referee"]
         assert set(old.payoffs.values()) == {1.0} and set(new.payoffs.values()) == {0.0}
         assert "judge" in old.metrics and "judge" not in new.metrics  # the new referee replaces the old ones
+
+
+def test_recorded_answers_judged_again_by_a_panel_of_three_judge_seats(run_cli, tmp_path):
+    # the source had one judge seat; a panel of three seats changes the table, so the contestants replay
+    # by their role's places (match_by: role), and only the three judges are asked
+    with OpenAIMock(responder=contestant_or_judge("longer")) as mock, \
+            OpenAIMock(responder=contestant_or_judge("shorter")) as judges:
+        source = played(run_cli, tmp_path, mock)
+        asked = mock.count
+        replay = {"backend": "replay", "record": str(source), "match_by": "role"}
+        raw = {"name": "panel", "seed": 3,
+               "agents": {"ann": {**replay, "model": "gpt-4"}, "bob": {**replay, "model": "claude-2"},
+                          **{f"j{i}": model_agent("openai", judges, model=f"judge-{i}") for i in (1, 2, 3)}},
+               "games": [{"game": "pairwise_review", "agents": ["ann", "bob", "j1", "j2", "j3"],
+                          "params": {"questions": str(tmp_path / "questions.jsonl"), "contestants": 2,
+                                     "panel": "vote"}}],
+               "match": {"turn_timeout": 600}}
+        (tmp_path / "panel.yaml").write_text(yaml.safe_dump(raw), encoding="utf-8")
+        result = run_cli("run", tmp_path / "panel.yaml", "--run-dir", tmp_path / "panel", "--quiet")
+        assert result.returncode == 0, result.stderr
+        assert mock.count == asked  # no contestant (nor the old judge) was asked
+        requests = judges.answered()
+    assert {r.body["model"] for r in requests} == {"judge-1", "judge-2", "judge-3"}
+    before, after = records(source), records(tmp_path / "panel")
+    assert len(after) == len(before) and all(r.status == "finished" for r in after.values())
+    answers = {(r.params["case"], m.sender, m.content) for r in before.values()
+               for m in r.messages if m.kind == "reply" and m.round == 1 and m.sender.startswith("Contestant")}
+    replayed = {(r.params["case"], m.sender, m.content) for r in after.values()
+                for m in r.messages if m.kind == "reply" and m.round == 1 and m.sender.startswith("Contestant")}
+    assert replayed == answers
+    assert all({v.reviewer for v in r.reviews} == {"j1", "j2", "j3"} for r in after.values())
