@@ -381,7 +381,7 @@ async def test_the_same_model_in_this_process_costs_0_and_behind_a_server_unknow
             store = RunStore.create_or_resume(tmp_path / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
             view = Dashboard(Console(file=io.StringIO(), width=200), "spend")
             await run_tournament(scenario, store, view)
-            calls = list(store.calls())
+            calls = list(store.read.calls())
             store.close()
     finally:
         plugins.unregister("agent backend", "in_process")

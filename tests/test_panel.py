@@ -148,7 +148,7 @@ async def test_weights_from_a_peer_rank_run(tmp_path, texts):
     store = RunStore.create_or_resume(tmp_path / "peers", parsed.name, yaml.safe_dump(raw), parsed.fingerprint())
     try:
         await run_tournament(parsed, store)
-        ranked = rank_json(store, weighted=True)
+        ranked = rank_json(store.read, weighted=True)
     finally:
         store.close()
     weights = next(m["weights"] for m in ranked["peer_rank"]["methods"] if m["weights"])

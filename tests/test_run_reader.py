@@ -177,7 +177,7 @@ def test_the_readers_stream(finished_run):
     from arena.contract import open_run
 
     with open_run(finished_run[0]) as run:
-        for stream in (run.matches(), run.messages(), run.calls(), run.records(), run.scores(), run.final_notices(),
+        for stream in (run.matches(), run.messages(), run.calls(), run.records(), run.scores(), run.final_notices(("reviewers",)),
                        run.transcript_rows()):
             assert isinstance(stream, Iterator) and not isinstance(stream, (list, tuple))
         first_key, first = next(run.messages())  # one message, without the run's others
