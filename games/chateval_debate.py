@@ -23,7 +23,9 @@ pair is also debated with its answers the other way round, in a match of its own
 is in the order it showed; ``debate_verdicts`` (its summary) maps the swapped one back and combines the
 two as FairEval's BPC does, the sign of their mean: for scores the mean score difference, for
 choices a vote in which two opposite verdicts make a tie. The last notice's data (case, pair,
-swapped, calibrated, label, verdict, finals, firsts, output, strategy) is what it reads.
+swapped, calibrated, label, verdict, finals, firsts, output, strategy) is what it reads;
+``expert_ties`` in it says how an even split of PRD's LFQA experts became the label (the
+parameter of the same name: ``tie``, or ``first`` as PRD's code; see ``questions.expert_label``).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from arena.contract.panels import PANEL, TIE, PanelItem, PanelRecord
 
 from . import debate_verdicts
 from .closing import closing_lines, plain, shown
-from .questions import SWAPPED, load_pairs, pair_of
+from .questions import EXPERT_TIES_HELP, SWAPPED, ExpertTies, load_pairs, pair_of
 from .verdicts import as_text, choice_field, object_schema, score_field, text_field
 
 if TYPE_CHECKING:
@@ -86,6 +88,7 @@ class DebateParams(BaseModel):
     personas: dict[str, str] | None = Field(None, description="Name -> description; default: a built-in set of five.")
     position_calibration: bool = Field(
         False, description="Debate every pair in both orders, a match each; the two verdicts are combined when scored.")
+    expert_ties: ExpertTies = Field("tie", description=EXPERT_TIES_HELP)
 
 
 class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
@@ -116,7 +119,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
 
     @classmethod
     def cases(cls, params: DebateParams) -> list[str]:
-        ids = list(load_pairs(params.pairs))
+        ids = list(load_pairs(params.pairs, params.expert_ties))
         return [c for i in ids for c in (i, i + SWAPPED)] if params.position_calibration else ids
 
     @classmethod
@@ -152,7 +155,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
 
     @staticmethod
     def load_case(params) -> Any:
-        return pair_of(load_pairs(params.pairs), params.case)
+        return pair_of(load_pairs(params.pairs, params.expert_ties), params.case)
 
     def material(self) -> str:
         c = self.case
@@ -297,7 +300,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
     def summary(self) -> dict[str, Any]:
         return {"case": self.case.id, "pair": self.case.id.removesuffix(SWAPPED),
                 "swapped": self.case.id.endswith(SWAPPED), "calibrated": self.params.position_calibration,
-                "label": self.case.label, "strategy": self.params.strategy,
+                "label": self.case.label, "expert_ties": getattr(self.case, "expert_ties", None),
+                "strategy": self.params.strategy,
                 "output": self.params.output, "finals": self.finals(), "verdict": self.verdict(),
                 "firsts": {s: v for s, v in self.first_turn.items() if v is not None},
                 "personas": {s: p[0] for s, p in self.persona.items()}, PANEL: self.panel_record()}

@@ -80,6 +80,7 @@ class DiscussionSummary(BaseModel):
     discussion_accuracy: float | None
     reviewers: list[OpinionRow]
     pairs: list[PairRow]
+    expert_ties: list[str] = []  # how even splits of expert judgments became labels (LFQA), as the matches say
 
 
 @dataclass
@@ -104,6 +105,7 @@ class _Discussion:
     agreed: bool
     turns: int
     agreed_at_start: bool
+    expert_ties: str | None = None
 
     @property
     def leader(self) -> str:
@@ -122,7 +124,7 @@ def _discussion(record: FinalNotice) -> _Discussion | None:
     stated = all(s.initial is not None for s in stands)
     agreed_at_start = bool(data["agreed_at_start"]) if "agreed_at_start" in data else stated and not disagreed
     return _Discussion(stands, label, data.get("outcome"), bool(data.get("agreed")), int(data.get("turns", 0)),
-                       agreed_at_start)
+                       agreed_at_start, data.get("expert_ties"))
 
 
 def _right(stands: list[_Stand], which: str) -> tuple[int, int]:
@@ -203,8 +205,19 @@ def discussion_summaries(records: Iterable[MatchRecord | FinalNotice]) -> list[D
             changed_after_agreement=sum(any(s.after_agreement for s in d.stands) for d in found),
             initial_accuracy=share(*_right(stands, "initial")), final_accuracy=share(*_right(stands, "final")),
             discussion_accuracy=share(*_outcomes(found)),
-            reviewers=[r for r in rows if r.discussions], pairs=pair_rows))
+            reviewers=[r for r in rows if r.discussions], pairs=pair_rows,
+            expert_ties=sorted({d.expert_ties for d in found if d.expert_ties is not None})))
     return out
+
+
+_SPLITS = {"tie": "an even split of the experts is a tie", "first": "an even split goes to the first expert, as PRD's code"}
+
+
+def _labels(s: DiscussionSummary) -> str:
+    """Which rule made the labels, when they were folded from expert judgments (PRD's LFQA file)."""
+    if not s.expert_ties:
+        return ""
+    return f" (labels: the experts' majority; {' / '.join(_SPLITS.get(r, r) for r in s.expert_ties)})"
 
 
 def _tables(s: DiscussionSummary) -> list[Table]:
@@ -215,7 +228,7 @@ def _tables(s: DiscussionSummary) -> list[Table]:
     opinions = Table(
         name="discussion", group=s.group, note=head,
         title=f"{s.group}: each reviewer as leader and follower. Accuracy: initial and final preference against the "
-              "label; OA: opinion altered, OH: held, over the discussions that began apart (a leader that alters less "
+              f"label{_labels(s)}; OA: opinion altered, OH: held, over the discussions that began apart (a leader that alters less "
               "than a follower shows PRD's ordering effect); changed after agreeing: discussions in which it changed "
               "its mind once they had agreed",
         columns=[Column(name="Reviewer", numeric=False), Column(name="Position", numeric=False),
@@ -227,7 +240,7 @@ def _tables(s: DiscussionSummary) -> list[Table]:
         name="discussion_pairs", group=s.group,
         note="As PRD's Table 8: each reviewer's accuracy before and after (in the order the pair is named), and the "
              "accuracy of the discussion's outcome (PRD's peer discussion accuracy, PDA), with either reviewer leading.",
-        title=f"{s.group}: per pair of reviewers A / B and who led",
+        title=f"{s.group}: per pair of reviewers A / B and who led{_labels(s)}",
         columns=[Column(name="A / B", numeric=False), Column(name="Led by", numeric=False),
                  *(Column(name=n, digits=2) for n in ("Discussions", "Agreed at end", "Initial accuracy",
                                                       "Final accuracy", "Discussion accuracy"))],

@@ -4,7 +4,10 @@ One match is one case of a pairs file: a question and two fixed answers (JSONL l
 ``{"id", "question", "answer_a", "answer_b"}``, optional ``source_a``/``source_b`` naming who wrote
 them and ``label``: -1 when answer A is better, 1 when B is, 0 for a tie; PRD's released LFQA
 file, ``{"question", "answer_a", "answer_b", "answer_a_type", "answer_b_type",
-"overall_preference"}``, is read as it is, its repeated judgments folded to their majority).
+"overall_preference"}``, is read as it is, its repeated judgments folded to their majority; where
+the experts split evenly, ``expert_ties`` decides: ``tie`` (the default) or ``first``, the first
+expert's vote, which is what PRD's code does and what the paper's reported human win rates on
+LFQA come from. The last notice's ``expert_ties`` says which rule gave the label).
 
 Round 1: both reviewers review the answers on their own and state a preference; the leader's
 review is listed first, as in PRD. Then they take turns, the leader first, each seeing everything
@@ -14,7 +17,9 @@ turns. ``stop: agreement`` ends the discussion as soon as both state the same pr
 at most ``max_turns``.
 
 A preference is only what a reviewer wrote as the last line of its message, alone:
-``Preference: 1``, ``Preference: 2`` or ``Preference: tie`` (markdown emphasis aside). A reply whose
+``Preference: 1``, ``Preference: 2`` or ``Preference: tie`` (markdown emphasis aside); with
+``allow_tie: false`` a reviewer must pick 1 or 2, as PRD's prompts ask, and a tie is asked again
+with the reason (the outcome of a discussion that ends apart is still ``on_disagreement``'s). A reply whose
 last line is anything else, an echo of the instruction included ("End every message with a line
 'Preference: 1', ..."), states none: it is asked again with the reason, and when no valid reply
 comes the turn is recorded as defaulted and the reviewer's last stated preference stands. A
@@ -47,7 +52,7 @@ from arena.contract.game import example_prose
 from . import discussion_summary
 from .closing import closing_lines, plain, shown
 from .verdicts import as_text, choice_field, object_schema, text_field
-from .questions import case_of, load_pairs
+from .questions import EXPERT_TIES_HELP, ExpertTies, case_of, load_pairs
 
 
 class DiscussionParams(BaseModel):
@@ -64,6 +69,9 @@ class DiscussionParams(BaseModel):
     criteria: bool = Field(True, description="Spell out what to judge: unsupported information, core information, coherence.")
     on_disagreement: Literal["tie", "leader", "follower"] = Field(
         "tie", description="The outcome when they still disagree at the end.")
+    allow_tie: bool = Field(True, description="Let a reviewer prefer neither answer ('Preference: tie'). false: "
+                            "each must choose answer 1 or 2, as PRD's prompts ask; a tie is asked again with the reason.")
+    expert_ties: ExpertTies = Field("tie", description=EXPERT_TIES_HELP)
 
 
 # the whole closing line: "Preference: 1", "My preference is: Answer 2", "Final preference - tie."
@@ -71,11 +79,19 @@ _PREFERENCE = re.compile(r"(?:(?:my|final|current)\s+)*preference\s*(?:is\s*)?[:
                          re.IGNORECASE)
 _WORD = {"1": -1, "2": 1, "tie": 0}  # -1: answer 1 (A) better
 # a reply held to this schema is turned back into the message it stands for (``reply_text``)
-_SCHEMA = object_schema("Review", [
+_SCHEMAS = {tie: object_schema("Review", [
     ("message", text_field("Your message to the other reviewer: your points first, before your preference.")),
-    ("preference", choice_field("Which answer you prefer now: 1, 2 or tie.", ["1", "2", "tie"])),
-])
-_ASK = "End your message with your preference alone on its last line: 'Preference: 1', 'Preference: 2' or 'Preference: tie'."
+    ("preference", choice_field(f"Which answer you prefer now: {'1, 2 or tie' if tie else '1 or 2'}.",
+                                ["1", "2", "tie"] if tie else ["1", "2"])),
+]) for tie in (True, False)}
+_LINES = {True: "'Preference: 1', 'Preference: 2' or 'Preference: tie'",
+          False: "'Preference: 1' or 'Preference: 2' (a tie is not an option: choose the better answer)"}
+_NO_TIE = ("A tie is not an option here: choose the answer you find better, even by a little, and end with "
+           "'Preference: 1' or 'Preference: 2'.")
+
+
+def _ask(allow_tie: bool) -> str:
+    return f"End your message with your preference alone on its last line: {_LINES[allow_tie]}."
 
 
 class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
@@ -94,7 +110,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
 
     @classmethod
     def cases(cls, params: DiscussionParams) -> list[str]:
-        return list(load_pairs(params.pairs))
+        return list(load_pairs(params.pairs, params.expert_ties))
 
     @classmethod
     def rounds_needed(cls, params, n_seats):
@@ -102,7 +118,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
 
     def __init__(self, params, seats, roles, rng):
         super().__init__(params, seats, roles, rng)
-        self.case = case_of(load_pairs(params.pairs), params.case)
+        self.case = case_of(load_pairs(params.pairs, params.expert_ties), params.case)
         first, second = self.seats
         self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]
         # each reviewer's standing preference after each of its turns: the last it stated (a defaulted
@@ -119,7 +135,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
         return (f"You are {seat}, one of two reviewers (the other is {other}). You will compare two answers to a "
                 "question and then discuss your reviews with the other reviewer, aiming at a verdict you both "
                 "accept; change your mind only when the other's arguments convince you. End every message with your "
-                "preference alone on its last line: 'Preference: 1', 'Preference: 2' or 'Preference: tie'.")
+                f"preference alone on its last line: {_LINES[self.params.allow_tie]}.")
 
     def _material(self) -> str:
         c = self.case
@@ -152,17 +168,20 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
         return everyone_hears_everyone(self.seats)  # initial reviews are shown once round 1 closes
 
     def turn_schema(self, seat: str, round: int) -> dict[str, Any]:
-        return _SCHEMA
+        return _SCHEMAS[self.params.allow_tie]
 
     def reply_text(self, seat: str, round: int, reply: str) -> str:
-        return as_text(reply, _SCHEMA, lambda v: f"{str(v['message']).strip()}\n\nPreference: {v['preference']}")
+        return as_text(reply, self.turn_schema(seat, round),
+                       lambda v: f"{str(v['message']).strip()}\n\nPreference: {v['preference']}")
 
     def parse(self, seat: str, reply: str, round: int) -> int:
         last = closing_lines(self.reply_text(seat, round, reply))
         found = _PREFERENCE.fullmatch(plain(last[0])) if last else None
         if found is None:
             said = f" Your last line was {shown(last[0])}." if last else " Your message was empty."
-            raise InvalidReply(_ASK + said)
+            raise InvalidReply(_ask(self.params.allow_tie) + said)
+        if found.group(1).lower() == "tie" and not self.params.allow_tie:
+            raise InvalidReply(_NO_TIE + f" Your last line was {shown(last[0])}.")
         return _WORD[found.group(1).lower()]
 
     def default_action(self, seat: str, round: int) -> int | None:
@@ -222,6 +241,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
         stated = None not in initial  # agreeing or not at the start takes two stated initial preferences
         return {
             "case": self.case.id, "label": self.case.label, "outcome": self.outcome(), "agreed": self._agree(),
+            "expert_ties": self.case.expert_ties, "allow_tie": self.params.allow_tie,
             "stop": self.params.stop, "leader": leader, "follower": follower,
             "turns": sum(len(p) for p in self.preferences.values()) - len(self.seats),
             "disagreed_at_start": initial[0] != initial[1] if stated else None,

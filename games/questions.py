@@ -8,7 +8,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from typing import TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -108,6 +108,25 @@ class Case(BaseModel):
     source_a: str = "answer_a"
     source_b: str = "answer_b"
     label: int | None = None
+    # how a split of expert judgments became the label ("tie" or "first", see ``expert_label``);
+    # None when the file gave the label itself
+    expert_ties: str | None = None
+
+
+ExpertTies = Literal["tie", "first"]
+EXPERT_TIES_HELP = ("How a split among the experts of PRD's LFQA file (as many for A as for B) becomes the label: "
+                    "tie, or first: the first expert's vote, as PRD's code breaks it (the human win rates of the "
+                    "paper's Tables 10 and 11 come from this rule).")
+
+
+def expert_label(preferences: list[int], ties: ExpertTies = "tie") -> int:
+    """A pair's label from its experts' preferences (-1: A better, 1: B): the majority, the sign of
+    their mean. A split is a tie, or, with ``ties="first"``, the first expert's preference (PRD's
+    code keeps the first vote it reads when the votes cancel out)."""
+    total = sum(preferences)
+    if total == 0 and ties == "first":
+        return preferences[0]
+    return (total > 0) - (total < 0)
 
 
 SWAPPED = "@swapped"  # a case id's suffix: the pair with its answers shown the other way round
@@ -130,11 +149,14 @@ def pair_of(cases: dict[str, Case], case: str | None) -> Case:
 
 
 @lru_cache(maxsize=16)
-def load_pairs(path: str) -> dict[str, Case]:
+def load_pairs(path: str, expert_ties: ExpertTies = "tie") -> dict[str, Case]:
     """Pairs of fixed answers to one question each, by id: JSONL lines {"id", "question",
     "answer_a", "answer_b"} with optional "source_a"/"source_b" and "label" (-1: A better, 1: B,
     0: tie); PRD's LFQA expert file is read as it is, its repeated judgments folded to their
-    majority. Read once per process; errors name the line."""
+    majority, a split decided by ``expert_ties`` (see ``expert_label``). Read once per process;
+    errors name the line."""
+    if expert_ties not in ("tie", "first"):
+        raise ValueError(f"expert_ties {expert_ties!r}: one of tie, first")
     file = Path(path).expanduser()
     if not file.is_file():
         raise ValueError(f"no pairs file at {file} (JSONL: id, question, answer_a, answer_b, optional label)")
@@ -158,9 +180,9 @@ def load_pairs(path: str) -> dict[str, Case]:
         if not case.id:
             raise ValueError(f"{file}, line {number}: the pair has no id")
         cases[case.id] = case
-    for case_id, prefs in votes.items():  # PRD's human majority: the sign of the mean
-        mean = sum(prefs) / len(prefs)
-        cases[case_id] = cases[case_id].model_copy(update={"label": (mean > 0) - (mean < 0)})
+    for case_id, prefs in votes.items():
+        cases[case_id] = cases[case_id].model_copy(update={"label": expert_label(prefs, expert_ties),
+                                                           "expert_ties": expert_ties})
     if not cases:
         raise ValueError(f"{file}: no pairs in the file")
     return cases
