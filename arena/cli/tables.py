@@ -205,6 +205,7 @@ def print_leaderboard(console: Console, board) -> None:
             console.print(f"  note: {note}")
         if result.weighted and result.weights:
             console.print(_weights_line(result))
+    print_weight_check(console, getattr(board, "weight_check", None))
     print_pairwise(console, board)
     table = Table(title="reviewer bias", title_justify="left")
     for column in ("Reviewer", "Reviews", "First shown wins", "Swapped pairs", "Flip rate", "Self-preference"):
@@ -226,6 +227,30 @@ def print_leaderboard(console: Console, board) -> None:
             table.add_row(a.method, str(e.examples), f"{e.accuracy:.3f}", f"{e.cohen_kappa:.3f}", f"{e.fleiss_kappa:.3f}",
                           f"{r.spearman:.3f}", f"{r.kendall:.3f}")
         console.print(table)
+
+
+def print_weight_check(console: Console, check) -> None:
+    """Weighted boards: each weighed reviewer's agreement with the yardstick beside its weights, and
+    whether the weights rank the reviewers as their agreement does (arena.rank.weight_check)."""
+    if check is None:
+        return
+    methods = list(check.weights)
+    unit = "per presented order" if check.unit == "order" else "per pair"
+    table = Table(title=f"weighting check: the reviewers' agreement with {check.against} ({unit}) against their "
+                        "weights; weighting assumes the best writers judge best", title_justify="left")
+    for column in ("Reviewer", "Examples", "Agreement", *(f"{METHOD_NAMES[m]} weight" for m in methods)):
+        table.add_column(column, justify="left" if column == "Reviewer" else "right")
+    for row in sorted(check.reviewers, key=lambda r: (-(r.agreement or 0.0), r.reviewer)):
+        table.add_row(row.reviewer, str(row.examples), "—" if row.agreement is None else f"{row.agreement:.3f}",
+                      *(f"{check.weights[m][row.reviewer]:.3f}" for m in methods))
+    console.print(table)
+    if check.holds is None:
+        console.print(f"  not checked: {check.reason}", highlight=False)
+        return
+    rho = ", ".join(f"{METHOD_NAMES[m]} {c:+.2f}" for m, c in check.correlation.items() if c is not None)
+    verdict = "holds" if check.holds else "FAILS (the note at the top says what it means)"
+    console.print(f"  Spearman between weight and agreement: {rho}; it must be {check.threshold:g} or more: "
+                  f"the assumption {verdict}", highlight=False)
 
 
 def print_pairwise(console: Console, board) -> None:

@@ -14,6 +14,7 @@ from .bradley_terry import PRIOR_TIES, fit as fit_bradley_terry
 from .elo import PASSES, SCHEMES, Scheme, elo, starting_weights
 from .places import competition_ranks, standing
 from .reviews import HUMAN, ReviewError, Reviews
+from .weight_check import WeightCheck, check_weights
 from .winrate import pairwise_matrix, win_rate
 
 Method = Literal["winrate", "elo", "bt"]
@@ -77,6 +78,7 @@ class Leaderboard(BaseModel):
     agreement: list[Agreement]
     # set by arena.results for a board of a run's reviews; a reviews file has no turns to count
     stands_on: dict[str, TurnShare] | None = None  # contestant -> its turns behind the board
+    weight_check: WeightCheck | None = None  # weighted boards: do the reviewers weighed most agree most?
     notes: list[str] = []  # what a reader must know of the whole board (mostly defaults, say)
 
 
@@ -180,6 +182,7 @@ def leaderboard(
     selected = given.battles()  # the samples of one comparison calibrated into one verdict, as the game does
     results = [_fit(m, selected, weighted, fixed, orderings, bootstrap, seed, elo_scheme, passes) for m in methods]
     agreement = []
+    truth_verdicts = None
     if reference is not None and reference not in chosen:
         truth = reviews.by([reference]).battles()
         truth_verdicts = verdicts(truth)
@@ -195,10 +198,15 @@ def leaderboard(
             ))
     pairwise_weights = win_rate(selected, True, fixed).weights if weighted else None
     matrix = pairwise_matrix(selected, pairwise_weights)
+    weight_check = None
+    if weighted:
+        weight_check = check_weights(selected, {r.method: r.weights for r in results if r.weights}, fixed,
+                                     agreement_unit, reference, truth_verdicts)
     return Leaderboard(
         contestants=selected.contestants, reviewers=selected.reviewers, reviews=len(selected), reference=reference,
         methods=results, pairwise=[[None if np.isnan(v) else float(v) for v in row] for row in matrix],
         pairwise_weights=pairwise_weights, bias=reviewer_bias(given, selected), agreement=agreement,
+        weight_check=weight_check, notes=[weight_check.warning] if weight_check and weight_check.warning else [],
     )
 
 

@@ -100,12 +100,33 @@ def _board(board: dict, heading: str, key: str) -> str:
                 f"{METHOD_NAMES[first['method']]}." + (f" {TIES}" if _tied(ranks) else "")
                 + (" Defaulted and valid turns: each contestant's own turns (answers and verdicts) in the reviewing "
                    "matches, with their shares." if stands_on is not None else ""))
-    warnings = "".join(warning(text) for text in board.get("notes") or ())
+    warnings = "".join(warning(text) for text in board.get("notes") or ()) + _weight_check(board.get("weight_check"))
     # a column pair per method and the turns behind each row: wider than the page with many methods, so it scrolls
     return (f"<h3>{escape(heading)}</h3>" + what + warnings + '<div class="scroll">'
             + table(headers, rows, numeric_from=2, row_classes=["top" if r == 1 else "" for r in ranks],
                     attrs=f' class="board" data-board="{key}" data-method="{first["method"]}"')
             + '</div><div class="pair">' + "".join(figures) + "</div>")
+
+
+def _weight_check(check: dict | None) -> str:
+    """A weighted board's check of its assumption (arena.rank.weight_check): each weighed reviewer's
+    agreement beside its weights, and the rank correlation between them."""
+    if not check:
+        return ""
+    methods = list(check["weights"])
+    rows = [[r["reviewer"], r["examples"], fmt(r["agreement"], 3), *(fmt(check["weights"][m][r["reviewer"]], 3) for m in methods)]
+            for r in sorted(check["reviewers"], key=lambda r: (-(r["agreement"] or 0.0), r["reviewer"]))]
+    if check["holds"] is None:
+        verdict = f"Not checked: {check['reason']}."
+    else:
+        rho = ", ".join(f"{METHOD_NAMES[m]} {c:+.2f}" for m, c in check["correlation"].items() if c is not None)
+        verdict = (f"Spearman between weight and agreement: {rho}; the assumption "
+                   f"{'holds' if check['holds'] else 'fails'} (it holds at {check['threshold']:g} or more).")
+    return (f'<div class="weight-check" data-holds="{str(check["holds"]).lower()}">'
+            + note(f"Weighting assumes that the reviewers who score best as contestants judge best. Each weighed "
+                   f"reviewer's agreement with {check['against']} beside its weights. {verdict}")
+            + table(["Reviewer", "Examples", "Agreement", *(f"{METHOD_NAMES[m]} weight" for m in methods)], rows)
+            + "</div>")
 
 
 def _metric_title(rank: dict, group: str, metric: str) -> str:
