@@ -156,3 +156,16 @@ async def test_without_ties_the_prompt_forbids_one_and_a_tie_is_asked_again_with
     assert summary.expert_ties == ["first"]
     (found,) = summarize([record])  # the run summary's tables name the rule in their titles
     assert all("an even split goes to the first expert, as PRD's code" in t.title for t in found.tables)
+
+
+@pytest.mark.parametrize("rule, label", [("tie", 0), ("first", 1)])
+def test_chateval_debate_reads_the_split_by_its_rule_and_records_it(tmp_path, rule, label):
+    import random
+
+    from arena.games.chateval_debate import ChatEvalDebate
+
+    params = ChatEvalDebate.Params(pairs=split_file(tmp_path), expert_ties=rule)
+    seats = ["Debater 1", "Debater 2"]
+    game = ChatEvalDebate(params, seats, {s: "Debater" for s in seats}, random.Random(1))
+    assert game.case.label == label
+    assert game.summary()["expert_ties"] == rule and game.summary()["label"] == label
