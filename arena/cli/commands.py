@@ -724,6 +724,9 @@ def _show(args: argparse.Namespace) -> int:
                 payoffs += f" (stopped at max_rounds after {row.rounds} rounds; not in the results)"
             table.add_row(row.key, row.status, seats, Text(payoffs))
         console.print(table)
+        from arena.cli.tables import print_stability
+
+        print_stability(console, store)  # how many repeats each until_stable entry took, and what stopped it
         return 0
     record = store.record(args.match)
     if record is None:
