@@ -202,6 +202,11 @@ def _parser() -> argparse.ArgumentParser:
     importer.add_argument("folder", type=Path)
     importer.add_argument("-o", "--output", type=Path, required=True)
     importer.add_argument("--contestants", nargs="+", help="keep only battles between these")
+    importer.add_argument("--order", choices=["first", "second", "both"],
+                          help="faireval only: which presentation order of FairEval.py's evaluations to import: first "
+                               "(its `review` lists: the file's first model shown first, as without BPC), second "
+                               "(`review_bpc`: the second model first), or both (the default); the human labels are "
+                               "imported whatever the order")
     importer.set_defaults(handler=_import)
 
     rescore = sub.add_parser(
@@ -873,9 +878,15 @@ def _annotate_import(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from arena.rank.faireval import read_faireval
     from arena.rank.prd import read_prd
+    from arena.rank.reviews import ReviewError
 
-    read = {"prd": read_prd, "faireval": read_faireval}[args.format]
-    reviews, skipped = read(args.folder, args.contestants)
+    if args.format == "faireval":
+        reviews, skipped = read_faireval(args.folder, args.contestants, args.order or "both")
+    elif args.order is not None:
+        raise ReviewError("--order chooses among FairEval.py's evaluations: it is for `arena import faireval`; "
+                         "PRD's ratings are imported in the orders they were given")
+    else:
+        reviews, skipped = read_prd(args.folder, args.contestants)
     with replacing(args.output) as partial:
         reviews.write_jsonl(partial)
     print(f"{args.output}: {len(reviews)} reviews of {len(reviews.contestants)} contestants by "
