@@ -179,13 +179,15 @@ def _parser() -> argparse.ArgumentParser:
 
     annotate = sub.add_parser("annotate", help="human in the loop: export the least certain verdicts, import people's")
     annotate_sub = annotate.add_subparsers(title="annotate commands")
-    out = annotate_sub.add_parser("export", help="the top-beta verdicts by BPDE, as a CSV to fill in")
+    out = annotate_sub.add_parser("export", help="the top-beta verdicts by BPDE (among equal BPDE, the smaller "
+                                  "calibrated score margin first), as a CSV to fill in")
     out.add_argument("run_dir", type=Path)
     out.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to send to people (0 to 1)")
     out.add_argument("-o", "--output", type=Path, required=True)
     out.add_argument("--seed", type=int, help="draws the order each pair is shown in (default: a fresh one, kept in the file)")
     out.set_defaults(handler=_annotate_export)
-    ask = annotate_sub.add_parser("ask", help="the top-beta verdicts by BPDE, asked of you at the terminal")
+    ask = annotate_sub.add_parser("ask", help="the top-beta verdicts by BPDE (among equal BPDE, the smaller "
+                                  "calibrated score margin first), asked of you at the terminal")
     ask.add_argument("run_dir", type=Path)
     ask.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to ask about (0 to 1)")
     ask.add_argument("--seed", type=int, help="draws the order each pair is shown in (default: a fresh one, printed)")
