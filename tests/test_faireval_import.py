@@ -218,3 +218,18 @@ def test_order_second_on_a_file_without_bpc_evaluations_is_refused_plainly(tmp_p
 def test_order_is_for_faireval_only(tmp_path):
     result = arena("import", "prd", tmp_path, "-o", tmp_path / "out.jsonl", "--order", "first", cwd=tmp_path)
     assert result.returncode == 2 and "--order chooses among FairEval.py's evaluations" in result.stderr
+
+
+def test_the_agreement_tables_say_whether_they_hold_pair_verdicts(tmp_path):
+    out = tmp_path / "reviews.jsonl"
+    assert arena("import", "faireval", FIXTURE, "-o", out, cwd=tmp_path).returncode == 0
+    env = ("rank", "--reviews", out, "--bootstrap", "0", "--orderings", "1")
+    pair = " ".join(arena(*env, "--agreement-unit", "pair", cwd=tmp_path).stdout.split())
+    assert ("agreement with human, pair verdicts: one per question and pair, both presentation orders merged "
+            "(as BPC calibrates them)") in pair
+    order = " ".join(arena(*env, cwd=tmp_path).stdout.split())
+    assert "agreement with human, per presented order of a pair, as PRD's Table 5" in order and "pair verdicts" not in order
+    page = tmp_path / "report.html"
+    assert arena("report", "--reviews", out, "-o", page, cwd=tmp_path).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    assert "<h4>Agreement with human (peer), per presented order of a pair, as PRD&#x27;s Table 5</h4>" in html

@@ -235,9 +235,9 @@ def print_leaderboard(console: Console, board) -> None:
                       "—" if b.self_preference is None else f"{b.self_preference:+.3f}")
     console.print(table)
     if board.agreement:
-        unit = board.agreement[0].examples.unit
-        what = ("per presented order of a pair, as PRD's Table 5" if unit == "order"
-                else "per pair, both presentation orders merged")
+        from arena.rank.agreement import UNIT_TITLES
+
+        what = UNIT_TITLES[board.agreement[0].examples.unit]
         table = Table(title=f"agreement with {board.reference}, {what}", title_justify="left")
         for column in ("Method", "Examples", "Accuracy", "Cohen's kappa", "Fleiss' kappa", "Spearman", "Kendall"):
             table.add_column(column, justify="left" if column == "Method" else "right")
