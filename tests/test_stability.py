@@ -111,8 +111,9 @@ def test_the_width_is_a_share_and_the_absolute_one_is_payoff_units():
 
     assert rule("until_stable").tournament.repeats.width == 0.2
     assert rule({"width_abs": 3.0}).tournament.repeats.width_abs == 3.0
-    with pytest.raises(ConfigError, match="width"):
-        rule({"width": 1.5})  # more than the whole range: it could never bind
+    with pytest.raises(ConfigError, match="width is a share of the payoff range, at most 1; for a width in payoff "
+                                          "units, use width_abs"):
+        rule({"width": 1.5})  # more than the whole range: it could never bind (an old scenario's width in units)
 
 
 SCENARIO = """

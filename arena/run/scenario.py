@@ -51,11 +51,19 @@ class UntilStable(BaseModel):
     # coins. 0.2 asks each mean to within about a tenth of the range either way: enough to tell apart agents
     # whose means differ by a fifth of it, and reached by a coin-flip 0/1 payoff after about 100 matches an
     # agent (1.96 * 0.5 / sqrt(n) <= 0.1), within the default cap for a few agents playing each other.
-    width: float = Field(0.2, gt=0, le=1, description="Every 95% interval must be at most this share of the payoff "
+    width: float = Field(0.2, gt=0, description="Every 95% interval must be at most this share of the payoff "
                          "range observed in the entry (its highest payoff minus its lowest, over every seat of every "
                          "finished match).")
     width_abs: float | None = Field(None, gt=0, description="Instead of width: the widest a 95% interval may be, in "
                                     "payoff units.")
+
+    @field_validator("width")
+    @classmethod
+    def _a_share(cls, value: float) -> float:
+        if value > 1:  # an interval is never wider than the range: such a width could never hold a run back
+            raise ValueError("width is a share of the payoff range, at most 1; for a width in "
+                             "payoff units, use width_abs")
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> "UntilStable":
