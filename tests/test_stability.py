@@ -179,3 +179,26 @@ def test_checks_stored_before_the_stop_reason_read_it_from_stable_and_done(tmp_p
             ("duel", "stable", None), ("other", "max repeats", None)]
     finally:
         reader.close()
+
+
+@pytest.mark.parametrize("why, said", [("budget", "not stable yet; the run stopped at its budget"),
+                                       ("outage", "not stable yet; the run stopped at an outage"),
+                                       ("limit", "not stable yet; the run stopped at --limit")])
+def test_what_stopped_a_run_is_said_on_the_entry_s_last_check_only(tmp_path, why, said):
+    from arena.cli.tables import stability_line
+
+    store = RunStore.create_or_resume(tmp_path / "run", "cut", "name: cut\n", "cut")
+    store.record_stability("pg", 4, None, 3.0, False, False, None, 2.0)
+    store.record_stability("pg", 6, 0.8, 2.5, False, False, None, 2.0)
+    store.record_stability("done", 4, 1.0, 0.0, True, True, "stable", 2.0)
+    store.stop_stability("pg", why)  # as the runner does for each entry still adding blocks
+    store.close()
+    reader = open_run(tmp_path / "run")
+    try:
+        checks = reader.stability()
+    finally:
+        reader.close()
+    assert [(c["group"], c["repeats"], c["stopped"]) for c in checks] == [
+        ("done", 4, "stable"), ("pg", 4, None), ("pg", 6, why)]
+    assert stability_line(checks[-1]) == (f"pg: {said} after 6 repeats (Kendall tau 0.80, widest interval 2.50, at most "
+                                          "2.00 allowed)")
