@@ -1,8 +1,10 @@
 """ChatEval's debate: N debaters with personas argue which of two answers is better.
 
 One match is one case of a pairs file (the format of ``peer_discussion``). Each debater has a
-persona (a built-in set, or the scenario's own) and, every turn, says what it thinks and ends
-with its verdict. Three ways to talk:
+persona (a built-in set, or the scenario's own, given in the scenario or in a YAML file) and,
+every turn, says what it thinks and ends with its verdict. The built-in personas are Arena's own,
+not the paper's role descriptions; ``scenarios/data/chateval-paper-personas.yaml`` describes the
+paper's five roles in our words, for ``personas:`` to name. Three ways to talk:
 
 - ``one_by_one``: debaters speak in turn, each seeing everything said before it, this turn too;
 - ``simultaneous_talk``: all speak at once each turn, seeing only earlier turns;
@@ -50,6 +52,7 @@ from .verdicts import as_text, choice_field, object_schema, score_field, text_fi
 if TYPE_CHECKING:
     import networkx as nx
 
+# Arena's own personas, written for this game; ChatEval's are in a file a scenario can name (see above)
 PERSONAS = {
     "Everyday reader": "You read answers the way most people do: you want them clear, useful and to the point.",
     "Critic": "You look for what is wrong: errors, gaps, claims without support, padding.",
@@ -57,6 +60,30 @@ PERSONAS = {
     "Editor": "You care about structure, coherence and whether the answer says what it means plainly.",
     "Teacher": "You ask whether someone who did not know the answer would learn it from this text.",
 }
+
+def personas_of(params: BaseModel) -> dict[str, str]:
+    """The debaters' personas, name -> description: the scenario's (a mapping, or a YAML file of one),
+    else the built-in set. A ValueError, worded for a person, for a file that holds no such mapping."""
+    given = params.personas
+    if given is None:
+        return PERSONAS
+    return _personas_file(given) if isinstance(given, str) else given
+
+
+@functools.lru_cache(maxsize=8)
+def _personas_file(path: str) -> dict[str, str]:
+    import yaml
+
+    try:
+        found = yaml.safe_load(open(path, encoding="utf-8").read())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ValueError(f"personas file {path} cannot be read: {str(exc).splitlines()[0]}") from None
+    if not isinstance(found, dict) or not found or not all(
+            isinstance(k, str) and isinstance(v, str) and k.strip() and v.strip() for k, v in found.items()):
+        raise ValueError(f"personas file {path}: expected a mapping of persona names to descriptions, one "
+                         "`Name: description` a line (each a non-empty text)")
+    return {k.strip(): " ".join(v.split()) for k, v in found.items()}
+
 
 # each the whole closing line of a message
 @functools.lru_cache(maxsize=2)
@@ -85,7 +112,9 @@ class DebateParams(BaseModel):
     strategy: Talk = "one_by_one"
     turns: int = Field(2, ge=1, description="Turns of debate.")
     output: Literal["choice", "scores"] = Field("choice", description="'Verdict: 1|2|tie', or 'Scores: X Y' (1 to 10).")
-    personas: dict[str, str] | None = Field(None, description="Name -> description; default: a built-in set of five.")
+    personas: dict[str, str] | str | None = path_field(
+        None, description="Name -> description, or a YAML file of them (read from the scenario's folder), given to the "
+        "debaters in order; default: Arena's own five (scenarios/data/chateval-paper-personas.yaml: the paper's).")
     position_calibration: bool = Field(
         False, description="Debate every pair in both orders, a match each; the two verdicts are combined when scored.")
     expert_ties: ExpertTies = Field("tie", description=EXPERT_TIES_HELP)
@@ -113,8 +142,12 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
         debaters = n_seats - (params.strategy == "simultaneous_talk_with_summarizer")
         if debaters < 2:
             return "a debate needs at least two debaters (and, with a summarizer, one seat more)"
-        if debaters > len(params.personas or PERSONAS):
-            return f"{debaters} debaters but only {len(params.personas or PERSONAS)} personas: add personas"
+        try:
+            personas = personas_of(params)
+        except ValueError as exc:
+            return str(exc)
+        if debaters > len(personas):
+            return f"{debaters} debaters but only {len(personas)} personas: add personas"
         return None
 
     @classmethod
@@ -133,7 +166,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
         self.case = self.load_case(params)
         self.debaters = [s for s in self.seats if self.roles[s] == "Debater"]
         self.summarizer = next((s for s in self.seats if self.roles[s] == "Summarizer"), None)
-        personas = list((params.personas or PERSONAS).items())
+        personas = list(personas_of(params).items())
         self.persona = {seat: personas[i] for i, seat in enumerate(self.debaters)}
         self.verdicts: dict[str, list[float]] = {s: [] for s in self.debaters}  # the verdicts each debater gave
         self.first_turn: dict[str, Any] = {}  # each debater's verdict at its first turn (None: it gave none)

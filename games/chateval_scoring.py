@@ -58,7 +58,9 @@ class ScoringParams(BaseModel):
     scale: tuple[int, int] = Field((1, 5), description="The lowest and highest score of every dimension.")
     strategy: Talk = "one_by_one"
     turns: int = Field(2, ge=1, description="Turns of debate.")
-    personas: dict[str, str] | None = Field(None, description="Name -> description; default: chateval_debate's five.")
+    personas: dict[str, str] | str | None = path_field(
+        None, description="Name -> description, or a YAML file of them (read from the scenario's folder); default: "
+        "chateval_debate's five, Arena's own.")
 
     @field_validator("dimensions")
     @classmethod

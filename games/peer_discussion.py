@@ -10,7 +10,10 @@ expert's vote, which is what PRD's code does and what the paper's reported human
 LFQA come from. The last notice's ``expert_ties`` says which rule gave the label).
 
 Round 1: both reviewers review the answers on their own and state a preference; the leader's
-review is listed first, as in PRD. Then they take turns, the leader first, each seeing everything
+review is listed first, as in PRD. The leader is the first seat, one drawn per match, or, with
+``leader: both``, each in turn: the seats are then the roles Reviewer 1 (who leads) and Reviewer 2,
+and the tournament's role swap plays each case twice, once in each order, for PRD's ordering
+analysis (who altered their opinion as leader and as follower). Then they take turns, the leader first, each seeing everything
 said so far. PRD runs a fixed number of turns (four) and lets reviewers change their minds even
 after they have agreed: that is ``stop: turns``, the default, where ``max_turns`` is the number of
 turns. ``stop: agreement`` ends the discussion as soon as both state the same preference, after
@@ -64,7 +67,10 @@ class DiscussionParams(BaseModel):
                            "stop: turns (PRD's four), at most this many under stop: agreement.")
     stop: Literal["turns", "agreement"] = Field(
         "turns", description="turns: discuss for max_turns turns whatever happens (PRD); agreement: stop once they agree.")
-    leader: Literal["first", "drawn"] = Field("first", description="Who speaks first: the first seat, or drawn per match.")
+    leader: Literal["first", "drawn", "both"] = Field(
+        "first", description="Who speaks first: the first seat; drawn per match; or both: each pair discussed twice, "
+        "each reviewer leading once (the seats become the roles Reviewer 1, who leads, and Reviewer 2, so the "
+        "tournament's role swap plays a case once in each order, as two matches).")
     role_reminder: bool = Field(True, description="Remind each reviewer of its role at every turn (PRD's role prompt).")
     criteria: bool = Field(True, description="Spell out what to judge: unsupported information, core information, coherence.")
     on_disagreement: Literal["tie", "leader", "follower"] = Field(
@@ -102,6 +108,8 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
 
     @classmethod
     def seat_roles(cls, params, n_seats):
+        if params.leader == "both":  # two roles, so that the role swap seats each pair both ways; labels as ever
+            return [f"Reviewer {i + 1}" for i in range(n_seats)]
         return ["Reviewer"] * n_seats
 
     @classmethod
@@ -120,7 +128,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
         super().__init__(params, seats, roles, rng)
         self.case = case_of(load_pairs(params.pairs, params.expert_ties), params.case)
         first, second = self.seats
-        self.order = [first, second] if params.leader == "first" or rng.random() < 0.5 else [second, first]
+        self.order = [first, second] if params.leader != "drawn" or rng.random() < 0.5 else [second, first]
         # each reviewer's standing preference after each of its turns: the last it stated (a defaulted
         # turn states none), None until it has stated one
         self.preferences: dict[str, list[int | None]] = {s: [] for s in self.seats}

@@ -277,3 +277,30 @@ async def test_the_file_withholds_every_spelling_the_match_withholds_and_nothing
         assert row["question"] == question  # "Google" is the question's: it stays
         for answer in (row["answer_1"], row["answer_2"]):
             assert WITHHELD in answer and any(f"]\n{answer}\n[End of" in prompt for prompt in judged)  # as the judges read it
+
+
+def test_equal_bpde_goes_by_the_smaller_calibrated_margin(run, tmp_path):
+    known = verdicts(run)
+
+    def margin(v):  # by hand: each order's mean score difference, the mean of both, from a tie
+        by_order = {}
+        for value, order in zip(v["results"], v["orders"]):
+            if value is not None:
+                by_order.setdefault(order, []).append(value)
+        return abs(sum(sum(x) / len(x) for x in by_order.values()) / len(by_order))
+
+    rows = export(run, tmp_path / "all.csv", beta=1.0)
+    ranked = [(-round(known[r["item"]]["bpde"], 9), margin(known[r["item"]])) for r in rows]
+    assert ranked == sorted(ranked)  # BPDE first, then the margin
+    groups = Counter(b for b, _ in ranked)
+    shared = [b for b, n in groups.items() if n > 1 and len({m for x, m in ranked if x == b}) > 1]
+    assert shared, "no BPDE shared by verdicts of different margins: the rule was not put to the test"
+    # a cut inside a group of equal BPDE keeps its closest calls and leaves the clearest out
+    b = shared[0]
+    inside = [i for i, (x, _) in enumerate(ranked) if x == b]
+    beta = (inside[0] + 1) / len(rows)  # room for one of the group
+    kept = export(run, tmp_path / "cut.csv", beta=beta)
+    assert len(kept) == inside[0] + 1
+    chosen = margin(known[kept[-1]["item"]])
+    left = [margin(known[r["item"]]) for r in rows[inside[0] + 1:] if -round(known[r["item"]]["bpde"], 9) == b]
+    assert left and chosen <= min(left) and chosen < max(left)

@@ -182,3 +182,54 @@ def test_the_released_answer_files_are_read_as_they_are(tmp_path):
            (VICUNA80 / "generations" / "answer_gpt35.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [r[0] for r in rows] == ids and len(rows) == 80
     assert [r[4] for r in rows] == [{"CHATGPT": -1, "VICUNA13B": 1, "TIE": 0}[label] for label in labels]
+
+
+@pytest.mark.parametrize("order, shown_first", [("first", {"gpt35"}), ("second", {"vicuna-13b"}),
+                                                ("both", {"gpt35", "vicuna-13b"})])
+def test_order_imports_the_evaluations_of_one_presentation_order_and_every_label(tmp_path, order, shown_first):
+    out = tmp_path / "reviews.jsonl"
+    result = arena("import", "faireval", FIXTURE, "-o", out, "--order", order, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    rows = lines(out)
+    judge = [r for r in rows if r["reviewer"] == JUDGE]
+    assert {r["a"] for r in judge} == shown_first and len(judge) == 12 * len(shown_first)
+    assert len([r for r in rows if r["reviewer"] == "human"]) == 6  # the labels carry no order: always all of them
+    # question 2, judged 8-7 and 7-7 with gpt35 first, 8-7 and 8-6 with vicuna-13b first
+    q2 = [(r["a"], r["score"]) for r in judge if r["question"] == "2"]
+    expected = {"gpt35": [("gpt35", -1), ("gpt35", 0)], "vicuna-13b": [("vicuna-13b", -1), ("vicuna-13b", -1)]}
+    assert q2 == [pair for name in ("gpt35", "vicuna-13b") if name in shown_first for pair in expected[name]]
+    default = tmp_path / "default.jsonl"
+    arena("import", "faireval", FIXTURE, "-o", default, cwd=tmp_path)
+    assert (lines(default) == rows) == (order == "both")  # without --order: both, as before
+
+
+def test_order_second_on_a_file_without_bpc_evaluations_is_refused_plainly(tmp_path):
+    folder = copy(tmp_path)
+    path = folder / "review" / f"review_gpt35_vicuna-13b_{JUDGE}.json"
+    path.write_text("".join(json.dumps({**row, "review_bpc": []}) + "\n" for row in lines(path)), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = arena("import", "faireval", folder, "-o", out, "--order", "second", cwd=tmp_path)
+    assert result.returncode == 2 and not out.exists()
+    assert "no evaluations with vicuna-13b's answer shown first (review_bpc), which --order second asks for" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert arena("import", "faireval", folder, "-o", out, "--order", "first", cwd=tmp_path).returncode == 0
+
+
+def test_order_is_for_faireval_only(tmp_path):
+    result = arena("import", "prd", tmp_path, "-o", tmp_path / "out.jsonl", "--order", "first", cwd=tmp_path)
+    assert result.returncode == 2 and "--order chooses among FairEval.py's evaluations" in result.stderr
+
+
+def test_the_agreement_tables_say_whether_they_hold_pair_verdicts(tmp_path):
+    out = tmp_path / "reviews.jsonl"
+    assert arena("import", "faireval", FIXTURE, "-o", out, cwd=tmp_path).returncode == 0
+    env = ("rank", "--reviews", out, "--bootstrap", "0", "--orderings", "1")
+    pair = " ".join(arena(*env, "--agreement-unit", "pair", cwd=tmp_path).stdout.split())
+    assert ("agreement with human, pair verdicts: one per question and pair, both presentation orders merged "
+            "(as BPC calibrates them)") in pair
+    order = " ".join(arena(*env, cwd=tmp_path).stdout.split())
+    assert "agreement with human, per presented order of a pair, as PRD's Table 5" in order and "pair verdicts" not in order
+    page = tmp_path / "report.html"
+    assert arena("report", "--reviews", out, "-o", page, cwd=tmp_path).returncode == 0
+    html = page.read_text(encoding="utf-8")
+    assert "<h4>Agreement with human (peer), per presented order of a pair, as PRD&#x27;s Table 5</h4>" in html

@@ -13,6 +13,7 @@ import pytest
 
 from arena.contract import open_run
 from arena.contract import MatchIdentity, MatchSpec
+from arena.contract.runs.schema import SCHEMA_VERSION
 from arena.engine.match import JUDGE, play_match
 from arena.run.scenario import load_scenario, parse_scenario
 from arena.run.tournament import plan
@@ -255,7 +256,7 @@ def test_a_run_stored_before_format_6_resumes_with_its_keys_and_seeds(tmp_path):
     store = open_run(run_dir)
     try:
         assert store.key_scheme() == "agents"
-        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 6
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     finally:
         store.close()
     # the same scenario in a fresh folder plans the same matches under keys of the new scheme

@@ -189,7 +189,7 @@ async def test_until_stable_runs_to_the_cap_on_a_coin_flip():
     coin = {"x": {"backend": "scripted", "strategy": "random_contributor"},
             "y": {"backend": "scripted", "strategy": "random_contributor"}}
     s = scenario([{"game": "public_goods"}], agents=coin,
-                 tournament={"repeats": {"block": 4, "min": 8, "max": 24, "tau": 0.9, "width": 0.5}})
+                 tournament={"repeats": {"block": 4, "min": 8, "max": 24, "tau": 0.9, "width_abs": 0.5}})
     result = await run_tournament(s)
     assert len(result.statuses) == 24
     assert [c.repeats for c in result.stability] == [8, 12, 16, 20, 24]

@@ -217,7 +217,7 @@ def test_show_export_rank_and_runs(tmp_path):
     assert "crashy" in runs.stdout and "finished" in runs.stdout
 
     printed = arena("rank", run_dir)
-    assert "pairs: mean payoff per agent" in printed.stdout and "coin: not stable; stopped at the cap after 8" in " ".join(printed.stdout.split())
+    assert "pairs: mean payoff per agent" in printed.stdout and "coin: not stable; stopped at max repeats after 8" in " ".join(printed.stdout.split())
 
 
 def test_commands_on_a_folder_that_is_not_a_run(tmp_path):

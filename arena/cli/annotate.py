@@ -3,7 +3,8 @@ at the terminal (`arena annotate ask RUN_DIR --beta 0.2`) or through a file:
 
 `arena annotate export RUN_DIR --beta 0.2 -o todo.csv` writes the top-β of a run's calibrated
 pairwise verdicts by BPDE (the entropy of a judge's 2k results for a pair: high when its verdicts
-disagree with themselves), with the question and both answers, for annotators to fill in the
+disagree with themselves; among equal BPDE, the smaller margin first: see ``uncertain``), with the
+question and both answers, for annotators to fill in the
 ``human_verdict`` column (1, 2 or tie). `arena annotate import RUN_DIR todo.csv` brings the
 filled rows back: each human verdict replaces that judge's verdicts on that pair, in the run's
 review tuples, so `arena rank RUN_DIR` uses it.
@@ -56,6 +57,7 @@ class Item:
     judge_agent: str
     verdict: int | None  # from the pair's first side: -1 it is better, 0 a tie, 1 the second is
     bpde: float
+    margin: float = 0.0  # how far the calibrated score difference the verdict is the sign of lies from a tie
 
     def swapped(self, seed: int) -> bool:
         """Whether the pair is shown second side first: drawn from the seed, item by item."""
@@ -112,15 +114,33 @@ def items(store: RunReader) -> list[Item]:
                 question=data.get("question_text", ""), judge=verdict["judge"], pair=(label[a], label[b]),
                 texts=(answers.get(a, ""), answers.get(b, "")), sides=(agent.get(a, a), agent.get(b, b)),
                 judge_agent=agent[verdict["judge"]], verdict=verdict["verdict"], bpde=verdict["bpde"],
+                margin=margin(verdict["results"], verdict.get("orders")),
             ))
     return found
 
 
+def margin(results: list[float | None], orders: list[int] | None) -> float:
+    """The absolute calibrated score difference of a judge's results on a pair, as the game calibrates
+    them: each presentation order's mean over its samples, then the mean of the orders' means (every
+    result one order's when the orders were not recorded)."""
+    by_order: dict[int, list[float]] = {}
+    for value, order in zip(results, orders or [0] * len(results)):
+        if value is not None:
+            by_order.setdefault(order, []).append(value)
+    if not by_order:
+        return 0.0
+    return abs(sum(sum(v) / len(v) for v in by_order.values()) / len(by_order))
+
+
 def uncertain(store: RunReader, beta: float) -> list[Item]:
-    """The top-β (a share, 0 to 1) of calibrated verdicts by BPDE, most uncertain first; ties broken by id."""
+    """The top-β (a share, 0 to 1) of calibrated verdicts by BPDE, most uncertain first. BPDE takes a few
+    values only (the entropy of 2k results over three outcomes), so many verdicts share one; among them
+    the smaller margin (``margin``: the calibrated score difference nearest a tie, the verdict nearest to
+    turning over) comes first, and what is equal in both goes by item id, a hash of match, judge and pair
+    that no order of play changes."""
     if not 0 < beta <= 1:
         raise StoreError(f"--beta must be a share between 0 and 1, not {beta}")
-    ranked = sorted(items(store), key=lambda i: (-i.bpde, i.id))
+    ranked = sorted(items(store), key=lambda i: (-i.bpde, i.margin, i.id))
     return ranked[: math.ceil(beta * len(ranked) - 1e-9)]
 
 

@@ -179,13 +179,15 @@ def _parser() -> argparse.ArgumentParser:
 
     annotate = sub.add_parser("annotate", help="human in the loop: export the least certain verdicts, import people's")
     annotate_sub = annotate.add_subparsers(title="annotate commands")
-    out = annotate_sub.add_parser("export", help="the top-beta verdicts by BPDE, as a CSV to fill in")
+    out = annotate_sub.add_parser("export", help="the top-beta verdicts by BPDE (among equal BPDE, the smaller "
+                                  "calibrated score margin first), as a CSV to fill in")
     out.add_argument("run_dir", type=Path)
     out.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to send to people (0 to 1)")
     out.add_argument("-o", "--output", type=Path, required=True)
     out.add_argument("--seed", type=int, help="draws the order each pair is shown in (default: a fresh one, kept in the file)")
     out.set_defaults(handler=_annotate_export)
-    ask = annotate_sub.add_parser("ask", help="the top-beta verdicts by BPDE, asked of you at the terminal")
+    ask = annotate_sub.add_parser("ask", help="the top-beta verdicts by BPDE (among equal BPDE, the smaller "
+                                  "calibrated score margin first), asked of you at the terminal")
     ask.add_argument("run_dir", type=Path)
     ask.add_argument("--beta", type=float, default=0.2, help="the share of verdicts to ask about (0 to 1)")
     ask.add_argument("--seed", type=int, help="draws the order each pair is shown in (default: a fresh one, printed)")
@@ -202,6 +204,11 @@ def _parser() -> argparse.ArgumentParser:
     importer.add_argument("folder", type=Path)
     importer.add_argument("-o", "--output", type=Path, required=True)
     importer.add_argument("--contestants", nargs="+", help="keep only battles between these")
+    importer.add_argument("--order", choices=["first", "second", "both"],
+                          help="faireval only: which presentation order of FairEval.py's evaluations to import: first "
+                               "(its `review` lists: the file's first model shown first, as without BPC), second "
+                               "(`review_bpc`: the second model first), or both (the default); the human labels are "
+                               "imported whatever the order")
     importer.set_defaults(handler=_import)
 
     rescore = sub.add_parser(
@@ -724,6 +731,9 @@ def _show(args: argparse.Namespace) -> int:
                 payoffs += f" (stopped at max_rounds after {row.rounds} rounds; not in the results)"
             table.add_row(row.key, row.status, seats, Text(payoffs))
         console.print(table)
+        from arena.cli.tables import print_stability
+
+        print_stability(console, store)  # how many repeats each until_stable entry took, and what stopped it
         return 0
     record = store.record(args.match)
     if record is None:
@@ -870,9 +880,15 @@ def _annotate_import(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from arena.rank.faireval import read_faireval
     from arena.rank.prd import read_prd
+    from arena.rank.reviews import ReviewError
 
-    read = {"prd": read_prd, "faireval": read_faireval}[args.format]
-    reviews, skipped = read(args.folder, args.contestants)
+    if args.format == "faireval":
+        reviews, skipped = read_faireval(args.folder, args.contestants, args.order or "both")
+    elif args.order is not None:
+        raise ReviewError("--order chooses among FairEval.py's evaluations: it is for `arena import faireval`; "
+                         "PRD's ratings are imported in the orders they were given")
+    else:
+        reviews, skipped = read_prd(args.folder, args.contestants)
     with replacing(args.output) as partial:
         reviews.write_jsonl(partial)
     print(f"{args.output}: {len(reviews)} reviews of {len(reviews.contestants)} contestants by "

@@ -40,6 +40,7 @@ def show_document(run_dir: Path, store: RunReader) -> dict:
                 "planned": info.get("planned") or 0, "sessions": sessions_json(store),
                 "rescored_from": rescored_from(info)},
         "matches": [row.model_dump() for row in match_rows(store.matches(), store.match_statuses())],
+        "stability": store.stability(),  # until_stable's checks; the last of an entry says what stopped it
     }
 
 

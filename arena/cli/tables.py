@@ -29,14 +29,34 @@ def print_results(console: Console, store: RunReader) -> None:
         print_usage(console, usage)
     for note in store.notes():
         console.print(f"note ({note['agent']}): {note['text']}", markup=False, highlight=False)
-    checks = store.stability()
-    groups = dict.fromkeys(c["group"] for c in checks)
-    for group in groups:
-        last = [c for c in checks if c["group"] == group][-1]
-        verdict = "stable" if last["stable"] else "not stable; stopped at the cap"
-        tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
-        console.print(f"{group}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval {last['max_width']:.2f})")
+    print_stability(console, store)
     print_left_out(console, store)
+
+
+def print_stability(console: Console, store: RunReader) -> None:
+    """A line for each until_stable entry: its last check."""
+    checks = store.stability()
+    for group in dict.fromkeys(c["group"] for c in checks):
+        console.print(stability_line([c for c in checks if c["group"] == group][-1]), markup=False, highlight=False)
+
+
+STOPPED = {  # why an until_stable entry stopped adding repeats, as the store says it
+    "stable": "stable (Kendall tau and interval width both reached)",
+    "max repeats": "not stable; stopped at max repeats",
+    "budget": "not stable yet; the run stopped at its budget",
+    "outage": "not stable yet; the run stopped at an outage",
+    "limit": "not stable yet; the run stopped at --limit",
+    None: "not stable yet; the run stopped before the next block",
+}
+
+
+def stability_line(last: dict) -> str:
+    """An until_stable entry's last check: what stopped it, after how many repeats, and its figures."""
+    tau = "—" if last["tau"] is None else f"{last['tau']:.2f}"
+    limit = "" if last.get("width_limit") is None else f", at most {last['width_limit']:.2f} allowed"
+    verdict = STOPPED.get(last.get("stopped"), last.get("stopped"))
+    return (f"{last['group']}: {verdict} after {last['repeats']} repeats (Kendall tau {tau}, widest interval "
+            f"{last['max_width']:.2f}{limit})")
 
 
 def print_peer_rank_left_out(console: Console, store: RunReader) -> None:
@@ -216,9 +236,9 @@ def print_leaderboard(console: Console, board) -> None:
                       "—" if b.self_preference is None else f"{b.self_preference:+.3f}")
     console.print(table)
     if board.agreement:
-        unit = board.agreement[0].examples.unit
-        what = ("per presented order of a pair, as PRD's Table 5" if unit == "order"
-                else "per pair, both presentation orders merged")
+        from arena.rank.agreement import UNIT_TITLES
+
+        what = UNIT_TITLES[board.agreement[0].examples.unit]
         table = Table(title=f"agreement with {board.reference}, {what}", title_justify="left")
         for column in ("Method", "Examples", "Accuracy", "Cohen's kappa", "Fleiss' kappa", "Spearman", "Kendall"):
             table.add_column(column, justify="left" if column == "Method" else "right")

@@ -26,6 +26,10 @@ from .reviews import Reviews
 
 Unit = Literal["order", "pair"]
 UNITS: tuple[Unit, ...] = ("order", "pair")
+# what an agreement table's examples are, for its title in the terminal and the report
+UNIT_TITLES = {"order": "per presented order of a pair, as PRD's Table 5",
+               "pair": "pair verdicts: one per question and pair, both presentation orders merged (as BPC calibrates "
+                       "them)"}
 
 
 def verdicts(reviews: Reviews, weights: dict[str, float] | None = None, unit: Unit = "pair") -> dict[tuple[int, ...], int]:

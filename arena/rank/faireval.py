@@ -17,7 +17,9 @@ Contestants are named by their answer file (``gpt35``, ``vicuna-13b``: FairEval'
 PRD's importer's for the same Vicuna80 answers). The human labels become reviewer ``human``, one
 review per question (the annotators saw the answers in an order that was not recorded); every
 evaluation in a FairEval.py file becomes one review in the order it was shown, its reviewer named
-by the file's tag (``gpt-3.5-turbo-0301_mec3_bpc1``), so both presentation orders are kept.
+by the file's tag (``gpt-3.5-turbo-0301_mec3_bpc1``), so both presentation orders are kept, unless
+``order`` asks for one: ``first`` reads ``review`` alone (the evaluations FairEval makes without BPC),
+``second`` reads ``review_bpc`` alone.
 """
 
 from __future__ import annotations
@@ -137,9 +139,15 @@ def _scores(text: str) -> tuple[float, float] | None:
     return float(found[0].group(1)), float(found[1].group(1))
 
 
-def read_evaluations(path: Path, pair: tuple[str, str], reviewer: str,
-                     questions: list[str]) -> list[tuple[str, str, str, str, int]]:
-    """A FairEval.py output file: every evaluation as the review of the order it was shown in."""
+# --order: which of a FairEval.py file's lists to read. ``review`` shows the file's first model's answer
+# first; ``review_bpc`` (Balanced Position Calibration) the second model's.
+ORDERS = {"first": ("review",), "second": ("review_bpc",), "both": ("review", "review_bpc")}
+
+
+def read_evaluations(path: Path, pair: tuple[str, str], reviewer: str, questions: list[str],
+                     order: str = "both") -> list[tuple[str, str, str, str, int]]:
+    """A FairEval.py output file: every evaluation as the review of the order it was shown in; with
+    ``order`` first or second, only those shown in that order (see ``ORDERS``)."""
     known = set(questions)
     rows = []
     for number, row in _jsonl(path):
@@ -148,6 +156,8 @@ def read_evaluations(path: Path, pair: tuple[str, str], reviewer: str,
             raise ReviewError(f"{path}, line {number}: question_id {row.get('question_id')!r} is not a question "
                               "of the answer files")
         for field, (first, second) in (("review", pair), ("review_bpc", pair[::-1])):
+            if field not in ORDERS[order]:
+                continue
             texts = row.get(field, [])
             if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
                 raise ReviewError(f"{path}, line {number}: {field} must be a list of evaluation texts")
@@ -157,15 +167,24 @@ def read_evaluations(path: Path, pair: tuple[str, str], reviewer: str,
                     raise ReviewError(f"{path}, line {number}: {field} evaluation {k} does not end with two score "
                                       "lines (Score of the Assistant 1: <n>, Score of the Assistant 2: <n>)")
                 rows.append((question, first, second, reviewer, _sign(*scores)))
+    if not rows and order != "both":
+        shown = pair[0] if order == "first" else pair[1]
+        raise ReviewError(f"{path}: no evaluations with {shown}'s answer shown first ({ORDERS[order][0]}), which "
+                          f"--order {order} asks for; --order both reads whatever the file holds")
     if not rows:
         raise ReviewError(f"{path}: no evaluations in the file")
     return rows
 
 
-def read_faireval(folder: str | Path, contestants: list[str] | None = None) -> tuple[Reviews, list[str]]:
+def read_faireval(folder: str | Path, contestants: list[str] | None = None,
+                  order: str = "both") -> tuple[Reviews, list[str]]:
     """Every human label file and FairEval.py output under ``folder/review`` for a pair of
-    ``folder/answer`` files. With ``contestants``, only pairs of those. Returns the reviews and the
-    review files left out (named for no pair of answer files, or of another pair)."""
+    ``folder/answer`` files. With ``contestants``, only pairs of those; ``order`` (first, second,
+    both) chooses which presentation order of the evaluations to read (the human labels, whose order
+    was not recorded, are read whatever it is). Returns the reviews and the review files left out
+    (named for no pair of answer files, or of another pair)."""
+    if order not in ORDERS:
+        raise ReviewError(f"order {order!r}: expected one of {', '.join(ORDERS)}")
     folder = Path(folder)
     if not folder.is_dir():
         raise ReviewError(f"{folder}: no such folder")
@@ -182,12 +201,12 @@ def read_faireval(folder: str | Path, contestants: list[str] | None = None) -> t
         first, second, tag = found
         if contestants is not None and not {first, second} <= set(contestants):
             continue
-        order = _order(ids, (first, second), folder)
+        order_of_questions = _order(ids, (first, second), folder)
         if path.suffix == ".txt":
-            rows += read_labels(path, (first, second), order)
+            rows += read_labels(path, (first, second), order_of_questions)
             labelled = True
         else:
-            rows += read_evaluations(path, (first, second), tag, order)
+            rows += read_evaluations(path, (first, second), tag, order_of_questions, order)
     if not labelled:
         raise ReviewError(f"{reviews}: no human label file review_<m1>_<m2>_human.txt for a pair of the answer "
                           f"files ({', '.join(sorted(ids))})")

@@ -202,13 +202,17 @@ def leaderboard(summary: dict) -> str:
             rows = [[a["method"], a["examples"]["examples"], fmt(a["examples"]["accuracy"], 3),
                      fmt(a["examples"]["cohen_kappa"], 3), fmt(a["examples"]["fleiss_kappa"], 3),
                      fmt(a["ranking"]["spearman"], 3), fmt(a["ranking"]["kendall"], 3)] for a in board["agreement"]]
-            parts.append(f"<h4>Agreement with {escape(board['reference'])} ({board_key})</h4>"
+            from ..rank.agreement import UNIT_TITLES
+
+            what = UNIT_TITLES[board["agreement"][0]["examples"]["unit"]]
+            parts.append(f"<h4>Agreement with {escape(board['reference'])} ({board_key}), {escape(what)}</h4>"
                          + table(["Method", "Examples", "Accuracy", "Cohen's κ", "Fleiss' κ", "Spearman", "Kendall"], rows))
     if rank["stability"]:
-        rows = [[c["group"], c["repeats"], fmt(c["tau"], 2), fmt(c["max_width"], 2), "yes" if c["stable"] else "no"]
-                for c in rank["stability"]]
+        rows = [[c["group"], c["repeats"], fmt(c["tau"], 2), fmt(c["max_width"], 2), fmt(c.get("width_limit"), 2),
+                 "yes" if c["stable"] else "no", c.get("stopped") or ""] for c in rank["stability"]]
         parts.append("<h4>Stability checks (repeats until stable)</h4>"
-                     + table(["Entry", "Repeats", "Kendall τ", "Widest interval", "Stable"], rows))
+                     + table(["Entry", "Repeats", "Kendall τ", "Widest interval", "Width allowed", "Stable", "Stopped by"],
+                             rows))
     return section("leaderboard", "Leaderboard", "".join(parts))
 
 

@@ -326,15 +326,22 @@ async def run_tournament(
                                 nursery.start_soon(play, spec, position)
                     wave = []
                     if budget_note or outages.given_up() or beyond_limit:  # stability is judged on complete blocks only
+                        if store is not None:  # the entries still adding blocks say what stopped them
+                            why = (stability.BUDGET if budget_note else stability.OUTAGE if outages.given_up()
+                                   else stability.LIMIT)
+                            for name in repeats_so_far:
+                                store.stop_stability(name, why)
                         break
                     for name, (entry, rule, repeats) in list(repeats_so_far.items()):
                         members = judged[name]
                         current = summarize(members)
                         previous = summarize([r for r in members if r.repeat <= repeats - rule.block])
-                        check = stability.check(name, previous, current, repeats, rule)
+                        check = stability.check(name, previous, current, repeats, rule,
+                                                stability.payoff_range(name, members))
                         checks.append(check)
                         if store is not None:
-                            store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done)
+                            store.record_stability(name, repeats, check.tau, check.max_width, check.stable, check.done,
+                                                   check.stopped, check.width_limit)
                         if check.done:
                             del repeats_so_far[name]
                         else:

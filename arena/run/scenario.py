@@ -47,7 +47,23 @@ class UntilStable(BaseModel):
     min: int = Field(10, ge=1, le=MAX_REPEATS, description="Repeats before stopping is considered.")
     max: int = Field(50, ge=1, le=MAX_REPEATS, description="Cap: never more repeats than this.")
     tau: float = Field(0.9, ge=-1, le=1, description="Kendall's tau between successive rankings must reach this.")
-    width: float = Field(1.0, gt=0, description="Every 95% interval must be at most this wide (payoff units).")
+    # A share of the payoffs' range, so that one number suits a game paying 0 or 1 and one paying tens of
+    # coins. 0.2 asks each mean to within about a tenth of the range either way: enough to tell apart agents
+    # whose means differ by a fifth of it, and reached by a coin-flip 0/1 payoff after about 100 matches an
+    # agent (1.96 * 0.5 / sqrt(n) <= 0.1), within the default cap for a few agents playing each other.
+    width: float = Field(0.2, gt=0, description="Every 95% interval must be at most this share of the payoff "
+                         "range observed in the entry (its highest payoff minus its lowest, over every seat of every "
+                         "finished match).")
+    width_abs: float | None = Field(None, gt=0, description="Instead of width: the widest a 95% interval may be, in "
+                                    "payoff units.")
+
+    @field_validator("width")
+    @classmethod
+    def _a_share(cls, value: float) -> float:
+        if value > 1:  # an interval is never wider than the range: such a width could never hold a run back
+            raise ValueError("width is a share of the payoff range, at most 1; for a width in "
+                             "payoff units, use width_abs")
+        return value
 
     @model_validator(mode="after")
     def _ordered(self) -> "UntilStable":
@@ -84,7 +100,7 @@ class Tournament(BaseModel):
         if isinstance(value, (dict, UntilStable)):
             return UntilStable.model_validate(value)
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError("expected a whole number of repeats, until_stable, or {block, min, max, tau, width}")
+            raise ValueError("expected a whole number of repeats, until_stable, or {block, min, max, tau, width, width_abs}")
         if value < 1:
             raise ValueError("repeats must be at least 1, or until_stable")
         if value > MAX_REPEATS:

@@ -477,11 +477,22 @@ class RunStore:
         self._commit()
 
     @_whole
-    def record_stability(self, group: str, repeats: int, tau: float | None, max_width: float, stable: bool, done: bool) -> None:
+    def record_stability(self, group: str, repeats: int, tau: float | None, max_width: float, stable: bool, done: bool,
+                         stopped: str | None = None, width_limit: float | None = None) -> None:
+        """One check of an until_stable entry; ``stopped`` says why it ended, None while it goes on."""
         self._writable()
         self.db.execute(
-            "INSERT OR REPLACE INTO stability VALUES (?, ?, ?, ?, ?, ?)", (group, repeats, tau, max_width, int(stable), int(done))
+            "INSERT OR REPLACE INTO stability (grp, repeats, tau, max_width, stable, done, stopped, width_limit) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (group, repeats, tau, max_width, int(stable), int(done), stopped, width_limit)
         )
+
+    @_whole
+    def stop_stability(self, group: str, why: str) -> None:
+        """The run stopped before the entry's next whole block (``why``: budget, outage, limit): said on its last
+        check, which a resumed run replaces when it checks that block again."""
+        self._writable()
+        self.db.execute("UPDATE stability SET stopped = ? WHERE grp = ? AND repeats = "
+                        "(SELECT MAX(repeats) FROM stability WHERE grp = ?)", (why, group, group))
 
     @_whole
     def override_review(self, match_key: str, reviewer: str, a: str, b: str, question: str, score: int) -> bool:

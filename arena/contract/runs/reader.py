@@ -344,8 +344,18 @@ class RunReader:
         return [dict(zip(("agent", "endpoint", "topic", "text", "at"), row)) for row in cursor]
 
     def stability(self) -> list[dict[str, Any]]:
-        cursor = self.db.execute("SELECT grp, repeats, tau, max_width, stable, done FROM stability ORDER BY grp, repeats")
-        return [dict(zip(("group", "repeats", "tau", "max_width", "stable", "done"), row)) for row in cursor]
+        """The checks of until_stable entries. ``stopped``: why the entry stopped adding repeats ("stable",
+        "max repeats", "budget", "outage", "limit"), None while it went on; ``width_limit``: the widest an
+        interval could be, in payoff units (None in checks stored before format 7, whose stop is read from
+        stable and done)."""
+        cursor = self.db.execute("SELECT grp, repeats, tau, max_width, stable, done, stopped, width_limit FROM stability "
+                                 "ORDER BY grp, repeats")
+        names = ("group", "repeats", "tau", "max_width", "stable", "done", "stopped", "width_limit")
+        rows = [dict(zip(names, row)) for row in cursor]
+        for row in rows:
+            if row["stopped"] is None and row["done"]:
+                row["stopped"] = "stable" if row["stable"] else "max repeats"
+        return rows
 
 
 def _where(status: str | None, key: str | None, group: str | None) -> tuple[str, list[Any]]:

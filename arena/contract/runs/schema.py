@@ -17,14 +17,16 @@ from arena.contract.records import MatchRecord
 STORE_FILE = "run.sqlite"
 SCENARIO_FILE = "scenario.yaml"
 
-SCHEMA_VERSION = 6  # bump when the tables change; older stores are upgraded when they can be, else refused
-UPGRADABLE = {2, 3, 4, 5}  # versions whose tables are a subset of these: opening one adds what is missing
+SCHEMA_VERSION = 7  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2, 3, 4, 5, 6}  # versions whose tables are a subset of these: opening one adds what is missing
 # columns added since format 2, added to older stores; a review's structure (format 5) is NULL in
 # reviews stored before it, which peer rank reads as battles of their own, as it did then; the run's
-# key scheme (format 6) is NULL in runs begun before it, whose keys name agents ("agents")
+# key scheme (format 6) is NULL in runs begun before it, whose keys name agents ("agents"); why a
+# stability check stopped and its width limit (format 7) are NULL in checks made before it
 ADDED_COLUMNS = {"messages": {"shown": "TEXT"},
                  "reviews": {"sample": "INTEGER", "shown_order": "INTEGER", "difference": "REAL"},
-                 "run": {"key_scheme": "TEXT"}}
+                 "run": {"key_scheme": "TEXT"},
+                 "stability": {"stopped": "TEXT", "width_limit": "REAL"}}
 OLD_KEY_SCHEME = "agents"  # what a run whose key_scheme is NULL has (arena.contract.records.KeyScheme)
 
 SCHEMA = """
@@ -75,7 +77,7 @@ CREATE TABLE IF NOT EXISTS notes (
 );
 CREATE TABLE IF NOT EXISTS stability (
     grp TEXT NOT NULL, repeats INTEGER NOT NULL, tau REAL, max_width REAL, stable INTEGER, done INTEGER,
-    PRIMARY KEY (grp, repeats)
+    stopped TEXT, width_limit REAL, PRIMARY KEY (grp, repeats)
 );
 CREATE TABLE IF NOT EXISTS sessions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, overrides TEXT NOT NULL, match_limit INTEGER
