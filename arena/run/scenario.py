@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from arena.contract import plugins
 from arena.contract.agent import Agent, AgentConfig
-from arena.contract.capabilities import HasCases, describe, has
+from arena.contract.capabilities import HasCases, PlaysComparisons, ReportsReviews, describe, has
 from arena.contract.errors import ConfigError, Problem, spelling_hint
 from arena.contract.game import Game
 from arena.contract.paths import path_fields
@@ -56,6 +56,29 @@ class UntilStable(BaseModel):
         return self
 
 
+class Schedule(BaseModel):
+    """An adaptive schedule: which comparisons (question, pair of answers, judge) an entry asks for,
+    block by block, rather than every one of them. Each comparison is one match in which the judge
+    sees the pair in both orders."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: Literal["default", "interval", "elimination", "uniform", "full"] = Field(
+        "default", description="How the next block is chosen: default (Arena's), interval (Chatbot Arena's "
+        "interval shrink), elimination (stop comparing a contestant whose place is settled), uniform (at random), "
+        "full (every comparison, in a fixed order).")
+    seed_block: int = Field(2, ge=1, le=MAX_REPEATS,
+                            description="Comparisons each contestant takes part in first, before any is chosen.")
+    block: int = Field(20, ge=1, le=MAX_MATCHES, description="Comparisons chosen per block after the seed block.")
+    budget: int | None = Field(None, ge=1, le=MAX_MATCHES,
+                               description="Most comparisons asked for, the seed block included; each is one match in "
+                               "which the judge is asked 2 x samples times (both orders). Default: all of them.")
+    tau: float = Field(0.9, ge=-1, le=1, description="Stable once Kendall's tau between the contestants' ranking "
+                       "before and after a block reaches this, and `width` holds.")
+    width: float = Field(200.0, gt=0, description="Stable only when every contestant's 95% interval of its "
+                         "Bradley-Terry rating is at most this wide, in Elo points (400: a factor of 10 in odds).")
+
+
 class Tournament(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -73,6 +96,9 @@ class Tournament(BaseModel):
         "seats (and roles) in the order they are listed.",
     )
     repeats: int | Literal["until_stable"] | UntilStable = Field(1, description="A number, or until_stable.")
+    schedule: Schedule | None = Field(None, description="For a game that reports reviews: ask for the comparisons "
+                                      "that say most about the ranking, block by block, until it is stable or the "
+                                      "budget is spent (see docs/adaptive.md).")
 
     @field_validator("repeats", mode="wrap")
     @classmethod
@@ -276,7 +302,7 @@ def _scenario_hint(loc: tuple[Any, ...]) -> str | None:
     """For an unknown key: the closest key of its own block, or the block where the key belongs."""
     key, here = str(loc[-1]), _model_at(loc[:-1])
     homes = {"tournament": Tournament, "match": MatchSettings, "concurrency": Concurrency, "games[i]": GameEntry,
-             "budget": Budget, "anonymity": Anonymity}
+             "budget": Budget, "anonymity": Anonymity, "tournament.schedule": Schedule}
     for place, model in homes.items():
         if model is not here and key in model.model_fields:
             return f"`{key}` belongs in the {place} block"
@@ -594,6 +620,43 @@ def _check_games(scenario: Scenario, base: Path | None) -> list[Problem]:
             problems.append(Problem(loc + ("params",), str(exc)))
             continue
         problems += _check_rounds(scenario, entry, game, params, loc)
+        problems += _check_schedule(scenario, entry, game, params, loc)
+    return problems
+
+
+def _check_schedule(scenario: Scenario, entry: GameEntry, game: type[Game], params: BaseModel, loc) -> list[Problem]:
+    """An adaptive schedule needs a game that reports reviews and plays one chosen comparison per
+    match, of answers it is given (not ones its seats write), and decides the matches on its own."""
+    tournament = scenario.tournament_for(entry)
+    if tournament.schedule is None:
+        return []
+    where = loc + ("tournament", "schedule") if entry.tournament is not None else ("tournament", "schedule")
+    if not has(game, ReportsReviews):
+        return [Problem(where, f"an adaptive schedule chooses among pairwise comparisons, and {entry.game} "
+                               "reports none; remove `schedule`, or give it to a game that reports reviews")]
+    if not has(game, PlaysComparisons):
+        return [Problem(where, f"{entry.game} reports reviews but cannot play one chosen comparison in a match; "
+                               "remove `schedule` to play every comparison")]
+    problems = []
+    if tournament.repeats != 1:
+        problems.append(Problem(where[:-1] + ("repeats",), "an adaptive schedule decides how many comparisons are "
+                                "played; remove `repeats` (or set it to 1)"))
+    if tournament.format != "fixed":
+        problems.append(Problem(where[:-1] + ("format",), "an adaptive schedule seats one judge per comparison "
+                                "itself; remove `format` (or set it to fixed)"))
+    compared = game.compared(params)
+    if compared is None:
+        problems.append(Problem(loc + ("params",), f"an adaptive schedule plays {entry.game} on fixed answers only: "
+                                "live contestants would be asked for their answer again in every comparison they "
+                                "take part in; record their answers first (a run without `schedule`, or "
+                                "`answers:` files) and judge those"))
+    elif len(compared) < 2:
+        problems.append(Problem(loc + ("params",), "an adaptive schedule needs two or more answers to compare"))
+    else:
+        one = game.Params.model_validate({**params.model_dump(), **game.comparison(params, compared[0], compared[1])})
+        seat_problem = game.seat_problem(one, 1)
+        if seat_problem:
+            problems.append(Problem(loc + ("params",), f"with an adaptive schedule (one judge per match): {seat_problem}"))
     return problems
 
 
@@ -673,6 +736,8 @@ def _check_rounds(scenario: Scenario, entry: GameEntry, game: type[Game], params
 
 
 def table_size(scenario: Scenario, entry: GameEntry) -> int:
+    if scenario.tournament_for(entry).schedule is not None:
+        return 1  # an adaptive schedule's match seats the one judge of its comparison
     fmt = scenario.tournament_for(entry).format
     if entry.seats is not None:
         return entry.seats
@@ -683,7 +748,7 @@ def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str],
     fmt = scenario.tournament_for(entry).format
     n = table_size(scenario, entry)
     problems = []
-    if fmt == "fixed" and n != len(players):
+    if fmt == "fixed" and n != len(players) and scenario.tournament_for(entry).schedule is None:
         problems.append(Problem(loc + ("seats",), f"a fixed table seats every listed agent: {len(players)}, not {n}; remove `seats` or use format round_robin"))
     if fmt == "all_pairs" and n != 2:
         problems.append(Problem(loc + ("seats",), f"all_pairs plays two-seat tables; seats is {n}; use round_robin for larger tables"))
@@ -724,9 +789,14 @@ def most_repeats(scenario: Scenario, entry: GameEntry) -> int:
 
 
 def entry_matches(scenario: Scenario, entry: GameEntry, repeats: int) -> int:
-    """How many matches ``repeats`` repeats of an entry are, counted without building any."""
+    """How many matches ``repeats`` repeats of an entry are, counted without building any; for an
+    adaptive schedule, the most it may play: every comparison, or its budget."""
     game = plugins.load("game", entry.game)
     tournament = scenario.tournament_for(entry)
+    if tournament.schedule is not None:
+        compared = game.compared(game.Params.model_validate(entry.params)) or []
+        full = len(entry_cases(entry)) * len(compared) * (len(compared) - 1) // 2 * len(scenario.agents_for(entry))
+        return min(full, tournament.schedule.budget or full)
     per_table = orders_per_table(entry_roles(scenario, entry), game.rotating_roles, tournament.role_swap)
     tables = tables_count(len(scenario.agents_for(entry)), table_size(scenario, entry), tournament.format == "fixed")
     return repeats * len(entry_cases(entry)) * tables * per_table

@@ -8,6 +8,7 @@ from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.records import KEY_SCHEME, KeyScheme, MatchIdentity, MatchSpec
 from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, table_size
+from arena.run import adaptive_schedule
 from arena.run.seating import seat_orders, swaps_roles
 
 
@@ -66,16 +67,22 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
 
 
 def plan(scenario: Scenario, scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
-    """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones."""
+    """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones,
+    the seed blocks of adaptive ones."""
     specs = []
     for entry in scenario.games:
-        specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry), scheme)
+        if scenario.tournament_for(entry).schedule is not None:
+            make = adaptive_schedule.Specs(scenario, entry)
+            specs += [make.spec(c) for c in adaptive_schedule.first_block(scenario, entry)]
+        else:
+            specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry), scheme)
     return specs
 
 
 def count(scenario: Scenario) -> int:
-    """``len(plan(scenario))``, by arithmetic: nothing is built."""
-    return sum(entry_matches(scenario, entry, first_repeats(scenario, entry)) for entry in scenario.games)
+    """``len(plan(scenario))``, by arithmetic where it can be: nothing is built but adaptive seed blocks."""
+    return sum(len(adaptive_schedule.first_block(scenario, entry)) if scenario.tournament_for(entry).schedule
+               else entry_matches(scenario, entry, first_repeats(scenario, entry)) for entry in scenario.games)
 
 
 def role_swap_note(scenario: Scenario, entry: GameEntry) -> str | None:
