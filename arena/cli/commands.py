@@ -509,6 +509,7 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
         table.add_column(column)
     for e in found.entries:
         more = f" (until_stable: up to {e.until_stable_cap})" if e.until_stable_cap else ""
+        more = f" (adaptive: up to {e.adaptive.most})" if e.adaptive else more
         table.add_row(e.group, f"{e.matches}{more}", f"{e.calls_per_match:g}", str(e.prompt_tokens_per_match),
                       str(e.completion_tokens_per_match))
     console.print(table)
@@ -516,6 +517,13 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
         if e.defaulted:
             console.print(f"[yellow]{e.group}: {e.defaulted} turns of the sample match had no valid example reply and "
                           "took the game's default, so a run may take another path than this estimate.[/]")
+    for e in found.entries:
+        if e.adaptive:
+            a = e.adaptive
+            cost = "" if a.cost is None else f", ${a.cost[0]:.4f} to ${a.cost[1]:.4f}"
+            console.print(f"{e.group}: the adaptive schedule asks {e.matches} to {a.most} comparisons (its seed block to "
+                          f"{'its budget' if a.limited_by == 'budget' else 'the full design'}): {a.calls[0]} to "
+                          f"{a.calls[1]} calls{cost}, as it stops early or not.")
     if not found.agents:
         console.print("No agent calls a model: this scenario costs nothing.")
         return 0

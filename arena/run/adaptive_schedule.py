@@ -162,10 +162,10 @@ class AdaptiveEntry:
         left = [c for c in self.by_key.values() if c not in asked]
         if tau is not None and tau >= self.schedule.tau and max_width <= self.schedule.width:
             stopped = STABLE
-        elif len(self.asked) >= self.budget:
-            stopped = BUDGET
         elif not left:
             stopped = EXHAUSTED
+        elif len(self.asked) >= self.budget:
+            stopped = BUDGET
         chosen: list[Comparison] = []
         if stopped is None:
             size = min(self.schedule.block, self.budget - len(self.asked))

@@ -272,6 +272,10 @@ class Scenario(BaseModel):
     def fingerprint(self) -> str:
         """What makes two runs the same run: everything that decides which matches are played and how."""
         meaning = self.model_dump(mode="json", include={"seed", "agents", "games", "tournament", "match", "anonymity"})
+        # fields added later count only when set, so a run begun before them still resumes
+        for block in [meaning["tournament"], *(g["tournament"] for g in meaning["games"] if g.get("tournament"))]:
+            if block.get("schedule") is None:
+                block.pop("schedule", None)
         return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
 
 
@@ -653,7 +657,18 @@ def _check_schedule(scenario: Scenario, entry: GameEntry, game: type[Game], para
     elif len(compared) < 2:
         problems.append(Problem(loc + ("params",), "an adaptive schedule needs two or more answers to compare"))
     else:
-        one = game.Params.model_validate({**params.model_dump(), **game.comparison(params, compared[0], compared[1])})
+        chosen = game.comparison(params, compared[0], compared[1])
+        other = game.comparison(params, compared[1], compared[0])
+        for name, value in chosen.items():  # a choice of the user's the schedule would silently undo
+            if name not in entry.params:
+                continue
+            if other.get(name) != value:  # set per comparison
+                problems.append(Problem(loc + ("params", name), f"an adaptive schedule chooses {name} for each "
+                                        f"comparison; remove {name}"))
+            elif entry.params[name] != value:
+                problems.append(Problem(loc + ("params", name), f"an adaptive schedule plays every comparison with "
+                                        f"{name}: {json.dumps(value)} (both orders in one match); remove {name}"))
+        one = game.Params.model_validate({**params.model_dump(), **chosen})
         seat_problem = game.seat_problem(one, 1)
         if seat_problem:
             problems.append(Problem(loc + ("params",), f"with an adaptive schedule (one judge per match): {seat_problem}"))
