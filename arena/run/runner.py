@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from arena.run import stability
 from arena.run.adaptive_schedule import AdaptiveCheck, AdaptiveRun
+from arena.run.swiss import SwissRun
 from arena.contract import plugins
 from arena.contract.agent import Agent, FatalAgentError
 from arena.contract.calls import PROBE_SEAT, CallRecord, CallStarted
@@ -258,15 +259,18 @@ async def run_tournament(
         entry.name: (entry, rule, first_repeats(scenario, entry))
         for entry in scenario.games
         if isinstance(rule := scenario.tournament_for(entry).repeats, UntilStable)
+        and scenario.tournament_for(entry).format != "swiss"  # a Swiss entry judges its stability round by round
     }
     judged: dict[str, list[ScoreRow]] = {name: [] for name in repeats_so_far}  # what their stability is judged on
     adaptive = AdaptiveRun(scenario, store)
+    swiss = SwissRun(scenario)
 
     def over(match: MatchRecord | MatchRow, resumed: bool) -> None:
         statuses[match.key] = match.status
         if match.group in judged and match.status == "finished":
             judged[match.group].append(ScoreRow.of(match))
         adaptive.finished(match)
+        swiss.finished(match)
         observer.finished(match, resumed)
 
     # the match hands each event straight to the store and the live view: the runner is not on its way
@@ -346,6 +350,8 @@ async def run_tournament(
                             wave += plan_entry(scenario, entry, repeats + 1, more, scheme)
                             repeats_so_far[name] = (entry, rule, more)
                     wave += adaptive.next_wave(lambda group, text: stopped_schedule(store, observer, group, text))
+                    wave += [spec for entry, round, chosen in swiss.next_rounds(store, checks)
+                             for spec in plan_entry(scenario, entry, round, round, scheme, chosen)]
                 if store is not None:
                     failed = sum(s == "failed" for s in statuses.values())
                     store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started

@@ -24,6 +24,7 @@ from arena.services.calls import Budget, LimitSettings
 from arena.contract.records import MatchSettings
 from arena.contract.referee import RefereeSpec
 from arena.engine.anonymity import VENDOR_TERMS, identity_names  # noqa: F401  (VENDOR_TERMS: read from here too)
+from arena.rank.adaptive import swiss_rounds
 from arena.run.overrides import Override, apply_overrides, mark_problems
 from arena.run.seating import orders_per_table, tables_count
 from arena.run.yamlfile import read_yaml
@@ -82,10 +83,11 @@ class Schedule(BaseModel):
 class Tournament(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal["fixed", "round_robin", "all_pairs"] = Field(
+    format: Literal["fixed", "round_robin", "all_pairs", "swiss"] = Field(
         "fixed",
         description="fixed: the listed agents at one table; round_robin: every group of `seats` agents; "
-        "all_pairs: every pair (two-seat games).",
+        "all_pairs: every pair (two-seat games); swiss: pairs by standing, round by round, for ceil(log2 N) "
+        "rounds (or until stable with repeats: until_stable).",
     )
     seating: Literal["rotate", "random"] = Field(
         "rotate", description="rotate: repeat k shifts the seat order by k, balancing positions; random: drawn from the seed."
@@ -756,7 +758,7 @@ def table_size(scenario: Scenario, entry: GameEntry) -> int:
     fmt = scenario.tournament_for(entry).format
     if entry.seats is not None:
         return entry.seats
-    return 2 if fmt == "all_pairs" else len(scenario.agents_for(entry))
+    return 2 if fmt in ("all_pairs", "swiss") else len(scenario.agents_for(entry))
 
 
 def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str], loc) -> list[Problem]:
@@ -765,8 +767,14 @@ def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str],
     problems = []
     if fmt == "fixed" and n != len(players) and scenario.tournament_for(entry).schedule is None:
         problems.append(Problem(loc + ("seats",), f"a fixed table seats every listed agent: {len(players)}, not {n}; remove `seats` or use format round_robin"))
-    if fmt == "all_pairs" and n != 2:
-        problems.append(Problem(loc + ("seats",), f"all_pairs plays two-seat tables; seats is {n}; use round_robin for larger tables"))
+    if fmt in ("all_pairs", "swiss") and n != 2:
+        problems.append(Problem(loc + ("seats",), f"{fmt} plays two-seat tables; seats is {n}; use round_robin for larger tables"))
+    repeats = scenario.tournament_for(entry).repeats
+    if fmt == "swiss" and isinstance(repeats, int) and repeats != 1:
+        where = loc + ("tournament", "repeats") if entry.tournament is not None else ("tournament", "repeats")
+        problems.append(Problem(where, f"a Swiss tournament plays ceil(log2 N) rounds (here {swiss_rounds(len(players))}), "
+                                       "or until stable with repeats: until_stable; remove repeats: "
+                                       f"{repeats}"))
     if n > len(players):
         problems.append(Problem(loc + ("seats",), f"tables of {n} need at least {n} agents; {len(players)} take part"))
     count = game.seat_count_problem(n)
@@ -790,16 +798,21 @@ def entry_cases(entry: GameEntry) -> list[str | None]:
 
 
 def first_repeats(scenario: Scenario, entry: GameEntry) -> int:
-    """Repeats played before anything is judged: all of them, or until_stable's minimum."""
+    """Repeats played before anything is judged: all of them, or until_stable's minimum (a Swiss
+    tournament: its first round; each next one is paired by the standings)."""
     rule = scenario.tournament_for(entry).repeats
+    if scenario.tournament_for(entry).format == "swiss":
+        return 1
     if isinstance(rule, UntilStable):
         return min(rule.max, max(rule.block, rule.min))
     return rule
 
 
 def most_repeats(scenario: Scenario, entry: GameEntry) -> int:
-    """Repeats an entry may come to: all of them, or until_stable's cap."""
+    """Repeats an entry may come to: all of them, or until_stable's cap (a Swiss tournament's rounds)."""
     rule = scenario.tournament_for(entry).repeats
+    if scenario.tournament_for(entry).format == "swiss" and not isinstance(rule, UntilStable):
+        return swiss_rounds(len(scenario.agents_for(entry)))
     return rule.max if isinstance(rule, UntilStable) else rule
 
 
@@ -813,7 +826,11 @@ def entry_matches(scenario: Scenario, entry: GameEntry, repeats: int) -> int:
         full = len(entry_cases(entry)) * len(compared) * (len(compared) - 1) // 2 * len(scenario.agents_for(entry))
         return min(full, tournament.schedule.budget or full)
     per_table = orders_per_table(entry_roles(scenario, entry), game.rotating_roles, tournament.role_swap)
-    tables = tables_count(len(scenario.agents_for(entry)), table_size(scenario, entry), tournament.format == "fixed")
+    players = len(scenario.agents_for(entry))
+    if tournament.format == "swiss":  # a round pairs everyone, one sitting out when they are odd
+        tables = players // 2
+    else:
+        tables = tables_count(players, table_size(scenario, entry), tournament.format == "fixed")
     return repeats * len(entry_cases(entry)) * tables * per_table
 
 

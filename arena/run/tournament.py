@@ -8,20 +8,23 @@ from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.records import KEY_SCHEME, KeyScheme, MatchIdentity, MatchSpec
 from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, table_size
-from arena.run import adaptive_schedule
+from arena.run import adaptive_schedule, swiss
 from arena.run.seating import seat_orders, swaps_roles
 
 
 def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[int, ...]]:
-    """The tables an entry sets, each as places (0-based) in its agent list."""
+    """The tables an entry sets, each as places (0-based) in its agent list. A Swiss round's tables
+    are chosen as it comes (``arena.run.swiss``); here, as many of them as a round sets, for counting."""
     places = tuple(range(len(scenario.agents_for(entry))))
     if scenario.tournament_for(entry).format == "fixed":
         return [places]
+    if scenario.tournament_for(entry).format == "swiss":
+        return [places[k:k + 2] for k in range(0, len(places) - 1, 2)]
     return list(combinations(places, table_size(scenario, entry)))
 
 
 def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
-               scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
+               scheme: KeyScheme = KEY_SCHEME, chosen: list[tuple[int, ...]] | None = None) -> list[MatchSpec]:
     """Matches for repeats ``first..last`` of one game entry, repeat by repeat, and within a
     repeat case by case (a game's questions or problems, when it has them).
 
@@ -31,7 +34,8 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
     one comparison played with the roles exchanged: they share the seed of their table
     (``MatchIdentity.table``), so whatever a game draws from it (idiom solitaire's starting
     idiom) is the same in each. ``scheme``: how the keys name the seating; a run resumed from a
-    store of the older scheme keeps its keys, and so its seeds.
+    store of the older scheme keeps its keys, and so its seeds. ``chosen``: these tables rather than
+    the entry's (a Swiss round's pairs).
     """
     tournament = scenario.tournament_for(entry)
     rotating_roles = plugins.load("game", entry.game).rotating_roles
@@ -41,7 +45,7 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
     cases = entry_cases(entry)
     scrub_terms = scenario.scrub_terms()
     anonymity = scenario.anonymity
-    every_table = tables(scenario, entry)
+    every_table = tables(scenario, entry) if chosen is None else chosen
     specs = []
     for repeat in range(first, last + 1):
         for case in cases:
@@ -74,6 +78,8 @@ def plan(scenario: Scenario, scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
         if scenario.tournament_for(entry).schedule is not None:
             make = adaptive_schedule.Specs(scenario, entry)
             specs += [make.spec(c) for c in adaptive_schedule.first_block(scenario, entry)]
+        elif scenario.tournament_for(entry).format == "swiss":
+            specs += plan_entry(scenario, entry, 1, 1, scheme, chosen=swiss.SwissEntry(scenario, entry).next_round())
         else:
             specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry), scheme)
     return specs
