@@ -246,3 +246,12 @@ async def test_a_model_judge_is_sent_the_question_and_both_answers_in_both_order
         assert sorted(orders) == sorted([(a, b), (b, a)]), (model, question, orders)  # each order once, same judge
     # and what the judge said is what the run kept: a review per request, each order calibrated with the other
     assert len(reviews) == 20 and {r.order for r in reviews} == {0, 1}
+
+
+def test_the_schedule_offers_every_rule_of_the_policies_and_no_other():
+    from typing import get_args
+
+    from arena.rank.adaptive import RULES
+    from arena.run.scenario import Schedule
+
+    assert set(get_args(Schedule.model_fields["rule"].annotation)) == set(RULES)
