@@ -38,7 +38,7 @@ from arena.run.stability import kendall_tau
 CONTESTANTS = 12
 QUESTIONS = 80
 JUDGES = ("judge-a", "judge-b", "judge-first")  # judge-first favours the answer it reads first
-SHARPNESS = (4.0, 3.0, 4.0)  # logistic slope of each judge's reading of a quality difference
+SHARPNESS = (1.5, 1.2, 1.5)  # logistic slope of each judge's reading of a quality difference
 FIRST_SHARE = (0.0, 0.0, 0.6)  # share of calls in which a judge simply prefers the first answer
 SPACING = 0.1  # quality between neighbours
 QUESTION_NOISE = 0.25  # sd of an answer's quality around its contestant's

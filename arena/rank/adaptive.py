@@ -83,8 +83,15 @@ def flipped(a: str, b: str, score: float) -> float:
     return score if a < b else -score
 
 
+class _Checked(list):
+    """A list already checked and sorted here: the helpers one call runs hand it on without
+    checking and sorting it again."""
+
+
 def _checked(candidates: Iterable[Comparison]) -> list[Comparison]:
-    out = sorted(set(candidates))
+    if isinstance(candidates, _Checked):
+        return candidates
+    out = _Checked(sorted(set(candidates)))
     for c in out:
         if not c.first < c.second:
             raise PolicyError(f"comparison {tuple(c)} names its pair out of order: the first contestant must sort "
@@ -93,7 +100,9 @@ def _checked(candidates: Iterable[Comparison]) -> list[Comparison]:
 
 
 def _checked_outcomes(outcomes: Iterable[Outcome]) -> list[Outcome]:
-    out = []
+    if isinstance(outcomes, _Checked):
+        return outcomes
+    out = _Checked()
     for o in outcomes:
         c = o.comparison
         if not c.first < c.second:
@@ -369,9 +378,9 @@ def _default(open_, outcomes, size, rng):
     first answer it reads, whose two orders cancel into ties, is asked least. A judge with fewer than
     ``TRIAL`` outcomes is tried first, so that no judge is written off before it was heard.
     """
-    r = ratings(outcomes, {n for c in open_ for n in (c.first, c.second)})
-    index = {n: i for i, n in enumerate(r.names)}
     by_pair = _by_pair(open_)
+    r = ratings(outcomes, {n for pair in by_pair for n in pair})
+    index = {n: i for i, n in enumerate(r.names)}
     weights = {}
     for a, b in by_pair:
         i, j = index[a], index[b]
