@@ -22,7 +22,7 @@ from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 
-from conformance_kit import current_prompt, local_only, mock_server, model_agent  # noqa: F401  (local_only: autouse)
+from conformance_kit import BACKENDS, current_prompt, local_only, mock_server, model_agent  # noqa: F401  (local_only: autouse)
 from helpers import ROOT
 
 DATA = ROOT / "scenarios" / "data"
@@ -222,12 +222,13 @@ def judging_by_points(body) -> str:
            f"{min(10, points(second) + 1)}"
 
 
-async def test_a_model_judge_is_sent_the_question_and_both_answers_in_both_orders_for_every_comparison(tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+async def test_a_model_judge_is_sent_the_question_and_both_answers_in_both_orders_for_every_comparison(backend, tmp_path):
     texts = {name: {json.loads(l)["question_id"]: json.loads(l)["text"] for l in open(path)}
              for name, path in zip(SOURCES, ANSWERS)}
     questions = {json.loads(l)["id"]: json.loads(l)["question"] for l in open(QUESTIONS)}
-    with mock_server("openai", judging_by_points) as mock:
-        judges = {n: model_agent("openai", mock, model=f"{n}-model") for n in ("ann", "bob")}
+    with mock_server(backend, judging_by_points) as mock:
+        judges = {n: model_agent(backend, mock, model=f"{n}-model") for n in ("ann", "bob")}
         raw = adaptive({"seed_block": 2, "block": 4, "budget": 10, "width": 1}, agents=judges)
         raw["match"] = {"turn_timeout": 600, "max_retries": 0}
         result, reviews, _ = await run(tmp_path, raw)
