@@ -256,3 +256,19 @@ def test_the_schedule_offers_every_rule_of_the_policies_and_no_other():
     from arena.run.scenario import Schedule
 
     assert set(get_args(Schedule.model_fields["rule"].annotation)) == set(RULES)
+
+
+async def test_a_judge_that_never_gives_a_verdict_costs_its_comparisons_and_nothing_else(tmp_path):
+    # "noise" replies with garbage: its matches finish without a review and give the schedule no outcome;
+    # after five such comparisons it is asked no more, and the run says so
+    agents = {"sage": JUDGES["sage"], "noise": {"backend": "scripted", "strategy": "garbage"}}
+    raw = adaptive({"seed_block": 2, "block": 10, "budget": 40, "width": 1}, agents=agents)
+    raw["match"] = {"max_retries": 0}
+    result, reviews, notes = await run(tmp_path, raw)
+    assert result.count("finished") == 40 and result.adaptive[-1].stopped == "budget"
+    assert {r.reviewer for r in reviews} == {"sage"}
+    noisy = [k for k in result.statuses if MatchIdentity.parse(k).places == (1,)]
+    assert 5 <= len(noisy) <= 5 + 10 and not {r.match for r in reviews} & set(noisy)  # at most a block past the fifth
+    (said,) = [n["text"] for n in notes if n["topic"] == "schedule"]
+    assert "its budget of 40 comparisons is spent" in said and "noise gave no valid verdict in 5 comparisons and was " \
+        "asked no more" in said, said

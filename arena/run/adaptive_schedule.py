@@ -26,6 +26,7 @@ from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_roles
 from arena.run.stability import kendall_tau
 
 STABLE, BUDGET, EXHAUSTED = "stable", "budget", "exhausted"
+SILENT = 5  # comparisons a judge may leave without any valid verdict before the schedule stops asking it
 
 
 class AdaptiveCheck(BaseModel):
@@ -140,6 +141,7 @@ class AdaptiveEntry:
         self.outcomes: dict[Comparison, Outcome] = {}
         self.checks: list[AdaptiveCheck] = []
         self.previous: dict[str, float] | None = None
+        self.silent: list[str] = []  # judges left out: they gave no verdict in their first SILENT comparisons
 
     @property
     def budget(self) -> int:
@@ -159,7 +161,13 @@ class AdaptiveEntry:
         self.previous = means
         stopped = None
         asked = set(self.asked)
-        left = [c for c in self.by_key.values() if c not in asked]
+        heard = {c.judge for c in self.outcomes}
+        tried: dict[str, int] = defaultdict(int)
+        for c in self.asked:
+            tried[c.judge] += 1
+        # a judge that never says anything valid would otherwise look untried to a rule, and be asked first forever
+        self.silent += sorted(j for j, n in tried.items() if n >= SILENT and j not in heard and j not in self.silent)
+        left = [c for c in self.by_key.values() if c not in asked and c.judge not in self.silent]
         if tau is not None and tau >= self.schedule.tau and max_width <= self.schedule.width:
             stopped = STABLE
         elif not left:
@@ -189,8 +197,10 @@ class AdaptiveEntry:
                BUDGET: f"its budget of {self.budget:,} comparisons is spent (Kendall tau {tau}, widest interval "
                        f"{last.max_width:.2f})",
                EXHAUSTED: f"no comparison is left to ask (Kendall tau {tau}, widest interval {last.max_width:.2f})"}
+        silent = (f"; {', '.join(self.silent)} gave no valid verdict in {SILENT} comparisons and {'was' if len(self.silent) == 1 else 'were'} "
+                  "asked no more" if self.silent else "")
         return (f"{name}: the adaptive schedule ({rule}) stopped after {last.comparisons:,} of {len(self.by_key):,} "
-                f"comparisons in {last.block + 1} blocks: {why[last.stopped]}")
+                f"comparisons in {last.block + 1} blocks: {why[last.stopped]}{silent}")
 
 
 class AdaptiveRun:
