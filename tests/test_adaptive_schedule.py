@@ -272,3 +272,17 @@ async def test_a_judge_that_never_gives_a_verdict_costs_its_comparisons_and_noth
     (said,) = [n["text"] for n in notes if n["topic"] == "schedule"]
     assert "its budget of 40 comparisons is spent" in said and "noise gave no valid verdict in 5 comparisons and was " \
         "asked no more" in said, said
+
+
+@pytest.mark.parametrize("pair, words", [
+    (["atlas", "zed"], "pair names two different sources of the answers (atlas, birch, cedar, delta, ember, flint); "
+                       "it names atlas, zed"),
+    (["atlas", "atlas"], "pair names two different sources"),
+])
+def test_a_pair_that_names_no_two_sources_is_refused_with_a_sentence(pair, words):
+    raw = adaptive({"budget": 4})
+    del raw["tournament"]
+    raw["games"][0]["params"]["pair"] = pair
+    with pytest.raises(ConfigError) as caught:
+        parse_scenario(raw)
+    assert "games[0].params" in str(caught.value) and words in str(caught.value), str(caught.value)
