@@ -286,3 +286,10 @@ def test_a_pair_that_names_no_two_sources_is_refused_with_a_sentence(pair, words
     with pytest.raises(ConfigError) as caught:
         parse_scenario(raw)
     assert "games[0].params" in str(caught.value) and words in str(caught.value), str(caught.value)
+
+
+def test_validate_says_how_an_adaptive_entry_grows_past_its_seed_block():
+    out = cli("validate", ROOT / "scenarios" / "pairwise-review-adaptive.yaml")
+    assert out.returncode == 0, out.stderr
+    assert "6 matches" in out.stdout and ("adaptive schedule (default): 6 comparisons in its seed block, then blocks "
+                                          "of 20 chosen by the results, up to 200 (its budget)") in out.stdout, out.stdout

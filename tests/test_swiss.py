@@ -121,3 +121,11 @@ def test_a_swiss_tournament_that_cannot_be_played_is_refused_with_a_sentence(cha
     with pytest.raises(ConfigError) as caught:
         parse_scenario(raw)
     assert words in str(caught.value), str(caught.value)
+
+
+def test_validate_says_a_swiss_entry_plans_its_first_round_only():
+    from arena.run.tournament import growth_note
+
+    scenario = parse_scenario(swiss())
+    assert growth_note(scenario, scenario.games[0]) == ("Swiss: round 1 of 3 planned; each next round is paired by "
+                                                        "the standings")

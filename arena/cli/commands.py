@@ -562,7 +562,7 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
 
 # -- other commands --------------------------------------------------------------------
 def _validate(args: argparse.Namespace) -> int:
-    from arena.run.tournament import count, role_swap_note
+    from arena.run.tournament import count, growth_note, role_swap_note
 
     try:
         scenario = _load(args)
@@ -578,7 +578,7 @@ def _validate(args: argparse.Namespace) -> int:
         matches = min(matches, args.limit)
     unstable = [e.name for e in scenario.games if room and not isinstance(scenario.tournament_for(e).repeats, int)]
     notes = [(f"games[{i}] ({entry.name})", note) for i, entry in enumerate(scenario.games)
-             if (note := role_swap_note(scenario, entry))]
+             for note in (role_swap_note(scenario, entry), growth_note(scenario, entry)) if note]
     if args.json:
         from arena.cli.documents import validate_document
 

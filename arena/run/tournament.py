@@ -7,7 +7,8 @@ from itertools import combinations
 from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.records import KEY_SCHEME, KeyScheme, MatchIdentity, MatchSpec
-from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, table_size
+from arena.run.scenario import (GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, most_repeats,
+                                table_size)
 from arena.run import adaptive_schedule, swiss
 from arena.run.seating import seat_orders, swaps_roles
 
@@ -89,6 +90,22 @@ def count(scenario: Scenario) -> int:
     """``len(plan(scenario))``, by arithmetic where it can be: nothing is built but adaptive seed blocks."""
     return sum(len(adaptive_schedule.first_block(scenario, entry)) if scenario.tournament_for(entry).schedule
                else entry_matches(scenario, entry, first_repeats(scenario, entry)) for entry in scenario.games)
+
+
+def growth_note(scenario: Scenario, entry: GameEntry) -> str | None:
+    """How an adaptive or Swiss entry grows past the matches planned at the start, for validate to say."""
+    tournament = scenario.tournament_for(entry)
+    if tournament.schedule is not None:
+        s = tournament.schedule
+        full = len(adaptive_schedule.candidates(scenario, entry))
+        most = min(full, s.budget or full)
+        return (f"adaptive schedule ({s.rule}): {len(adaptive_schedule.first_block(scenario, entry))} comparisons in its "
+                f"seed block, then blocks of {s.block} chosen by the results, up to {most:,} "
+                f"({'its budget' if most < full else 'every comparison'}), until the ranking is stable")
+    if tournament.format == "swiss":
+        return (f"Swiss: round 1 of {most_repeats(scenario, entry)} planned; each next round is paired by the "
+                "standings" + (" until the ranking is stable" if not isinstance(tournament.repeats, int) else ""))
+    return None
 
 
 def role_swap_note(scenario: Scenario, entry: GameEntry) -> str | None:
