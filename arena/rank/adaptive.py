@@ -102,17 +102,21 @@ def _checked(candidates: Iterable[Comparison]) -> list[Comparison]:
 def _checked_outcomes(outcomes: Iterable[Outcome]) -> list[Outcome]:
     if isinstance(outcomes, _Checked):
         return outcomes
-    out = _Checked()
-    for o in outcomes:
-        c = o.comparison
-        if not c.first < c.second:
-            _checked([c])  # raises, with the message
-        if not (isinstance(o.score, (int, float)) and -1 <= o.score <= 1):  # NaN fails both sides
-            raise PolicyError(f"the outcome of {tuple(c)} has score {o.score!r}; a score is a number "
-                              "from -1 (first better) to 1 (second better)")
-        out.append(o if type(o.score) is float else Outcome(c, float(o.score)))
-    # sorted, so that sums come out bit for bit the same whatever order the outcomes were handed in
-    out.sort()
+    out = _Checked(outcomes)
+    try:  # one pass that says only whether all is well, as a run hands in thousands
+        fine = all(o.comparison.first < o.comparison.second and -1 <= o.score <= 1 for o in out)  # NaN fails
+    except TypeError:  # a score that is no number
+        fine = False
+    if not fine:
+        for o in out:
+            c = o.comparison
+            if not c.first < c.second:
+                _checked([c])  # raises, with the message
+            if not (isinstance(o.score, (int, float)) and -1 <= o.score <= 1):
+                raise PolicyError(f"the outcome of {tuple(c)} has score {o.score!r}; a score is a number "
+                                  "from -1 (first better) to 1 (second better)")
+    # not sorted (a sort of every outcome per block cost more than the rest): every sum over them
+    # is taken with math.fsum, exactly rounded, so it comes out bit for bit the same in any order
     return out
 
 
@@ -137,18 +141,20 @@ def ratings(outcomes: Sequence[Outcome], contestants: Iterable[str] = ()) -> Rat
     needs no resampling and so costs a millisecond per block. ``contestants`` adds names that have
     not played yet."""
     outcomes = _checked_outcomes(outcomes)
-    names = sorted(set(contestants) | {n for o in outcomes for n in (o.comparison.first, o.comparison.second)})
+    by_pair = defaultdict(list)
+    for o in outcomes:
+        by_pair[o.comparison.first, o.comparison.second].append(o.score)
+    names = sorted(set(contestants) | {n for pair in by_pair for n in pair})
     index = {n: i for i, n in enumerate(names)}
     C = len(names)
     if C == 0:
         empty = np.zeros(0)
         return Ratings([], empty, empty, empty, np.zeros((0, 0)))
-    first = np.array([index[o.comparison.first] for o in outcomes], dtype=np.intp)
-    second = np.array([index[o.comparison.second] for o in outcomes], dtype=np.intp)
-    score = np.array([o.score for o in outcomes])
     wins = np.full((C, C), PRIOR / 2) * (1 - np.eye(C))  # wins[i, j]: what i won from j
-    np.add.at(wins, (first, second), (1 - score) / 2)
-    np.add.at(wins, (second, first), (1 + score) / 2)
+    for (a, b), scores in by_pair.items():
+        i, j, total = index[a], index[b], math.fsum(scores)
+        wins[i, j] += (len(scores) - total) / 2  # each outcome s gives the first (1 - s)/2
+        wins[j, i] += (len(scores) + total) / 2
     theta, covariance = _fit(wins)
     se = np.sqrt(np.maximum(np.diag(covariance), 0))
     scores = 1000 + ELO_SCALE * theta
@@ -309,7 +315,7 @@ def _interval(open_, outcomes, size, rng):
         scores[o.comparison.first, o.comparison.second].append((1 + o.score) / 2)
     weights = {}
     for pair in by_pair:
-        s = scores.get(pair, [])
+        s = sorted(scores.get(pair, []))  # sorted: the variance's rounding must not depend on order
         n = len(s)
         v = float(np.var(s, ddof=1)) if n >= 2 else 0.25
         v = max(v, 1e-3)  # a pair with identical outcomes so far is not certain yet
@@ -353,12 +359,11 @@ def judge_agreement(outcomes: Sequence[Outcome], r: Ratings | None = None) -> di
     outcomes = _checked_outcomes(outcomes)
     r = r or ratings(outcomes)
     index = {n: i for i, n in enumerate(r.names)}
-    total, count = defaultdict(float), Counter()
+    sign = np.sign(r.scores[None, :] - r.scores[:, None])  # sign[i, j]: +1 when j rates above i
+    agree = defaultdict(list)
     for o in outcomes:
-        d = r.scores[index[o.comparison.second]] - r.scores[index[o.comparison.first]]
-        total[o.comparison.judge] += o.score * float(np.sign(d))
-        count[o.comparison.judge] += 1
-    return {j: total[j] / count[j] for j in sorted(count)}
+        agree[o.comparison.judge].append(o.score * sign[index[o.comparison.first], index[o.comparison.second]])
+    return {j: math.fsum(agree[j]) / len(agree[j]) for j in sorted(agree)}
 
 
 def _default(open_, outcomes, size, rng):
