@@ -193,10 +193,10 @@ def test_swiss_gives_the_bye_to_the_lowest_without_one_and_breaks_ties_by_the_se
 
 def small_world(seed: int):
     """8 contestants, 30 questions with answer noise, 3 judges, the third preferring the first
-    answer it reads in 60% of its calls."""
+    answer it reads in 60% of its calls (bench/adaptive.py's tournament, smaller)."""
     rng = np.random.default_rng(seed)
     names = [f"m{k}" for k in range(8)]
-    quality = dict(zip(names, (0.25 * rng.permutation(8)).tolist()))
+    quality = dict(zip(names, (0.2 * rng.permutation(8)).tolist()))
     cases = [f"q{k:02d}" for k in range(30)]
     answer = {(n, c): quality[n] + 0.3 * rng.standard_normal() for n in names for c in cases}
     draws = {}
@@ -209,7 +209,7 @@ def small_world(seed: int):
         if judge == "j3" and habit < 0.6:
             return -1
         d = answer[shown_second, case] - answer[shown_first, case]
-        return 1 if read < 1 / (1 + math.exp(-4 * d)) else -1
+        return 1 if read < 1 / (1 + math.exp(-2 * d)) else -1
 
     def outcome(c):
         return Outcome(c, (call(c.case, c.first, c.second, c.judge) - call(c.case, c.second, c.first, c.judge)) / 2)
@@ -227,7 +227,7 @@ def calls_to_reach(rule: str, seed: int, goal: float = 0.9, block: int = 20) -> 
             outcomes += [outcome(c) for c in chosen[start:start + block]]
             r = ratings(outcomes, names)
             trace.append((2 * len(outcomes), kendall_tau(quality, dict(zip(r.names, r.scores.tolist())))))
-        if rule == "full" or len(outcomes) >= 420:
+        if rule == "full" or len(outcomes) >= 600:
             break
         number += 1
         chosen = choose(rule, candidates, outcomes, block, seed, number)
@@ -240,7 +240,8 @@ def calls_to_reach(rule: str, seed: int, goal: float = 0.9, block: int = 20) -> 
 
 
 def test_the_default_rule_reaches_the_truth_with_fewer_calls_than_the_full_design():
-    full = [calls_to_reach("full", s) for s in range(3)]
+    # measured when written: full 3040, 2800, 1680 calls; default 376, 456, 176
+    full = [calls_to_reach("full", s, block=40) for s in range(3)]
     default = [calls_to_reach("default", s) for s in range(3)]
     assert all(math.isfinite(d) for d in default), default
-    assert sorted(default)[1] * 2 <= sorted(full)[1], (default, full)  # medians: at least twice as few
+    assert sorted(default)[1] * 3 <= sorted(full)[1], (default, full)  # medians: the issue's goal, 3x fewer
