@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from arena.rank.adaptive import RULES, Comparison, Outcome, choose, comparison, ratings, seed_block
+from arena.rank.adaptive import RULES, Comparison, Outcome, choose, design, ratings, seed_block
 from arena.run.stability import kendall_tau
 
 CONTESTANTS = 12
@@ -69,8 +69,7 @@ class World:
         self.judge_index = {j: k for k, j in enumerate(JUDGES)}
 
     def candidates(self) -> list[Comparison]:
-        return [comparison(c, a, b, j) for c in self.cases for i, a in enumerate(self.names)
-                for b in self.names[i + 1:] for j in JUDGES]
+        return design(self.cases, self.names, JUDGES)
 
     def call(self, case: str, shown_first: str, shown_second: str, judge: str) -> int:
         """-1: the answer shown first is better, +1: the second."""

@@ -13,6 +13,7 @@ import pytest
 
 from arena.rank.adaptive import (RULES, Comparison, Outcome, PolicyError, choose, comparison, flipped, judge_agreement,
                                  ratings, seed_block, settled, swiss_pairs, swiss_rounds)
+from arena.rank import adaptive
 from arena.run.stability import kendall_tau
 
 NAMES = ["ant", "bee", "cat", "dog", "eel"]
@@ -21,7 +22,7 @@ CASES = [f"q{k}" for k in range(6)]
 
 
 def design(names=NAMES, cases=CASES, judges=JUDGES) -> list[Comparison]:
-    return [comparison(c, a, b, j) for c in cases for i, a in enumerate(names) for b in names[i + 1:] for j in judges]
+    return adaptive.design(cases, names, judges)
 
 
 def truthful(played: list[Comparison], quality: dict[str, float]) -> list[Outcome]:
@@ -92,6 +93,8 @@ def test_a_block_is_its_size_never_repeats_and_skips_what_was_played(rule):
 
 def test_full_plays_the_design_question_by_question():
     candidates = design()
+    assert len(candidates) == len(set(candidates)) == 6 * 10 * 3
+    assert adaptive.design(reversed(CASES), NAMES[::-1] + ["ant"], JUDGES) == candidates
     first = choose("full", candidates, [], 30, seed=0, block=1)
     assert {c.case for c in first} == {"q0"}  # 10 pairs x 3 judges: the whole first question
     assert choose("full", candidates, [], 30, seed=99, block=5) == first  # no draw in it

@@ -78,6 +78,13 @@ def comparison(case: str, a: str, b: str, judge: str) -> Comparison:
     return Comparison(case, first, second, judge)
 
 
+def design(cases: Iterable[str], contestants: Iterable[str], judges: Iterable[str]) -> list[Comparison]:
+    """The full design: every pair of contestants on every question by every judge, sorted."""
+    names, judges = sorted(set(contestants)), sorted(set(judges))
+    return [Comparison(case, a, b, judge) for case in sorted(set(cases)) for i, a in enumerate(names)
+            for b in names[i + 1:] for judge in judges]
+
+
 def flipped(a: str, b: str, score: float) -> float:
     """A score given with ``a`` as the first answer, turned into the sorted pair's frame."""
     return score if a < b else -score
