@@ -70,6 +70,13 @@ def test_bad_input_gets_a_sentence():
     for score in (1.5, math.nan, "1"):
         with pytest.raises(PolicyError, match="a score is a number from -1"):
             choose("default", [c], [Outcome(c, score)], 1, 0, 0)
+    assert choose("uniform", [("q", "a", "b", "j")], [], 1, 0, 0) == [c]  # a plain tuple is read as a comparison
+    assert ratings([(("q", "a", "b", "j"), -1)]).scores[0] > 1000
+    with pytest.raises(PolicyError, match="is not an outcome: give"):
+        ratings([c])
+    for junk in (("q", "a", "b"), ("q", "a", "b", 3), "qabj"):
+        with pytest.raises(PolicyError, match="is not a comparison: give"):
+            choose("uniform", [c, junk], [], 1, 0, 0)
     with pytest.raises(PolicyError, match="zero or more"):
         choose("uniform", [c], [], -1, 0, 0)
 

@@ -98,7 +98,10 @@ class _Checked(list):
 def _checked(candidates: Iterable[Comparison]) -> list[Comparison]:
     if isinstance(candidates, _Checked):
         return candidates
-    out = _Checked(sorted(set(candidates)))
+    given = set(candidates)
+    if not all(type(c) is Comparison for c in given):
+        given = {_as_comparison(c) for c in given}
+    out = _Checked(sorted(given))
     for c in out:
         if not c.first < c.second:
             raise PolicyError(f"comparison {tuple(c)} names its pair out of order: the first contestant must sort "
@@ -106,25 +109,40 @@ def _checked(candidates: Iterable[Comparison]) -> list[Comparison]:
     return out
 
 
+def _as_comparison(c) -> Comparison:
+    """A comparison given as a plain (case, first, second, judge) tuple, read as one."""
+    if isinstance(c, tuple) and len(c) == 4 and all(isinstance(part, str) for part in c):
+        return Comparison(*c)
+    raise PolicyError(f"{c!r} is not a comparison: give (case, first, second, judge), four names")
+
+
 def _checked_outcomes(outcomes: Iterable[Outcome]) -> list[Outcome]:
     if isinstance(outcomes, _Checked):
         return outcomes
     out = _Checked(outcomes)
     try:  # one pass that says only whether all is well, as a run hands in thousands
-        fine = all(o.comparison.first < o.comparison.second and -1 <= o.score <= 1 for o in out)  # NaN fails
+        fine = all(type(o) is Outcome and type(o.comparison) is Comparison and o.comparison.first < o.comparison.second
+                   and -1 <= o.score <= 1 for o in out)  # NaN fails
     except TypeError:  # a score that is no number
         fine = False
     if not fine:
-        for o in out:
-            c = o.comparison
-            if not c.first < c.second:
-                _checked([c])  # raises, with the message
-            if not (isinstance(o.score, (int, float)) and -1 <= o.score <= 1):
-                raise PolicyError(f"the outcome of {tuple(c)} has score {o.score!r}; a score is a number "
-                                  "from -1 (first better) to 1 (second better)")
+        out = _Checked(_as_outcome(o) for o in out)
     # not sorted (a sort of every outcome per block cost more than the rest): every sum over them
     # is taken with math.fsum, exactly rounded, so it comes out bit for bit the same in any order
     return out
+
+
+def _as_outcome(o) -> Outcome:
+    if not (isinstance(o, tuple) and len(o) == 2):
+        raise PolicyError(f"{o!r} is not an outcome: give (comparison, score)")
+    c = o[0] if type(o[0]) is Comparison else _as_comparison(o[0])
+    if not c.first < c.second:
+        _checked([c])  # raises, with the message
+    score = o[1]
+    if not (isinstance(score, (int, float)) and not isinstance(score, bool) and -1 <= score <= 1):
+        raise PolicyError(f"the outcome of {tuple(c)} has score {score!r}; a score is a number "
+                          "from -1 (first better) to 1 (second better)")
+    return Outcome(c, score)
 
 
 def _rng(seed: int, block: int) -> np.random.Generator:
