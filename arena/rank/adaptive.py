@@ -406,7 +406,8 @@ def _default(open_, outcomes, size, rng):
     the same question does not. Among the open comparisons on that question, the judge that agrees
     best with the consensus: its outcome moves the estimate the most, and a judge that favours the
     first answer it reads, whose two orders cancel into ties, is asked least. A judge with fewer than
-    ``TRIAL`` outcomes is tried first, so that no judge is written off before it was heard.
+    ``TRIAL`` outcomes when the block starts is preferred to the others, so that no judge is written
+    off before it was heard.
     """
     by_pair = _by_pair(open_)
     r = ratings(outcomes, {n for pair in by_pair for n in pair})
