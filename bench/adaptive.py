@@ -10,7 +10,7 @@ comparison asks one judge both orders (2 calls) and scores their mean, so the po
 judge's habit cancels into ties instead of pointing the wrong way.
 
 Every rule but ``full`` opens with the same seed block (each contestant in 3 comparisons) and
-then asks blocks of 50 comparisons (100 calls); ``full`` plays the whole design question by
+then asks blocks of 100 comparisons (200 calls); ``full`` plays the whole design question by
 question, as a run without adaptivity does (its total is 31,680 calls). After each block the
 ratings (``arena.rank.adaptive.ratings``, the same estimate for every rule) are compared with the
 truth by Kendall's tau. Printed, medians over 10 seeds:
@@ -28,11 +28,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 
 import numpy as np
 
-from arena.rank.adaptive import RULES, Comparison, Outcome, choose, comparison, ratings, seed_block
+from arena.rank.adaptive import RULES, Comparison, Outcome, choose, design, ratings, seed_block
 from arena.run.stability import kendall_tau
 
 CONTESTANTS = 12
@@ -43,7 +44,7 @@ FIRST_SHARE = (0.0, 0.0, 0.6)  # share of calls in which a judge simply prefers 
 SPACING = 0.1  # quality between neighbours
 QUESTION_NOISE = 0.25  # sd of an answer's quality around its contestant's
 SEED_PER_CONTESTANT = 3
-BLOCK = 50  # comparisons per block after the seed block
+BLOCK = 100  # comparisons per block after the seed block (200 calls)
 MAX_CALLS = 12_000  # where an adaptive run ends
 BUDGETS = (500, 1000, 2000, 4000, 8000)
 GOAL_TAU = 0.9
@@ -69,8 +70,7 @@ class World:
         self.judge_index = {j: k for k, j in enumerate(JUDGES)}
 
     def candidates(self) -> list[Comparison]:
-        return [comparison(c, a, b, j) for c in self.cases for i, a in enumerate(self.names)
-                for b in self.names[i + 1:] for j in JUDGES]
+        return design(self.cases, self.names, JUDGES)
 
     def call(self, case: str, shown_first: str, shown_second: str, judge: str) -> int:
         """-1: the answer shown first is better, +1: the second."""
@@ -96,9 +96,9 @@ def play(rule: str, world: World, seed: int, max_calls: int) -> list[tuple[int, 
     outcomes: list[Outcome] = []
     trace = []
     if rule == "full":
-        design = choose("full", candidates, [], len(candidates), seed, 0)  # the whole design, in its order
-        for start in range(0, len(design), BLOCK):
-            outcomes += [world.outcome(x) for x in design[start:start + BLOCK]]
+        order = choose("full", candidates, [], len(candidates), seed, 0)  # the whole design, in its order
+        for start in range(0, len(order), BLOCK):
+            outcomes += [world.outcome(x) for x in order[start:start + BLOCK]]
             trace.append((2 * len(outcomes), world.tau(outcomes)))
         return trace
     block = seed_block(candidates, world.names, SEED_PER_CONTESTANT, seed)
@@ -151,6 +151,7 @@ def main() -> None:
             spent[rule] = spent.get(rule, 0.0) + time.perf_counter() - start
             needed[rule].append(calls_needed(trace))
             at[rule].append([tau_at(trace, b) for b in BUDGETS])
+        print(f"seed {seed}: " + ", ".join(f"{rule} {needed[rule][-1]:.0f}" for rule in RULES), file=sys.stderr)
     median = {rule: float(np.median(needed[rule])) for rule in RULES}
     full_total = 2 * len(World(0).candidates())
     print(f"\njudge calls until Kendall's tau with the truth stays >= {GOAL_TAU} "

@@ -13,6 +13,7 @@ import pytest
 
 from arena.rank.adaptive import (RULES, Comparison, Outcome, PolicyError, choose, comparison, flipped, judge_agreement,
                                  ratings, seed_block, settled, swiss_pairs, swiss_rounds)
+from arena.rank import adaptive
 from arena.run.stability import kendall_tau
 
 NAMES = ["ant", "bee", "cat", "dog", "eel"]
@@ -21,7 +22,7 @@ CASES = [f"q{k}" for k in range(6)]
 
 
 def design(names=NAMES, cases=CASES, judges=JUDGES) -> list[Comparison]:
-    return [comparison(c, a, b, j) for c in cases for i, a in enumerate(names) for b in names[i + 1:] for j in judges]
+    return adaptive.design(cases, names, judges)
 
 
 def truthful(played: list[Comparison], quality: dict[str, float]) -> list[Outcome]:
@@ -69,6 +70,13 @@ def test_bad_input_gets_a_sentence():
     for score in (1.5, math.nan, "1"):
         with pytest.raises(PolicyError, match="a score is a number from -1"):
             choose("default", [c], [Outcome(c, score)], 1, 0, 0)
+    assert choose("uniform", [("q", "a", "b", "j")], [], 1, 0, 0) == [c]  # a plain tuple is read as a comparison
+    assert ratings([(("q", "a", "b", "j"), -1)]).scores[0] > 1000
+    with pytest.raises(PolicyError, match="is not an outcome: give"):
+        ratings([c])
+    for junk in (("q", "a", "b"), ("q", "a", "b", 3), "qabj"):
+        with pytest.raises(PolicyError, match="is not a comparison: give"):
+            choose("uniform", [c, junk], [], 1, 0, 0)
     with pytest.raises(PolicyError, match="zero or more"):
         choose("uniform", [c], [], -1, 0, 0)
 
@@ -92,6 +100,8 @@ def test_a_block_is_its_size_never_repeats_and_skips_what_was_played(rule):
 
 def test_full_plays_the_design_question_by_question():
     candidates = design()
+    assert len(candidates) == len(set(candidates)) == 6 * 10 * 3
+    assert adaptive.design(reversed(CASES), NAMES[::-1] + ["ant"], JUDGES) == candidates
     first = choose("full", candidates, [], 30, seed=0, block=1)
     assert {c.case for c in first} == {"q0"}  # 10 pairs x 3 judges: the whole first question
     assert choose("full", candidates, [], 30, seed=99, block=5) == first  # no draw in it
@@ -193,10 +203,10 @@ def test_swiss_gives_the_bye_to_the_lowest_without_one_and_breaks_ties_by_the_se
 
 def small_world(seed: int):
     """8 contestants, 30 questions with answer noise, 3 judges, the third preferring the first
-    answer it reads in 60% of its calls."""
+    answer it reads in 60% of its calls (bench/adaptive.py's tournament, smaller)."""
     rng = np.random.default_rng(seed)
     names = [f"m{k}" for k in range(8)]
-    quality = dict(zip(names, (0.25 * rng.permutation(8)).tolist()))
+    quality = dict(zip(names, (0.2 * rng.permutation(8)).tolist()))
     cases = [f"q{k:02d}" for k in range(30)]
     answer = {(n, c): quality[n] + 0.3 * rng.standard_normal() for n in names for c in cases}
     draws = {}
@@ -209,7 +219,7 @@ def small_world(seed: int):
         if judge == "j3" and habit < 0.6:
             return -1
         d = answer[shown_second, case] - answer[shown_first, case]
-        return 1 if read < 1 / (1 + math.exp(-4 * d)) else -1
+        return 1 if read < 1 / (1 + math.exp(-2 * d)) else -1
 
     def outcome(c):
         return Outcome(c, (call(c.case, c.first, c.second, c.judge) - call(c.case, c.second, c.first, c.judge)) / 2)
@@ -227,7 +237,7 @@ def calls_to_reach(rule: str, seed: int, goal: float = 0.9, block: int = 20) -> 
             outcomes += [outcome(c) for c in chosen[start:start + block]]
             r = ratings(outcomes, names)
             trace.append((2 * len(outcomes), kendall_tau(quality, dict(zip(r.names, r.scores.tolist())))))
-        if rule == "full" or len(outcomes) >= 420:
+        if rule == "full" or len(outcomes) >= 600:
             break
         number += 1
         chosen = choose(rule, candidates, outcomes, block, seed, number)
@@ -240,7 +250,8 @@ def calls_to_reach(rule: str, seed: int, goal: float = 0.9, block: int = 20) -> 
 
 
 def test_the_default_rule_reaches_the_truth_with_fewer_calls_than_the_full_design():
-    full = [calls_to_reach("full", s) for s in range(3)]
+    # measured when written: full 3040, 2800, 1680 calls; default 376, 456, 176
+    full = [calls_to_reach("full", s, block=40) for s in range(3)]
     default = [calls_to_reach("default", s) for s in range(3)]
     assert all(math.isfinite(d) for d in default), default
-    assert sorted(default)[1] * 2 <= sorted(full)[1], (default, full)  # medians: at least twice as few
+    assert sorted(default)[1] * 3 <= sorted(full)[1], (default, full)  # medians: the issue's goal, 3x fewer

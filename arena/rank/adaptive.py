@@ -78,6 +78,13 @@ def comparison(case: str, a: str, b: str, judge: str) -> Comparison:
     return Comparison(case, first, second, judge)
 
 
+def design(cases: Iterable[str], contestants: Iterable[str], judges: Iterable[str]) -> list[Comparison]:
+    """The full design: every pair of contestants on every question by every judge, sorted."""
+    names, judges = sorted(set(contestants)), sorted(set(judges))
+    return [Comparison(case, a, b, judge) for case in sorted(set(cases)) for i, a in enumerate(names)
+            for b in names[i + 1:] for judge in judges]
+
+
 def flipped(a: str, b: str, score: float) -> float:
     """A score given with ``a`` as the first answer, turned into the sorted pair's frame."""
     return score if a < b else -score
@@ -91,7 +98,10 @@ class _Checked(list):
 def _checked(candidates: Iterable[Comparison]) -> list[Comparison]:
     if isinstance(candidates, _Checked):
         return candidates
-    out = _Checked(sorted(set(candidates)))
+    given = set(candidates)
+    if not all(type(c) is Comparison for c in given):
+        given = {_as_comparison(c) for c in given}
+    out = _Checked(sorted(given))
     for c in out:
         if not c.first < c.second:
             raise PolicyError(f"comparison {tuple(c)} names its pair out of order: the first contestant must sort "
@@ -99,21 +109,40 @@ def _checked(candidates: Iterable[Comparison]) -> list[Comparison]:
     return out
 
 
+def _as_comparison(c) -> Comparison:
+    """A comparison given as a plain (case, first, second, judge) tuple, read as one."""
+    if isinstance(c, tuple) and len(c) == 4 and all(isinstance(part, str) for part in c):
+        return Comparison(*c)
+    raise PolicyError(f"{c!r} is not a comparison: give (case, first, second, judge), four names")
+
+
 def _checked_outcomes(outcomes: Iterable[Outcome]) -> list[Outcome]:
     if isinstance(outcomes, _Checked):
         return outcomes
-    out = _Checked()
-    for o in outcomes:
-        c = o.comparison
-        if not c.first < c.second:
-            _checked([c])  # raises, with the message
-        if not (isinstance(o.score, (int, float)) and -1 <= o.score <= 1):  # NaN fails both sides
-            raise PolicyError(f"the outcome of {tuple(c)} has score {o.score!r}; a score is a number "
-                              "from -1 (first better) to 1 (second better)")
-        out.append(o if type(o.score) is float else Outcome(c, float(o.score)))
-    # sorted, so that sums come out bit for bit the same whatever order the outcomes were handed in
-    out.sort()
+    out = _Checked(outcomes)
+    try:  # one pass that says only whether all is well, as a run hands in thousands
+        fine = all(type(o) is Outcome and type(o.comparison) is Comparison and o.comparison.first < o.comparison.second
+                   and -1 <= o.score <= 1 for o in out)  # NaN fails
+    except TypeError:  # a score that is no number
+        fine = False
+    if not fine:
+        out = _Checked(_as_outcome(o) for o in out)
+    # not sorted (a sort of every outcome per block cost more than the rest): every sum over them
+    # is taken with math.fsum, exactly rounded, so it comes out bit for bit the same in any order
     return out
+
+
+def _as_outcome(o) -> Outcome:
+    if not (isinstance(o, tuple) and len(o) == 2):
+        raise PolicyError(f"{o!r} is not an outcome: give (comparison, score)")
+    c = o[0] if type(o[0]) is Comparison else _as_comparison(o[0])
+    if not c.first < c.second:
+        _checked([c])  # raises, with the message
+    score = o[1]
+    if not (isinstance(score, (int, float)) and not isinstance(score, bool) and -1 <= score <= 1):
+        raise PolicyError(f"the outcome of {tuple(c)} has score {score!r}; a score is a number "
+                          "from -1 (first better) to 1 (second better)")
+    return Outcome(c, score)
 
 
 def _rng(seed: int, block: int) -> np.random.Generator:
@@ -137,18 +166,20 @@ def ratings(outcomes: Sequence[Outcome], contestants: Iterable[str] = ()) -> Rat
     needs no resampling and so costs a millisecond per block. ``contestants`` adds names that have
     not played yet."""
     outcomes = _checked_outcomes(outcomes)
-    names = sorted(set(contestants) | {n for o in outcomes for n in (o.comparison.first, o.comparison.second)})
+    by_pair = defaultdict(list)
+    for o in outcomes:
+        by_pair[o.comparison.first, o.comparison.second].append(o.score)
+    names = sorted(set(contestants) | {n for pair in by_pair for n in pair})
     index = {n: i for i, n in enumerate(names)}
     C = len(names)
     if C == 0:
         empty = np.zeros(0)
         return Ratings([], empty, empty, empty, np.zeros((0, 0)))
-    first = np.array([index[o.comparison.first] for o in outcomes], dtype=np.intp)
-    second = np.array([index[o.comparison.second] for o in outcomes], dtype=np.intp)
-    score = np.array([o.score for o in outcomes])
     wins = np.full((C, C), PRIOR / 2) * (1 - np.eye(C))  # wins[i, j]: what i won from j
-    np.add.at(wins, (first, second), (1 - score) / 2)
-    np.add.at(wins, (second, first), (1 + score) / 2)
+    for (a, b), scores in by_pair.items():
+        i, j, total = index[a], index[b], math.fsum(scores)
+        wins[i, j] += (len(scores) - total) / 2  # each outcome s gives the first (1 - s)/2
+        wins[j, i] += (len(scores) + total) / 2
     theta, covariance = _fit(wins)
     se = np.sqrt(np.maximum(np.diag(covariance), 0))
     scores = 1000 + ELO_SCALE * theta
@@ -309,7 +340,7 @@ def _interval(open_, outcomes, size, rng):
         scores[o.comparison.first, o.comparison.second].append((1 + o.score) / 2)
     weights = {}
     for pair in by_pair:
-        s = scores.get(pair, [])
+        s = sorted(scores.get(pair, []))  # sorted: the variance's rounding must not depend on order
         n = len(s)
         v = float(np.var(s, ddof=1)) if n >= 2 else 0.25
         v = max(v, 1e-3)  # a pair with identical outcomes so far is not certain yet
@@ -353,12 +384,11 @@ def judge_agreement(outcomes: Sequence[Outcome], r: Ratings | None = None) -> di
     outcomes = _checked_outcomes(outcomes)
     r = r or ratings(outcomes)
     index = {n: i for i, n in enumerate(r.names)}
-    total, count = defaultdict(float), Counter()
+    sign = np.sign(r.scores[None, :] - r.scores[:, None])  # sign[i, j]: +1 when j rates above i
+    agree = defaultdict(list)
     for o in outcomes:
-        d = r.scores[index[o.comparison.second]] - r.scores[index[o.comparison.first]]
-        total[o.comparison.judge] += o.score * float(np.sign(d))
-        count[o.comparison.judge] += 1
-    return {j: total[j] / count[j] for j in sorted(count)}
+        agree[o.comparison.judge].append(o.score * sign[index[o.comparison.first], index[o.comparison.second]])
+    return {j: math.fsum(agree[j]) / len(agree[j]) for j in sorted(agree)}
 
 
 def _default(open_, outcomes, size, rng):
@@ -376,7 +406,8 @@ def _default(open_, outcomes, size, rng):
     the same question does not. Among the open comparisons on that question, the judge that agrees
     best with the consensus: its outcome moves the estimate the most, and a judge that favours the
     first answer it reads, whose two orders cancel into ties, is asked least. A judge with fewer than
-    ``TRIAL`` outcomes is tried first, so that no judge is written off before it was heard.
+    ``TRIAL`` outcomes when the block starts is preferred to the others, so that no judge is written
+    off before it was heard.
     """
     by_pair = _by_pair(open_)
     r = ratings(outcomes, {n for pair in by_pair for n in pair})
