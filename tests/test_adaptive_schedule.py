@@ -147,9 +147,10 @@ def test_a_run_killed_mid_block_resumes_to_the_comparisons_and_results_of_an_unb
     assert exported(crashed) == expected  # and the same verdicts in them
     rank = lambda d: json.loads(cli("rank", d, "--json").stdout)["peer_rank"]
     assert rank(crashed) == rank(reference)
-    # the run's tables say once why the schedule stopped, though three sessions made the run
-    shown = cli("rank", crashed)
-    assert shown.returncode == 0 and shown.stdout.count("its budget of 60 comparisons is spent") == 1, shown.stdout
+    # the run's tables and its list of matches say once why the schedule stopped, though three sessions made the run
+    for command in ("rank", "show"):
+        shown = cli(command, crashed)
+        assert shown.returncode == 0 and shown.stdout.count("its budget of 60 comparisons is spent") == 1, shown.stdout
 
 
 def test_the_dry_run_gives_the_range_of_calls_and_cost_from_the_seed_block_to_the_budget(tmp_path):

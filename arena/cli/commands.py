@@ -732,6 +732,9 @@ def _show(args: argparse.Namespace) -> int:
                 payoffs += f" (stopped at max_rounds after {row.rounds} rounds; not in the results)"
             table.add_row(row.key, row.status, seats, Text(payoffs))
         console.print(table)
+        for note in store.notes():  # why an adaptive schedule chose no more matches than these
+            if note["topic"] == "schedule":
+                console.print(Text(note["text"]))
         return 0
     record = store.record(args.match)
     if record is None:
