@@ -37,7 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import Game, HasCases, InvalidReply, Notice, ReportsReviews, Review, Task, nobody_hears_anyone, path_field
+from arena.contract import (Game, HasCases, InvalidReply, Notice, PlaysComparisons, ReportsReviews, Review, Task,
+                            nobody_hears_anyone, path_field)
 from arena.contract.game import example_prose
 from arena.contract.panels import PANEL, TIE, PanelItem, PanelRecord, vote
 
@@ -65,6 +66,9 @@ class PairwiseParams(BaseModel):
     output: Literal["scores", "choice"] = Field("scores", description="Two scores from 1 to 10, or 1 / 2 / tie.")
     samples: int = Field(1, ge=1, description="Comparisons of each pair in each order (MEC's k).")
     swap: bool = Field(True, description="Show each pair in both orders (BPC).")
+    pair: list[str] | None = Field(
+        None, min_length=2, max_length=2,
+        description="Only this pair of fixed answers' sources, shown in both orders (an adaptive schedule sets it).")
     panel: Literal["vote", "mean"] | None = Field(
         None, description="The judges as one panel: each pair's verdict is their majority (vote) or the sign of their "
         "mean score difference (mean), and the contestants' payoffs count that one verdict per pair.")
@@ -88,10 +92,10 @@ def _sign(value: float) -> int:
     return 0 if abs(value) < 1e-12 else (1 if value > 0 else -1)
 
 
-class PairwiseReview(Game, HasCases, ReportsReviews):
+class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
     description = "Judges compare answers pair by pair; FairEval's calibrations (EC, MEC, BPC, BPDE)."
     Params = PairwiseParams
-    min_seats = 2
+    min_seats = 1  # one judge of fixed answers; seat_problem says what contestants and judges need
     rotating_roles = ("Contestant",)  # a role swap reorders the contestants; judges stay judges
 
     @classmethod
@@ -105,10 +109,19 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
                 return "with fixed answers every seat judges: set contestants: 0"
             if len(params.answers) < 2:
                 return "fixed answers need at least two sources (files) to compare"
-            fixed_answers(tuple(params.answers))  # read now, so a bad file is reported before play
+            sources = fixed_answers(tuple(params.answers))  # read now, so a bad file is reported before play
+            if params.pair is not None:
+                unknown = [name for name in params.pair if name not in sources]
+                if unknown or params.pair[0] == params.pair[1]:
+                    return (f"pair names two different sources of the answers ({', '.join(sources)}); "
+                            f"it names {', '.join(params.pair)}")
+                if not params.swap:  # both orders in one match, or position bias goes uncalibrated
+                    return "a single pair is always shown in both orders: remove swap: false"
             if params.panel is not None and n_seats < 2:
                 return f"a panel needs two judges or more; this match has {n_seats}"
             return None
+        if params.pair is not None:
+            return "pair chooses two sources of fixed answers: give `answers` too"
         if params.contestants < 2:
             return "set contestants to 2 or more, or give fixed answers"
         if n_seats < params.contestants:
@@ -125,8 +138,18 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         return list(load_questions(params.questions))
 
     @classmethod
+    def compared(cls, params: PairwiseParams) -> list[str] | None:
+        # live contestants answer in the match that compares them: a match per pair would ask them again each time
+        return None if params.answers is None else list(fixed_answers(tuple(params.answers)))
+
+    @classmethod
+    def comparison(cls, params: PairwiseParams, first: str, second: str) -> dict[str, Any]:
+        return {"pair": [first, second], "swap": True}
+
+    @classmethod
     def rounds_needed(cls, params, n_seats):
         sources = len(params.answers) if params.answers is not None else min(params.contestants, n_seats)
+        sources = 2 if params.pair is not None else sources
         pairs = sources * (sources - 1) // 2
         return 1 + pairs * (2 if params.swap else 1) * params.samples  # answers, then one round per comparison
 
@@ -138,8 +161,11 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
         self.answers: dict[str, str] = {}  # by seat, or by source name for fixed answers
         self.fixed = None
         if params.answers is not None:
-            self.fixed = {source: texts.get(self.question.id, "") for source, texts in fixed_answers(tuple(params.answers)).items()}
+            self.fixed = {source: texts.get(self.question.id, "") for source, texts in fixed_answers(tuple(params.answers)).items()
+                          if params.pair is None or source in params.pair}
         sources = list(self.fixed) if self.fixed is not None else self.contestants
+        if params.pair is not None:  # one chosen comparison: that pair alone, in the order given
+            sources = list(params.pair)
         orders = (0, 1) if params.swap else (0,)
         # (pair, order, sample): order 0 shows the pair's first contestant first
         self.tasks = [(pair, order, k) for pair in combinations(sources, 2) for order in orders

@@ -187,9 +187,9 @@ def write(tmp_path, text: str):
             name: t
             agents: {a: {backend: scripted, strategy: free_rider}, b: {backend: scripted, strategy: always_all}}
             games: [{game: public_goods}]
-            tournament: {format: swiss}
+            tournament: {format: knockout}
             """,
-            ["tournament.format", "expected 'fixed', 'round_robin' or 'all_pairs'", "given: 'swiss'"],
+            ["tournament.format", "expected 'fixed', 'round_robin', 'all_pairs' or 'swiss'", "given: 'knockout'"],
         ),
         (
             """

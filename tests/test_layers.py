@@ -25,7 +25,7 @@ LAYERS = {
     "arena.store": {"arena.contract"},
     "arena.rank": {"arena.contract"},
     "arena.results": {"arena.contract", "arena.store", "arena.rank"},
-    "arena.run": {"arena.contract", "arena.engine", "arena.services", "arena.store", "arena.results"},
+    "arena.run": {"arena.contract", "arena.engine", "arena.services", "arena.store", "arena.rank", "arena.results"},
     "arena.report": {"arena.contract", "arena.store", "arena.results", "arena.rank"},
     "arena.cli": {"arena.contract", "arena.engine", "arena.services", "arena.store", "arena.results", "arena.rank",
                   "arena.run", "arena.report"},

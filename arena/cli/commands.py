@@ -516,6 +516,7 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
         table.add_column(column)
     for e in found.entries:
         more = f" (until_stable: up to {e.until_stable_cap})" if e.until_stable_cap else ""
+        more = f" (adaptive: up to {e.adaptive.most})" if e.adaptive else more
         table.add_row(e.group, f"{e.matches}{more}", f"{e.calls_per_match:g}", str(e.prompt_tokens_per_match),
                       str(e.completion_tokens_per_match))
     console.print(table)
@@ -523,6 +524,13 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
         if e.defaulted:
             console.print(f"[yellow]{e.group}: {e.defaulted} turns of the sample match had no valid example reply and "
                           "took the game's default, so a run may take another path than this estimate.[/]")
+    for e in found.entries:
+        if e.adaptive:
+            a = e.adaptive
+            cost = "" if a.cost is None else f", ${a.cost[0]:.4f} to ${a.cost[1]:.4f}"
+            console.print(f"{e.group}: the adaptive schedule asks {e.matches} to {a.most} comparisons (its seed block to "
+                          f"{'its budget' if a.limited_by == 'budget' else 'the full design'}): {a.calls[0]} to "
+                          f"{a.calls[1]} calls{cost}, as it stops early or not.")
     if not found.agents:
         console.print("No agent calls a model: this scenario costs nothing.")
         return 0
@@ -561,7 +569,7 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
 
 # -- other commands --------------------------------------------------------------------
 def _validate(args: argparse.Namespace) -> int:
-    from arena.run.tournament import count, role_swap_note
+    from arena.run.tournament import count, growth_note, role_swap_note
 
     try:
         scenario = _load(args)
@@ -577,7 +585,7 @@ def _validate(args: argparse.Namespace) -> int:
         matches = min(matches, args.limit)
     unstable = [e.name for e in scenario.games if room and not isinstance(scenario.tournament_for(e).repeats, int)]
     notes = [(f"games[{i}] ({entry.name})", note) for i, entry in enumerate(scenario.games)
-             if (note := role_swap_note(scenario, entry))]
+             for note in (role_swap_note(scenario, entry), growth_note(scenario, entry)) if note]
     if args.json:
         from arena.cli.documents import validate_document
 
@@ -734,6 +742,9 @@ def _show(args: argparse.Namespace) -> int:
         from arena.cli.tables import print_stability
 
         print_stability(console, store)  # how many repeats each until_stable entry took, and what stopped it
+        for note in store.notes():  # why an adaptive schedule chose no more matches than these
+            if note["topic"] == "schedule":
+                console.print(Text(note["text"]))
         return 0
     record = store.record(args.match)
     if record is None:

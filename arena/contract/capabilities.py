@@ -115,6 +115,26 @@ class ReportsReviews(Protocol):
 
 
 @runtime_checkable
+class PlaysComparisons(Protocol):
+    """can play one chosen comparison in a match: one pair of answers shown both ways to one judge (compared, comparison)"""
+
+    @classmethod
+    def compared(cls, params: BaseModel) -> list[str] | None:
+        """The names of what is compared under these params (the sources of fixed answers), in a fixed
+        order: an adaptive schedule chooses pairs of them. None: these params compare what seated
+        players write, which a schedule of single comparisons cannot play without asking each player
+        again for every pair; the scenario is refused with that reason."""
+        ...
+
+    @classmethod
+    def comparison(cls, params: BaseModel, first: str, second: str) -> dict[str, Any]:
+        """The params that make a match play only the comparison of ``first`` with ``second`` (two of
+        ``compared``), shown in both orders so that position bias cancels, each to every seat (the match
+        seats one judge). Merged over the entry's params; the case is set as for any match."""
+        ...
+
+
+@runtime_checkable
 class HasCases(Protocol):
     """is played on cases: questions, problems, texts (cases)"""
 

@@ -36,7 +36,8 @@ KEY_SCHEME: KeyScheme = "seats"
 """The scheme of a new run's keys."""
 
 _KEY = re.compile(r"(?P<where>.*)#(?P<repeat>\d+):(?P<seating>[^:]*)", re.S)
-_RESERVED = ",=+:"  # what separates the parts of a key's seating: no role may hold one
+_RESERVED = ",=+:;"
+_COMPARED = ";compared="  # what follows the seating in the key of a match playing one chosen comparison  # what separates the parts of a key's seating: no role may hold one
 
 
 class MatchIdentity(BaseModel):
@@ -48,7 +49,9 @@ class MatchIdentity(BaseModel):
     random`` the places are the table's in list order; the match draws the seats from its seed.)
 
     The one place a match key is made (``key``) and read (``parse``); the text is
-    ``ENTRY[/CASE]#REPEAT:ROLE=P+P,ROLE=P``. Keys of the older scheme (``names``: agents' names in
+    ``ENTRY[/CASE]#REPEAT:ROLE=P+P,ROLE=P``, followed by ``;compared=P+P`` for a match that plays one
+    chosen comparison (the two answers' places in the game's ``compared`` list, so that the same
+    judge's matches on other pairs of the same case have keys, and seeds, of their own). Keys of the older scheme (``names``: agents' names in
     seat order, see ``KeyScheme``) are read and made here too."""
 
     model_config = ConfigDict(frozen=True)
@@ -58,6 +61,8 @@ class MatchIdentity(BaseModel):
     repeat: int = Field(1, ge=1)
     seating: tuple[tuple[str, tuple[int, ...]], ...] = ()
     names: tuple[str, ...] = Field((), description="Only in keys of the older scheme: the agents in seat order.")
+    compared: tuple[int, ...] = Field((), description="A match that plays one chosen comparison (an adaptive "
+                                      "schedule's): the places of its two answers in what the game compares.")
 
     @classmethod
     def seated(cls, entry: str, case: str | None, repeat: int, roles: Sequence[str], places: Sequence[int]) -> "MatchIdentity":
@@ -82,7 +87,8 @@ class MatchIdentity(BaseModel):
         if self.names:
             return f"{self.where}#{self.repeat}:{'+'.join(self.names)}"
         seating = ",".join(f"{role}={'+'.join(map(str, places))}" for role, places in self.seating)
-        return f"{self.where}#{self.repeat}:{seating}"
+        compared = f"{_COMPARED}{'+'.join(map(str, self.compared))}" if self.compared else ""
+        return f"{self.where}#{self.repeat}:{seating}{compared}"
 
     @property
     def table(self) -> str:
@@ -122,6 +128,11 @@ class MatchIdentity(BaseModel):
         if not entry or repeat < 1 or not seating:
             raise ValueError(f"{key!r} is not a match key (ENTRY[/CASE]#REPEAT:ROLE=PLACES,...)")
         common = {"entry": entry, "case": case if slash else None, "repeat": repeat}
+        seating, mark, compared = seating.partition(_COMPARED)
+        if mark:
+            if not all(p.isdigit() for p in compared.split("+")):
+                raise ValueError(f"{key!r} is not a match key: {compared!r} should be PLACE+PLACE")
+            common["compared"] = tuple(int(p) for p in compared.split("+"))
         if "=" not in seating:  # the older scheme: agents' names
             return cls(**common, names=tuple(seating.split("+")))
         groups = []

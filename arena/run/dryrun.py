@@ -27,7 +27,8 @@ from arena.contract.messages import Turn
 from arena.contract.records import MatchSettings
 from arena.engine.match import JUDGE, Match, seat_order
 from arena.run.runner import build_agents
-from arena.run.scenario import Scenario
+from arena.run import adaptive_schedule
+from arena.run.scenario import Scenario, entry_matches
 from arena.run.tournament import plan, plan_entry
 
 CHARS_PER_TOKEN = 4  # English text in the usual tokenizers, near enough for a budget
@@ -56,6 +57,17 @@ class AgentEstimate(BaseModel):
     cost_max: float | None
 
 
+class AdaptiveRange(BaseModel):
+    """What an adaptive entry may ask for: at least its seed block, at most every comparison (or its budget).
+    Every comparison is a match of the same shape (one judge, one pair, both orders), so calls and cost
+    scale with the number of matches."""
+
+    most: int  # matches (comparisons) at most
+    limited_by: str  # "budget" or "design": what sets ``most``
+    calls: tuple[int, int]
+    cost: tuple[float, float] | None  # USD; None when a judge's model has no known price
+
+
 class EntryEstimate(BaseModel):
     group: str
     matches: int
@@ -64,6 +76,7 @@ class EntryEstimate(BaseModel):
     completion_tokens_per_match: int
     defaulted: int  # turns of the sample match with no valid example reply: they took the game's default
     until_stable_cap: int | None  # matches at most, when repeats are until_stable
+    adaptive: AdaptiveRange | None = None  # an adaptive schedule's range, from its seed block (``matches``) up
 
 
 class Estimate(BaseModel):
@@ -98,10 +111,34 @@ class _StandIn(Agent):
         return prompt_tokens(self.system, turn.as_chat())
 
 
+def _adaptive_range(scenario: Scenario, entry, real: dict[str, Agent], seeded: int, before, after, prices) -> AdaptiveRange | None:
+    """An adaptive entry's calls and cost, from the ``seeded`` matches of its seed block (the figures
+    this entry added between ``before`` and ``after``) up to its most matches."""
+    schedule = scenario.tournament_for(entry).schedule
+    if schedule is None:
+        return None
+    most = entry_matches(scenario, entry, 1)
+    full = len(adaptive_schedule.candidates(scenario, entry))
+    calls, costs = 0.0, []
+    for name, agent in real.items():
+        n = after[0].get(name, 0.0) - before[0].get(name, 0.0)
+        if not agent.makes_calls or not n:
+            continue
+        calls += n
+        costs.append(agent.cost_of(round(after[1][name] - before[1].get(name, 0.0)),
+                                   round(after[2][name] - before[2].get(name, 0.0)), prices))
+    cost = None if any(c is None for c in costs) else sum(costs)
+    scale = most / seeded
+    return AdaptiveRange(most=most, limited_by="budget" if most < full else "design",
+                         calls=(round(calls), round(calls * scale)),
+                         cost=None if cost is None else (cost, cost * scale))
+
+
 def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
     """``limit``: of the first ``limit`` matches only, as `arena run --limit` plays them."""
     real = build_agents(scenario)
     specs = plan(scenario)[:limit]
+    prices = {m: (p.input, p.output) for m, p in scenario.prices.items()}
     calls: dict[str, float] = defaultdict(float)
     prompt: dict[str, float] = defaultdict(float)
     completion: dict[str, float] = defaultdict(float)
@@ -110,6 +147,7 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
         members = [s for s in specs if s.group == entry.name]
         if not members:  # all past the limit
             continue
+        before = (dict(calls), dict(prompt), dict(completion))
         settings = MatchSettings(turn_timeout=60, max_retries=0, max_rounds=scenario.match.max_rounds)
         # a person is never asked in a dry run: a stand-in answers for them too, and their turns cost nothing
         by_name = {name: _StandIn(agent) for name, agent in real.items() if agent.makes_calls or agent.uses_terminal}
@@ -155,8 +193,8 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
             prompt_tokens_per_match=round(sum(a.prompt_tokens(t) for a, t, _, _ in every)),
             completion_tokens_per_match=round(sum(reply_tokens(text) for _, _, text, _ in every)),
             defaulted=defaulted, until_stable_cap=cap,
+            adaptive=_adaptive_range(scenario, entry, real, len(members), before, (calls, prompt, completion), prices),
         ))
-    prices = {m: (p.input, p.output) for m, p in scenario.prices.items()}
     out = []
     for name, agent in real.items():
         if not agent.makes_calls:

@@ -16,6 +16,8 @@ import trio
 from pydantic import BaseModel
 
 from arena.run import stability
+from arena.run.adaptive_schedule import AdaptiveCheck, AdaptiveRun
+from arena.run.swiss import SwissRun
 from arena.contract import plugins
 from arena.contract.agent import Agent, FatalAgentError
 from arena.contract.calls import PROBE_SEAT, CallRecord, CallStarted
@@ -72,6 +74,7 @@ class TournamentResult(BaseModel):
     unplayed: list[str] = []  # keys of matches not started because a backend they need was down
     warnings: list[str] = []  # what the person running it must hear, however quiet the output (a damaged cache)
     beyond_limit: int = 0  # matches of the plan past --limit, left for a later run
+    adaptive: list[AdaptiveCheck] = []  # adaptive schedules, block by block, the last saying why each stopped
 
     def keys(self, status: str | None = None) -> list[str]:
         """The matches' keys in plan order (those of one status)."""
@@ -256,13 +259,18 @@ async def run_tournament(
         entry.name: (entry, rule, first_repeats(scenario, entry))
         for entry in scenario.games
         if isinstance(rule := scenario.tournament_for(entry).repeats, UntilStable)
+        and scenario.tournament_for(entry).format != "swiss"  # a Swiss entry judges its stability round by round
     }
     judged: dict[str, list[ScoreRow]] = {name: [] for name in repeats_so_far}  # what their stability is judged on
+    adaptive = AdaptiveRun(scenario, store)
+    swiss = SwissRun(scenario)
 
     def over(match: MatchRecord | MatchRow, resumed: bool) -> None:
         statuses[match.key] = match.status
         if match.group in judged and match.status == "finished":
             judged[match.group].append(ScoreRow.of(match))
+        adaptive.finished(match)
+        swiss.finished(match)
         observer.finished(match, resumed)
 
     # the match hands each event straight to the store and the live view: the runner is not on its way
@@ -348,6 +356,9 @@ async def run_tournament(
                             more = min(rule.max, repeats + rule.block)
                             wave += plan_entry(scenario, entry, repeats + 1, more, scheme)
                             repeats_so_far[name] = (entry, rule, more)
+                    wave += adaptive.next_wave(lambda group, text: stopped_schedule(store, observer, group, text))
+                    wave += [spec for entry, round, chosen in swiss.next_rounds(store, checks)
+                             for spec in plan_entry(scenario, entry, round, round, scheme, chosen)]
                 if store is not None:
                     failed = sum(s == "failed" for s in statuses.values())
                     store.set_status("stopped by an outage" if outages.given_up() else "stopped by budget" if not_started
@@ -371,7 +382,16 @@ async def run_tournament(
     resumed = sum(1 for key in order if key in earlier)
     return TournamentResult(statuses={k: statuses[k] for k in order if k in statuses}, stability=checks, resumed=resumed,
                             not_started=not_started, budget_note=budget_note, outages=outages.given_up(),
-                            unplayed=unplayed, warnings=services.warnings, beyond_limit=beyond_limit)
+                            unplayed=unplayed, warnings=services.warnings, beyond_limit=beyond_limit,
+                            adaptive=adaptive.checks)
+
+
+def stopped_schedule(store: RunStore | None, observer: Observer, group: str, text: str) -> None:
+    """Why an adaptive schedule stopped: told to the observer, and kept once in the store (a resumed
+    run that stops the same way again does not repeat it)."""
+    if store is not None and not any(n["topic"] == "schedule" and n["text"] == text for n in store.read.notes()):
+        store.record_note(group, None, "schedule", text)
+    observer.note(text)
 
 
 def endpoints_of(spec: MatchSpec, agents: dict[str, Agent]) -> list[str]:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from arena.contract import plugins
 from arena.contract.agent import Agent, AgentConfig
-from arena.contract.capabilities import HasCases, describe, has
+from arena.contract.capabilities import HasCases, PlaysComparisons, ReportsReviews, describe, has
 from arena.contract.errors import ConfigError, Problem, spelling_hint
 from arena.contract.game import Game
 from arena.contract.paths import path_fields
@@ -24,6 +24,7 @@ from arena.services.calls import Budget, LimitSettings
 from arena.contract.records import MatchSettings
 from arena.contract.referee import RefereeSpec
 from arena.engine.anonymity import VENDOR_TERMS, identity_names  # noqa: F401  (VENDOR_TERMS: read from here too)
+from arena.rank.adaptive import swiss_rounds
 from arena.run.overrides import Override, apply_overrides, mark_problems
 from arena.run.seating import orders_per_table, tables_count
 from arena.run.yamlfile import read_yaml
@@ -72,13 +73,37 @@ class UntilStable(BaseModel):
         return self
 
 
+class Schedule(BaseModel):
+    """An adaptive schedule: which comparisons (question, pair of answers, judge) an entry asks for,
+    block by block, rather than every one of them. Each comparison is one match in which the judge
+    sees the pair in both orders."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rule: Literal["default", "interval", "elimination", "uniform", "full"] = Field(
+        "default", description="How the next block is chosen: default (Arena's), interval (Chatbot Arena's "
+        "interval shrink), elimination (stop comparing a contestant whose place is settled), uniform (at random), "
+        "full (every comparison, in a fixed order).")
+    seed_block: int = Field(2, ge=1, le=MAX_REPEATS,
+                            description="Comparisons each contestant takes part in first, before any is chosen.")
+    block: int = Field(20, ge=1, le=MAX_MATCHES, description="Comparisons chosen per block after the seed block.")
+    budget: int | None = Field(None, ge=1, le=MAX_MATCHES,
+                               description="Most comparisons asked for, the seed block included; each is one match in "
+                               "which the judge is asked 2 x samples times (both orders). Default: all of them.")
+    tau: float = Field(0.9, ge=-1, le=1, description="Stable once Kendall's tau between the contestants' ranking "
+                       "before and after a block reaches this, and `width` holds.")
+    width: float = Field(200.0, gt=0, description="Stable only when every contestant's 95% interval of its "
+                         "Bradley-Terry rating is at most this wide, in Elo points (400: a factor of 10 in odds).")
+
+
 class Tournament(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    format: Literal["fixed", "round_robin", "all_pairs"] = Field(
+    format: Literal["fixed", "round_robin", "all_pairs", "swiss"] = Field(
         "fixed",
         description="fixed: the listed agents at one table; round_robin: every group of `seats` agents; "
-        "all_pairs: every pair (two-seat games).",
+        "all_pairs: every pair (two-seat games); swiss: pairs by standing, round by round, for ceil(log2 N) "
+        "rounds (or until stable with repeats: until_stable).",
     )
     seating: Literal["rotate", "random"] = Field(
         "rotate", description="rotate: repeat k shifts the seat order by k, balancing positions; random: drawn from the seed."
@@ -89,6 +114,9 @@ class Tournament(BaseModel):
         "seats (and roles) in the order they are listed.",
     )
     repeats: int | Literal["until_stable"] | UntilStable = Field(1, description="A number, or until_stable.")
+    schedule: Schedule | None = Field(None, description="For a game that reports reviews: ask for the comparisons "
+                                      "that say most about the ranking, block by block, until it is stable or the "
+                                      "budget is spent (see docs/adaptive.md).")
 
     @field_validator("repeats", mode="wrap")
     @classmethod
@@ -262,6 +290,10 @@ class Scenario(BaseModel):
     def fingerprint(self) -> str:
         """What makes two runs the same run: everything that decides which matches are played and how."""
         meaning = self.model_dump(mode="json", include={"seed", "agents", "games", "tournament", "match", "anonymity"})
+        # fields added later count only when set, so a run begun before them still resumes
+        for block in [meaning["tournament"], *(g["tournament"] for g in meaning["games"] if g.get("tournament"))]:
+            if block.get("schedule") is None:
+                block.pop("schedule", None)
         return hashlib.sha256(json.dumps(meaning, sort_keys=True).encode()).hexdigest()
 
 
@@ -292,7 +324,7 @@ def _scenario_hint(loc: tuple[Any, ...]) -> str | None:
     """For an unknown key: the closest key of its own block, or the block where the key belongs."""
     key, here = str(loc[-1]), _model_at(loc[:-1])
     homes = {"tournament": Tournament, "match": MatchSettings, "concurrency": Concurrency, "games[i]": GameEntry,
-             "budget": Budget, "anonymity": Anonymity}
+             "budget": Budget, "anonymity": Anonymity, "tournament.schedule": Schedule}
     for place, model in homes.items():
         if model is not here and key in model.model_fields:
             return f"`{key}` belongs in the {place} block"
@@ -610,6 +642,54 @@ def _check_games(scenario: Scenario, base: Path | None) -> list[Problem]:
             problems.append(Problem(loc + ("params",), str(exc)))
             continue
         problems += _check_rounds(scenario, entry, game, params, loc)
+        problems += _check_schedule(scenario, entry, game, params, loc)
+    return problems
+
+
+def _check_schedule(scenario: Scenario, entry: GameEntry, game: type[Game], params: BaseModel, loc) -> list[Problem]:
+    """An adaptive schedule needs a game that reports reviews and plays one chosen comparison per
+    match, of answers it is given (not ones its seats write), and decides the matches on its own."""
+    tournament = scenario.tournament_for(entry)
+    if tournament.schedule is None:
+        return []
+    where = loc + ("tournament", "schedule") if entry.tournament is not None else ("tournament", "schedule")
+    if not has(game, ReportsReviews):
+        return [Problem(where, f"an adaptive schedule chooses among pairwise comparisons, and {entry.game} "
+                               "reports none; remove `schedule`, or give it to a game that reports reviews")]
+    if not has(game, PlaysComparisons):
+        return [Problem(where, f"{entry.game} reports reviews but cannot play one chosen comparison in a match; "
+                               "remove `schedule` to play every comparison")]
+    problems = []
+    if tournament.repeats != 1:
+        problems.append(Problem(where[:-1] + ("repeats",), "an adaptive schedule decides how many comparisons are "
+                                "played; remove `repeats` (or set it to 1)"))
+    if tournament.format != "fixed":
+        problems.append(Problem(where[:-1] + ("format",), "an adaptive schedule seats one judge per comparison "
+                                "itself; remove `format` (or set it to fixed)"))
+    compared = game.compared(params)
+    if compared is None:
+        problems.append(Problem(loc + ("params",), f"an adaptive schedule plays {entry.game} on fixed answers only: "
+                                "live contestants would be asked for their answer again in every comparison they "
+                                "take part in; record their answers first (a run without `schedule`, or "
+                                "`answers:` files) and judge those"))
+    elif len(compared) < 2:
+        problems.append(Problem(loc + ("params",), "an adaptive schedule needs two or more answers to compare"))
+    else:
+        chosen = game.comparison(params, compared[0], compared[1])
+        other = game.comparison(params, compared[1], compared[0])
+        for name, value in chosen.items():  # a choice of the user's the schedule would silently undo
+            if name not in entry.params:
+                continue
+            if other.get(name) != value:  # set per comparison
+                problems.append(Problem(loc + ("params", name), f"an adaptive schedule chooses {name} for each "
+                                        f"comparison; remove {name}"))
+            elif entry.params[name] != value:
+                problems.append(Problem(loc + ("params", name), f"an adaptive schedule plays every comparison with "
+                                        f"{name}: {json.dumps(value)} (both orders in one match); remove {name}"))
+        one = game.Params.model_validate({**params.model_dump(), **chosen})
+        seat_problem = game.seat_problem(one, 1)
+        if seat_problem:
+            problems.append(Problem(loc + ("params",), f"with an adaptive schedule (one judge per match): {seat_problem}"))
     return problems
 
 
@@ -689,20 +769,28 @@ def _check_rounds(scenario: Scenario, entry: GameEntry, game: type[Game], params
 
 
 def table_size(scenario: Scenario, entry: GameEntry) -> int:
+    if scenario.tournament_for(entry).schedule is not None:
+        return 1  # an adaptive schedule's match seats the one judge of its comparison
     fmt = scenario.tournament_for(entry).format
     if entry.seats is not None:
         return entry.seats
-    return 2 if fmt == "all_pairs" else len(scenario.agents_for(entry))
+    return 2 if fmt in ("all_pairs", "swiss") else len(scenario.agents_for(entry))
 
 
 def _check_table(scenario: Scenario, entry: GameEntry, game, players: list[str], loc) -> list[Problem]:
     fmt = scenario.tournament_for(entry).format
     n = table_size(scenario, entry)
     problems = []
-    if fmt == "fixed" and n != len(players):
+    if fmt == "fixed" and n != len(players) and scenario.tournament_for(entry).schedule is None:
         problems.append(Problem(loc + ("seats",), f"a fixed table seats every listed agent: {len(players)}, not {n}; remove `seats` or use format round_robin"))
-    if fmt == "all_pairs" and n != 2:
-        problems.append(Problem(loc + ("seats",), f"all_pairs plays two-seat tables; seats is {n}; use round_robin for larger tables"))
+    if fmt in ("all_pairs", "swiss") and n != 2:
+        problems.append(Problem(loc + ("seats",), f"{fmt} plays two-seat tables; seats is {n}; use round_robin for larger tables"))
+    repeats = scenario.tournament_for(entry).repeats
+    if fmt == "swiss" and isinstance(repeats, int) and repeats != 1:
+        where = loc + ("tournament", "repeats") if entry.tournament is not None else ("tournament", "repeats")
+        problems.append(Problem(where, f"a Swiss tournament plays ceil(log2 N) rounds (here {swiss_rounds(len(players))}), "
+                                       "or until stable with repeats: until_stable; remove repeats: "
+                                       f"{repeats}"))
     if n > len(players):
         problems.append(Problem(loc + ("seats",), f"tables of {n} need at least {n} agents; {len(players)} take part"))
     count = game.seat_count_problem(n)
@@ -726,25 +814,39 @@ def entry_cases(entry: GameEntry) -> list[str | None]:
 
 
 def first_repeats(scenario: Scenario, entry: GameEntry) -> int:
-    """Repeats played before anything is judged: all of them, or until_stable's minimum."""
+    """Repeats played before anything is judged: all of them, or until_stable's minimum (a Swiss
+    tournament: its first round; each next one is paired by the standings)."""
     rule = scenario.tournament_for(entry).repeats
+    if scenario.tournament_for(entry).format == "swiss":
+        return 1
     if isinstance(rule, UntilStable):
         return min(rule.max, max(rule.block, rule.min))
     return rule
 
 
 def most_repeats(scenario: Scenario, entry: GameEntry) -> int:
-    """Repeats an entry may come to: all of them, or until_stable's cap."""
+    """Repeats an entry may come to: all of them, or until_stable's cap (a Swiss tournament's rounds)."""
     rule = scenario.tournament_for(entry).repeats
+    if scenario.tournament_for(entry).format == "swiss" and not isinstance(rule, UntilStable):
+        return swiss_rounds(len(scenario.agents_for(entry)))
     return rule.max if isinstance(rule, UntilStable) else rule
 
 
 def entry_matches(scenario: Scenario, entry: GameEntry, repeats: int) -> int:
-    """How many matches ``repeats`` repeats of an entry are, counted without building any."""
+    """How many matches ``repeats`` repeats of an entry are, counted without building any; for an
+    adaptive schedule, the most it may play: every comparison, or its budget."""
     game = plugins.load("game", entry.game)
     tournament = scenario.tournament_for(entry)
+    if tournament.schedule is not None:
+        compared = game.compared(game.Params.model_validate(entry.params)) or []
+        full = len(entry_cases(entry)) * len(compared) * (len(compared) - 1) // 2 * len(scenario.agents_for(entry))
+        return min(full, tournament.schedule.budget or full)
     per_table = orders_per_table(entry_roles(scenario, entry), game.rotating_roles, tournament.role_swap)
-    tables = tables_count(len(scenario.agents_for(entry)), table_size(scenario, entry), tournament.format == "fixed")
+    players = len(scenario.agents_for(entry))
+    if tournament.format == "swiss":  # a round pairs everyone, one sitting out when they are odd
+        tables = players // 2
+    else:
+        tables = tables_count(players, table_size(scenario, entry), tournament.format == "fixed")
     return repeats * len(entry_cases(entry)) * tables * per_table
 
 

@@ -7,20 +7,25 @@ from itertools import combinations
 from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.records import KEY_SCHEME, KeyScheme, MatchIdentity, MatchSpec
-from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, table_size
+from arena.run.scenario import (GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, most_repeats,
+                                table_size)
+from arena.run import adaptive_schedule, swiss
 from arena.run.seating import seat_orders, swaps_roles
 
 
 def tables(scenario: Scenario, entry: GameEntry) -> list[tuple[int, ...]]:
-    """The tables an entry sets, each as places (0-based) in its agent list."""
+    """The tables an entry sets, each as places (0-based) in its agent list. A Swiss round's tables
+    are chosen as it comes (``arena.run.swiss``); here, as many of them as a round sets, for counting."""
     places = tuple(range(len(scenario.agents_for(entry))))
     if scenario.tournament_for(entry).format == "fixed":
         return [places]
+    if scenario.tournament_for(entry).format == "swiss":
+        return [places[k:k + 2] for k in range(0, len(places) - 1, 2)]
     return list(combinations(places, table_size(scenario, entry)))
 
 
 def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
-               scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
+               scheme: KeyScheme = KEY_SCHEME, chosen: list[tuple[int, ...]] | None = None) -> list[MatchSpec]:
     """Matches for repeats ``first..last`` of one game entry, repeat by repeat, and within a
     repeat case by case (a game's questions or problems, when it has them).
 
@@ -30,7 +35,8 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
     one comparison played with the roles exchanged: they share the seed of their table
     (``MatchIdentity.table``), so whatever a game draws from it (idiom solitaire's starting
     idiom) is the same in each. ``scheme``: how the keys name the seating; a run resumed from a
-    store of the older scheme keeps its keys, and so its seeds.
+    store of the older scheme keeps its keys, and so its seeds. ``chosen``: these tables rather than
+    the entry's (a Swiss round's pairs).
     """
     tournament = scenario.tournament_for(entry)
     rotating_roles = plugins.load("game", entry.game).rotating_roles
@@ -40,7 +46,7 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
     cases = entry_cases(entry)
     scrub_terms = scenario.scrub_terms()
     anonymity = scenario.anonymity
-    every_table = tables(scenario, entry)
+    every_table = tables(scenario, entry) if chosen is None else chosen
     specs = []
     for repeat in range(first, last + 1):
         for case in cases:
@@ -66,16 +72,40 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
 
 
 def plan(scenario: Scenario, scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
-    """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones."""
+    """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones,
+    the seed blocks of adaptive ones."""
     specs = []
     for entry in scenario.games:
-        specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry), scheme)
+        if scenario.tournament_for(entry).schedule is not None:
+            make = adaptive_schedule.Specs(scenario, entry)
+            specs += [make.spec(c) for c in adaptive_schedule.first_block(scenario, entry)]
+        elif scenario.tournament_for(entry).format == "swiss":
+            specs += plan_entry(scenario, entry, 1, 1, scheme, chosen=swiss.SwissEntry(scenario, entry).next_round())
+        else:
+            specs += plan_entry(scenario, entry, 1, first_repeats(scenario, entry), scheme)
     return specs
 
 
 def count(scenario: Scenario) -> int:
-    """``len(plan(scenario))``, by arithmetic: nothing is built."""
-    return sum(entry_matches(scenario, entry, first_repeats(scenario, entry)) for entry in scenario.games)
+    """``len(plan(scenario))``, by arithmetic where it can be: nothing is built but adaptive seed blocks."""
+    return sum(len(adaptive_schedule.first_block(scenario, entry)) if scenario.tournament_for(entry).schedule
+               else entry_matches(scenario, entry, first_repeats(scenario, entry)) for entry in scenario.games)
+
+
+def growth_note(scenario: Scenario, entry: GameEntry) -> str | None:
+    """How an adaptive or Swiss entry grows past the matches planned at the start, for validate to say."""
+    tournament = scenario.tournament_for(entry)
+    if tournament.schedule is not None:
+        s = tournament.schedule
+        full = len(adaptive_schedule.candidates(scenario, entry))
+        most = min(full, s.budget or full)
+        return (f"adaptive schedule ({s.rule}): {len(adaptive_schedule.first_block(scenario, entry))} comparisons in its "
+                f"seed block, then blocks of {s.block} chosen by the results, up to {most:,} "
+                f"({'its budget' if most < full else 'every comparison'}), until the ranking is stable")
+    if tournament.format == "swiss":
+        return (f"Swiss: round 1 of {most_repeats(scenario, entry)} planned; each next round is paired by the "
+                "standings" + (" until the ranking is stable" if not isinstance(tournament.repeats, int) else ""))
+    return None
 
 
 def role_swap_note(scenario: Scenario, entry: GameEntry) -> str | None:
