@@ -96,7 +96,7 @@ async def test_a_run_stopped_part_way_pairs_its_later_rounds_as_an_unbroken_one(
 
 
 async def test_until_stable_plays_rounds_until_the_ranking_stops_moving(tmp_path):
-    rule = {"block": 1, "min": 2, "max": 6, "tau": 0.5, "width": 100}
+    rule = {"block": 1, "min": 2, "max": 6, "tau": 0.5, "width_abs": 100}
     result, rows = await run(tmp_path, swiss(repeats=rule))
     checks = result.stability
     assert checks and checks[-1].done and checks[-1].stable and checks[-1].repeats == max(rounds(rows))
