@@ -82,17 +82,33 @@ def signs(values: np.ndarray) -> np.ndarray:
 
 def group_ids(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Dense ids of the distinct rows of these integer columns, numbered in their lexicographic
-    order, and the index of each group's first row. Built column by column, so no product of
-    sizes can overflow."""
-    ids = np.zeros(columns[0].size, dtype=np.int64)
+    order, and the index of each group's first row. The columns are folded into one integer key
+    (each a digit of its own span), renumbered densely whenever the next digit would overflow,
+    so one pass ranks the rows: a million of them in tens of milliseconds, not seconds."""
+    n = columns[0].size
+    key, room = np.zeros(n, dtype=np.int64), 1
     for column in columns:
         column = np.asarray(column, dtype=np.int64)
-        low = int(column.min()) if column.size else 0
-        span = (int(column.max()) - low + 1) if column.size else 1
-        ids = np.unique(ids * span + (column - low), return_inverse=True)[1].reshape(-1)
+        low = int(column.min()) if n else 0
+        span = (int(column.max()) - low + 1) if n else 1
+        if room * span >= 1 << 62:
+            key, room = _dense(key, room)
+        key, room = key * span + (column - low), room * span
+    ids, _ = _dense(key, room)
     first = np.zeros(int(ids.max()) + 1 if ids.size else 0, dtype=np.int64)
     first[ids[::-1]] = np.arange(ids.size - 1, -1, -1)
     return ids, first
+
+
+def _dense(key: np.ndarray, room: int) -> tuple[np.ndarray, int]:
+    """Each key's rank among the distinct keys (all in [0, room)), and how many there are."""
+    if room <= max(4 * key.size, 1 << 16):  # a table of every possible key is cheaper than a sort
+        present = np.zeros(room, dtype=bool)
+        present[key] = True
+        rank = np.cumsum(present, dtype=np.int64) - 1
+        return rank[key], int(rank[-1]) + 1 if room else 0
+    ids = np.unique(key, return_inverse=True)[1].reshape(-1)
+    return ids, int(ids.max()) + 1 if ids.size else 0
 
 
 def _codes(values: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -157,29 +173,11 @@ class Reviews:
 
     @classmethod
     def read_jsonl(cls, path: str | Path) -> "Reviews":
-        path = Path(path)
-        rows = []
-        try:
-            handle = path.open(encoding="utf-8")
-        except FileNotFoundError:
-            raise ReviewError(f"{path}: file not found") from None
-        with handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    review = ReviewLine.model_validate_json(line)
-                except ValidationError as exc:
-                    first = exc.errors(include_url=False)[0]
-                    where = "".join(f"{p}: " for p in first["loc"][:1])  # none for a disagreement between fields
-                    message = first["msg"].removeprefix("Value error, ")
-                    raise ReviewError(f"{path}, line {number}: {where}{message}") from None
-                if review.a == review.b:
-                    raise ReviewError(f"{path}, line {number}: a contestant cannot battle itself ({review.a!r})")
-                rows.append(review.review())
-        if not rows:
-            raise ReviewError(f"{path}: no reviews in the file")
-        return cls.from_rows(rows)
+        """A reviews file, checked as ``ReviewLine`` checks a line; a bad line is named by file, line
+        and field. Read in bulk, a column at a time (``review_file``)."""
+        from .review_file import read
+
+        return read(Path(path))
 
     def write_jsonl(self, path: str | Path) -> None:
         """One line per review; the structure's fields only where they differ from their defaults,
@@ -208,6 +206,8 @@ class Reviews:
         if unknown:
             raise ReviewError(f"no reviews by {', '.join(map(repr, unknown))}; reviewers here: {', '.join(self.reviewers)}")
         keep = np.isin(self.reviewer, [self.reviewers.index(r) for r in wanted])
+        if keep.all():  # everyone: these very reviews, not a copy of a million of them
+            return self
         used = sorted(set(self.reviewer[keep].tolist()))
         remap = np.full(len(self.reviewers), -1)
         remap[used] = np.arange(len(used))
