@@ -30,6 +30,8 @@ from .reviews import TIE, ReviewError, ReviewLine, Reviews, _sign
 from pydantic import ValidationError
 
 BLOCK_BYTES = 1 << 20  # pyarrow reads this much at a time: what is held beside the columns built so far
+# One thread: the other core, if any, loads the compiled Elo meanwhile (elo_loop.warm_up), and a
+# second parsing thread held 20 MB more at its peak for about the same CPU time.
 TEXT = ("question", "a", "b", "reviewer", "match")  # names, kept as codes into their sorted lists
 REQUIRED = ("question", "a", "b", "reviewer", "score")
 STRUCTURE = {"sample": (-1, np.int64), "order": (0, np.int8), "repeat": (1, np.int64), "difference": (np.nan, float)}
@@ -205,14 +207,11 @@ def _bulk(path: Path, handle) -> Reviews:
     with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if data.find(b"null") >= 0 and EXPLICIT_NULL.search(data):
             raise _Unsure
-    # numpy copies what it keeps of a block: pyarrow's memory is given back to the system at once
-    # (its default pool would keep what the blocks used, beside the reviews, for the whole process)
-    default = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
     try:
         return _blocks(path)
     finally:
-        pa.set_memory_pool(default)
+        # numpy copied what it keeps of each block: what pyarrow's pool still holds goes back to the system
+        pa.default_memory_pool().release_unused()
 
 
 def _blocks(path: Path) -> Reviews:
@@ -225,7 +224,7 @@ def _blocks(path: Path) -> Reviews:
     given = set()  # the structure's fields some line gives: the others are their default on every row
     rows = 0
     try:
-        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK_BYTES), parse_options=options)
+        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK_BYTES, use_threads=False), parse_options=options)
         for batch in reader:
             bad = _first_bad(batch)
             if bad is not None:
