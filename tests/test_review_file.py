@@ -208,3 +208,22 @@ def test_a_second_process_loads_the_compiled_elo_from_disk(tmp_path):
     assert written >= {f"elo_compiled.{name}" for name in ("shuffle", "replay", "checkpoint_sums")}  # and kept
     second = run()
     assert second == {"hits": 3, "misses": 0}  # a new process compiles nothing
+
+
+def test_the_compiled_elo_finds_somewhere_to_keep_its_code(monkeypatch, tmp_path):
+    pytest.importorskip("numba")
+    from numba.core import config
+
+    from arena.rank import elo_compiled
+
+    monkeypatch.setattr(config, "CACHE_DIR", "")
+    monkeypatch.setattr(elo_compiled.tempfile, "tempdir", str(tmp_path))  # the system's temporary folder, here
+    writable = set()
+    monkeypatch.setattr(elo_compiled, "_writable", lambda folder: folder.parent == tmp_path and tmp_path in writable)
+    assert elo_compiled._cache() is False and config.CACHE_DIR == ""  # nowhere: compiled in each process, no failure
+    writable.add(tmp_path)  # the install and the home folder read-only, the temporary folder not
+    assert elo_compiled._cache() is True
+    assert config.CACHE_DIR == str(tmp_path / f"arena-numba-{os.getuid()}")
+    monkeypatch.setattr(config, "CACHE_DIR", "")
+    monkeypatch.setattr(elo_compiled, "_writable", lambda folder: folder.name == "__pycache__")
+    assert elo_compiled._cache() is True and config.CACHE_DIR == ""  # beside the code: numba finds it itself

@@ -29,21 +29,24 @@ def reviewer_bias(reviews: Reviews, battles: Reviews | None = None) -> list[Revi
     """Per reviewer of ``reviews`` (as given); self-preference from ``battles``, the verdicts peer
     rank counts (default: ``reviews.battles()``), which must have the same reviewers."""
     battles = reviews.battles() if battles is None else battles
+    # A million reviews make each temporary below 8 MB: they are let go of as soon as they are used,
+    # and the counts come first, so that their temporaries are gone before the comparisons' are made.
+    wins, played = wins_and_battles(battles)
+    rates = np.divide(wins, played, out=np.full_like(wins, np.nan), where=played > 0)
     lo, hi = np.minimum(reviews.a, reviews.b), np.maximum(reviews.a, reviews.b)
     group, first = group_ids(reviews.reviewer, reviews.question, lo, hi, reviews.match, reviews.repeat)
-    del lo, hi  # each temporary is 8 MB over a million reviews: let go of them as soon as they are used
+    del lo, hi
     turned = reviews.a > reviews.b  # shown the other way round from the pair's own (lower code first)
     value = np.where(np.isnan(reviews.difference), reviews.score, reviews.difference)
     oriented = np.where(turned, -value, value)  # > 0: the higher-coded contestant is better
     del value
-    means = order_means(group, turned.astype(np.int64), oriented, first.size)  # [comparisons, 2 orders]
-    del group, oriented
+    means = order_means(group, turned, oriented, first.size)  # [comparisons, 2 orders]
+    del group, oriented, turned
     swapped = ~np.isnan(means).any(axis=1)
-    verdict = signs(np.nan_to_num(means))
-    flipped = verdict[:, 0] != verdict[:, 1]
+    np.nan_to_num(means, copy=False)
+    flipped = signs(means[:, 0]) != signs(means[:, 1])
+    del means
     owner = reviews.reviewer[first]  # each comparison's reviewer
-    wins, played = wins_and_battles(battles)
-    rates = np.divide(wins, played, out=np.full_like(wins, np.nan), where=played > 0)
     out = []
     for r, name in enumerate(reviews.reviewers):
         mine = reviews.reviewer == r
