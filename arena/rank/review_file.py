@@ -17,7 +17,6 @@ same columns ``Reviews.from_rows`` builds from the lines. Whatever it cannot set
 from __future__ import annotations
 
 import math
-import mmap
 import re
 from pathlib import Path
 
@@ -29,12 +28,15 @@ from arena.contract.capabilities import Review
 from .reviews import TIE, ReviewError, ReviewLine, Reviews, _sign
 from pydantic import ValidationError
 
-BLOCK_BYTES = 1 << 20  # pyarrow reads this much at a time: what is held beside the columns built so far
-# One thread: the other core, if any, loads the compiled Elo meanwhile (elo_loop.warm_up), and a
-# second parsing thread held 20 MB more at its peak for about the same CPU time.
+BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. It reads ahead a few dozen blocks: at 1 MB a block
+# that held 28 MB more than at 256 KB, for 5 % less CPU time. One thread: the other core, if any, loads the
+# compiled Elo meanwhile (elo_loop.warm_up), and a second parsing thread held 20 MB more for the same CPU time.
 TEXT = ("question", "a", "b", "reviewer", "match")  # names, kept as codes into their sorted lists
 REQUIRED = ("question", "a", "b", "reviewer", "score")
-STRUCTURE = {"sample": (-1, np.int64), "order": (0, np.int8), "repeat": (1, np.int64), "difference": (np.nan, float)}
+# the optional fields, their default and type (as Reviews.from_rows has them); match's are codes, "" by default
+STRUCTURE = {"sample": (-1, np.int64), "order": (0, np.int8), "repeat": (1, np.int64), "difference": (np.nan, float),
+             "match": ("", np.int64)}
+SHORTEST_LINE = len('{"question":1,"a":1,"b":2,"reviewer":1,"score":0}')  # the fewest bytes a valid line takes
 # A null where a field has a default is an error for ReviewLine, but pyarrow shows it as a missing field.
 EXPLICIT_NULL = re.compile(rb'"(?:order|repeat|match)"\s*:\s*null')
 
@@ -138,17 +140,19 @@ class _Names:
         encoded = pc.dictionary_encode(column)
         index = self.index
         ids = np.fromiter((index.setdefault(name, len(index)) for name in encoded.dictionary.to_pylist()),
-                          dtype=np.int32, count=len(encoded.dictionary))
+                          dtype=np.int64, count=len(encoded.dictionary))
         return ids[encoded.indices.to_numpy(zero_copy_only=False)]
 
-    def sorted(self, parts: list[np.ndarray]) -> tuple[np.ndarray, list[str]]:
-        """The codes of every block, as int64 codes into the sorted names (as ``Reviews.from_rows`` numbers them)."""
+    def sort(self, *columns: np.ndarray) -> list[str]:
+        """The names in sorted order; the codes in ``columns`` renumbered to match, in place (as
+        ``Reviews.from_rows`` numbers them)."""
         names = sorted(self.index)
         place = np.empty(len(names), dtype=np.int64)
         place[[self.index[name] for name in names]] = np.arange(len(names))
-        codes = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
-        parts.clear()  # the blocks' codes go as soon as they are joined
-        return place[codes], names
+        for column in columns:
+            for start in range(0, column.size, 1 << 16):  # a stretch at a time: no copy of the column
+                column[start:start + (1 << 16)] = place[column[start:start + (1 << 16)]]
+        return names
 
 
 def _schema():
@@ -204,9 +208,8 @@ def _bulk(path: Path, handle) -> Reviews:
         raise _Unsure from None
     if handle.seek(0, 2) == 0:
         raise ReviewError(f"{path}: no reviews in the file")
-    with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        if data.find(b"null") >= 0 and EXPLICIT_NULL.search(data):
-            raise _Unsure
+    if _explicit_null(handle):
+        raise _Unsure
     try:
         return _blocks(path)
     finally:
@@ -214,51 +217,71 @@ def _bulk(path: Path, handle) -> Reviews:
         pa.default_memory_pool().release_unused()
 
 
+def _explicit_null(handle) -> bool:
+    """Whether a line writes null for a field with a default (``EXPLICIT_NULL``), read a megabyte at
+    a time (a memory map of the file would count it all in the process's resident memory)."""
+    handle.seek(0)
+    tail = b""
+    while chunk := handle.read(1 << 20):
+        if (b"null" in chunk or b"null" in tail + chunk[:4]) and EXPLICIT_NULL.search(tail + chunk):
+            return True
+        tail = chunk[-256:]  # a match across two reads lies within this much of the first
+    return False
+
+
 def _blocks(path: Path) -> Reviews:
+    """Each block checked, then its codes and values written into columns made once for the whole
+    file: long enough for its most possible lines (the shortest valid line is 49 bytes), whose
+    pages the system only gives as rows are written; no block's copy is kept to be joined later."""
     import pyarrow as pa
     import pyarrow.json as pj
 
     options = pj.ParseOptions(explicit_schema=_schema(), unexpected_field_behavior="ignore")
-    contestants, others = _Names(), {name: _Names() for name in ("question", "reviewer", "match")}
-    parts: dict[str, list[np.ndarray]] = {name: [] for name in _schema().names}
-    given = set()  # the structure's fields some line gives: the others are their default on every row
+    names = {"a": _Names(), "question": _Names(), "reviewer": _Names(), "match": _Names()}
+    names["b"] = names["a"]  # one list of contestants, whichever side they were shown on
+    room = path.stat().st_size // SHORTEST_LINE + 1
+    columns = {name: np.empty(room, dtype=np.int64) for name in ("question", "a", "b", "reviewer")}
+    columns["score"] = np.empty(room, dtype=np.int8)
     rows = 0
     try:
-        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK_BYTES, use_threads=False), parse_options=options)
+        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK_BYTES, use_threads=False),
+                              parse_options=options)
         for batch in reader:
             bad = _first_bad(batch)
             if bad is not None:
                 _report_row(path, rows + bad)
-            rows += batch.num_rows
-            for name in ("a", "b"):
-                parts[name].append(contestants.codes(batch.column(name)))
-            for name, names in others.items():
-                parts[name].append(names.codes(batch.column(name).fill_null("") if name == "match" else batch.column(name)))
-            parts["score"].append(batch.column("score").to_numpy().astype(np.int8))
+            end = rows + batch.num_rows
+            if end > room:  # cannot happen with valid lines; but never write past the columns
+                raise _Unsure
+            for name in ("question", "a", "b", "reviewer"):
+                columns[name][rows:end] = names[name].codes(batch.column(name))
+            columns["score"][rows:end] = batch.column("score").to_numpy()
             for name, (fill, dtype) in STRUCTURE.items():
                 column = batch.column(name)
-                if column.null_count == batch.num_rows:  # the field's default on every row: made when needed
-                    parts[name].append(np.broadcast_to(np.array(fill, dtype), batch.num_rows))
-                else:
-                    given.add(name)
-                    parts[name].append(column.fill_null(fill).to_numpy(zero_copy_only=False).astype(dtype))
+                if column.null_count == batch.num_rows and name not in columns:
+                    continue  # no line so far gave it: every row so far has its default, made at the end
+                if name not in columns:
+                    columns[name] = np.empty(room, dtype=dtype)
+                    columns[name][:rows] = fill if name != "match" else names["match"].index.setdefault("", len(names["match"].index))
+                values = names["match"].codes(column.fill_null("")) if name == "match" else column.fill_null(fill).to_numpy(zero_copy_only=False)
+                columns[name][rows:end] = values
+            rows = end
     except pa.ArrowInvalid:
         raise _Unsure from None
     if not rows:
         raise ReviewError(f"{path}: no reviews in the file")
-    # a and b share one list of contestants, numbered together as from_rows numbers them
-    a_b, everyone = contestants.sorted(parts.pop("a") + parts.pop("b"))
-    question, questions = others["question"].sorted(parts["question"])
-    reviewer, reviewers = others["reviewer"].sorted(parts["reviewer"])
-    match, matches = others["match"].sorted(parts["match"])
-    joined = {}
+    kept = {name: column[:rows] for name, column in columns.items()}
+    contestants = names["a"].sort(kept["a"], kept["b"])
+    questions, reviewers = names["question"].sort(kept["question"]), names["reviewer"].sort(kept["reviewer"])
+    if "match" in kept:
+        matches = names["match"].sort(kept["match"])
+    else:
+        matches = [""]
+        kept["match"] = np.broadcast_to(np.zeros(1, dtype=np.int64), rows)
     for name, (fill, dtype) in STRUCTURE.items():
-        # a field no line gives is one value on every row: a read-only view of it, no memory per row
-        joined[name] = np.concatenate(parts[name]) if name in given else np.broadcast_to(np.array(fill, dtype), rows)
-        parts[name].clear()
-    if len(matches) == 1:  # one match (or none named): one code on every row
-        match = np.broadcast_to(match[:1], rows)
-    return Reviews(question=question, a=a_b[:rows], b=a_b[rows:], reviewer=reviewer, score=np.concatenate(parts["score"]),
-                   questions=questions, contestants=everyone, reviewers=reviewers, sample=joined["sample"],
-                   order=joined["order"], repeat=joined["repeat"], difference=joined["difference"], match=match,
+        if name not in kept:  # a field no line gives is one value on every row: a view of it, no memory per row
+            kept[name] = np.broadcast_to(np.array(fill, dtype), rows)
+    return Reviews(question=kept["question"], a=kept["a"], b=kept["b"], reviewer=kept["reviewer"], score=kept["score"],
+                   questions=questions, contestants=contestants, reviewers=reviewers, sample=kept["sample"],
+                   order=kept["order"], repeat=kept["repeat"], difference=kept["difference"], match=kept["match"],
                    matches=matches)
