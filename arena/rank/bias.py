@@ -33,9 +33,11 @@ def reviewer_bias(reviews: Reviews, battles: Reviews | None = None) -> list[Revi
     # and the counts come first, so that their temporaries are gone before the comparisons' are made.
     wins, played = wins_and_battles(battles)
     rates = np.divide(wins, played, out=np.full_like(wins, np.nan), where=played > 0)
-    lo, hi = np.minimum(reviews.a, reviews.b), np.maximum(reviews.a, reviews.b)
-    group, first = group_ids(reviews.reviewer, reviews.question, lo, hi, reviews.match, reviews.repeat)
-    del lo, hi
+    pair = np.minimum(reviews.a, reviews.b)  # the pair as one number, lower code first: (lo, hi) in their order
+    pair *= len(reviews.contestants)
+    pair += np.maximum(reviews.a, reviews.b)
+    group, first = group_ids(reviews.reviewer, reviews.question, pair, reviews.match, reviews.repeat)
+    del pair
     turned = reviews.a > reviews.b  # shown the other way round from the pair's own (lower code first)
     value = np.where(np.isnan(reviews.difference), reviews.score, reviews.difference)
     oriented = np.where(turned, -value, value)  # > 0: the higher-coded contestant is better

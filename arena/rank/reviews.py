@@ -99,17 +99,31 @@ def group_ids(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         room *= span
     ids, _ = _dense(key, room)
     first = np.zeros(int(ids.max()) + 1 if ids.size else 0, dtype=np.int64)
-    first[ids[::-1]] = np.arange(ids.size - 1, -1, -1)
+    for start in range(_stretches(ids.size)[-1], -1, -STRETCH):  # the last stretch first, each backwards:
+        stop = min(start + STRETCH, ids.size)  # each group keeps the smallest index written to it
+        first[ids[start:stop][::-1]] = np.arange(stop - 1, start - 1, -1)
     return ids, first
 
 
+STRETCH = 1 << 16  # rows renumbered at a time: temporaries of a stretch, not of a million rows
+
+
+def _stretches(n: int) -> range:
+    return range(0, max(n, 1), STRETCH)
+
+
 def _dense(key: np.ndarray, room: int) -> tuple[np.ndarray, int]:
-    """Each key's rank among the distinct keys (all in [0, room)), and how many there are."""
+    """Each key's rank among the distinct keys (all in [0, room)), and how many there are; ``key``,
+    an array of the caller's own, is overwritten with the ranks."""
     if room <= max(4 * key.size, 1 << 16):  # a table of every possible key is cheaper than a sort
         present = np.zeros(room, dtype=bool)
         present[key] = True
-        rank = np.cumsum(present, dtype=np.int64) - 1
-        return rank[key], int(rank[-1]) + 1 if room else 0
+        rank = np.cumsum(present, dtype=np.int32 if room < 1 << 31 else np.int64)
+        del present
+        rank -= 1
+        for start in _stretches(key.size):
+            key[start:start + STRETCH] = rank[key[start:start + STRETCH]]
+        return key, int(rank[-1]) + 1 if room else 0
     ids = np.unique(key, return_inverse=True)[1].reshape(-1)
     return ids, int(ids.max()) + 1 if ids.size else 0
 
