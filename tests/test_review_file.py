@@ -124,6 +124,7 @@ BAD = {  # a bad line, and what the error says after "FILE, line N: "
     "order null": ('{"question": "q", "a": "A", "b": "B", "reviewer": "r", "score": 0, "order": null}', "order: Input should be a valid integer"),
     "difference of the other sign": ('{"question": "q", "a": "A", "b": "B", "reviewer": "r", "score": 1, "difference": -2}', "score 1 is not the sign of difference -2"),
     "difference too big": ('{"question": "q", "a": "A", "b": "B", "reviewer": "r", "score": 1, "difference": 1e400}', "difference: Input should be a finite number"),
+    "a carriage return": ('{"question": "q",\r "a": "A", "b": "B", "reviewer": "r", "score": 0}', "Invalid JSON"),
     "itself": ('{"question": "q", "a": "A", "b": "A", "reviewer": "r", "score": 0}', "a contestant cannot battle itself ('A')"),
 }
 
@@ -162,6 +163,8 @@ ODD = [  # lines ReviewLine takes though the columns' fixed types do not: the li
     '{"question": "q", "a": "A", "b": "B", "reviewer": "r", "score": true, "match": 5}',
     '{"question": "q", "a": "A", "b": "B", "reviewer": "r", "score": -1, "difference": -3, "repeat": "2"}',
     '{"question": "q", "a": "A", "b": "B", "reviewer": "r", "score": 0, "sample": null, "difference": null}',
+    # not odd for the columns, but a field named through an escape must not be taken for one the file lacks
+    '{"question": "q", "a": "A", "b": "B", "reviewer": "r", "score": 0, "ord\\u0065r": 1, "s\\u0061mple": 2}',
 ]
 
 

@@ -28,9 +28,9 @@ from arena.contract.capabilities import Review
 from .reviews import TIE, ReviewError, ReviewLine, Reviews, _sign
 from pydantic import ValidationError
 
-BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. It reads ahead a few dozen blocks: at 1 MB a block
-# that held 28 MB more than at 256 KB, for 5 % less CPU time. One thread: the other core, if any, loads the
-# compiled Elo meanwhile (elo_loop.warm_up), and a second parsing thread held 20 MB more for the same CPU time.
+BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. Its reader reads ahead a few dozen blocks: at 1 MB a
+# block that held 28 MB more than at 256 KB, for 5 % less CPU time. It parses in one thread: the other core, if
+# any, loads the compiled Elo meanwhile (elo_loop.warm_up).
 TEXT = ("question", "a", "b", "reviewer", "match")  # names, kept as codes into their sorted lists
 REQUIRED = ("question", "a", "b", "reviewer", "score")
 # the optional fields, their default and type (as Reviews.from_rows has them); match's are codes, "" by default
@@ -39,6 +39,7 @@ STRUCTURE = {"sample": (-1, np.int64), "order": (0, np.int8), "repeat": (1, np.i
 SHORTEST_LINE = len('{"question":1,"a":1,"b":2,"reviewer":1,"score":0}')  # the fewest bytes a valid line takes
 # A null where a field has a default is an error for ReviewLine, but pyarrow shows it as a missing field.
 EXPLICIT_NULL = re.compile(rb'"(?:order|repeat|match)"\s*:\s*null')
+LONE_CR = re.compile(rb"\r(?=[^\n])")  # followed by something other than a line feed, in what was read
 
 
 class _Unsure(Exception):
@@ -155,13 +156,15 @@ class _Names:
         return names
 
 
-def _schema():
+def _schema(fields: set[str]):
+    """The columns pyarrow makes: the five a line must give, and those of ``fields`` (the optional
+    ones the file may give). Each column costs parse time on every line, given or not."""
     import pyarrow as pa
 
     text, whole = pa.string(), pa.int64()
-    return pa.schema([("question", text), ("a", text), ("b", text), ("reviewer", text), ("score", whole),
-                      ("sample", whole), ("order", whole), ("repeat", whole), ("difference", pa.float64()),
-                      ("match", text)])
+    optional = {"sample": whole, "order": whole, "repeat": whole, "difference": pa.float64(), "match": text}
+    return pa.schema([("question", text), ("a", text), ("b", text), ("reviewer", text), ("score", whole)]
+                     + [(name, kind) for name, kind in optional.items() if name in fields])
 
 
 def _first_bad(batch) -> int | None:
@@ -174,10 +177,13 @@ def _first_bad(batch) -> int | None:
         if column[name].null_count:
             bad |= column[name].is_null().to_numpy(zero_copy_only=False)
     score = column["score"].fill_null(0).to_numpy()
-    sample = column["sample"].fill_null(0).to_numpy()
-    order = column["order"].fill_null(0).to_numpy()
-    bad |= (score < -1) | (score > 1) | (sample < 0) | (order < 0) | (order > 1)
-    if column["difference"].null_count < batch.num_rows:
+    bad |= (score < -1) | (score > 1)
+    if "sample" in column:
+        bad |= column["sample"].fill_null(0).to_numpy() < 0
+    if "order" in column:
+        order = column["order"].fill_null(0).to_numpy()
+        bad |= (order < 0) | (order > 1)
+    if "difference" in column and column["difference"].null_count < batch.num_rows:
         given = column["difference"].is_valid().to_numpy(zero_copy_only=False)
         difference = column["difference"].fill_null(0.0).to_numpy()
         with np.errstate(invalid="ignore"):
@@ -206,37 +212,48 @@ def _bulk(path: Path, handle) -> Reviews:
         import pyarrow.json as pj
     except ImportError:  # a dependency, but the line reader gives the same reviews without it
         raise _Unsure from None
+    if not hasattr(pj, "open_json"):  # pyarrow before 20 reads a whole file at once only
+        raise _Unsure
     if handle.seek(0, 2) == 0:
         raise ReviewError(f"{path}: no reviews in the file")
-    if _explicit_null(handle):
+    fields = _optional_fields(handle)
+    if fields is None:
         raise _Unsure
     try:
-        return _blocks(path)
+        return _blocks(path, fields)
     finally:
         # numpy copied what it keeps of each block: what pyarrow's pool still holds goes back to the system
         pa.default_memory_pool().release_unused()
 
 
-def _explicit_null(handle) -> bool:
-    """Whether a line writes null for a field with a default (``EXPLICIT_NULL``), read a megabyte at
-    a time (a memory map of the file would count it all in the process's resident memory)."""
+def _optional_fields(handle) -> set[str] | None:
+    """The optional fields the file may give (each whose name is in it anywhere; all of them when a
+    ``\\u`` escape could spell a name), or None when something in it only the line reader reads as
+    ``ReviewLine`` would: a null for a field with a default (``EXPLICIT_NULL``), or a carriage
+    return alone (a line break for Python's text files, mere whitespace for pyarrow). Read a
+    megabyte at a time: a memory map of the file would count all of it in the resident memory."""
     handle.seek(0)
-    tail = b""
+    tail, seen = b"", set()
+    keys = {name: f'"{name}"'.encode() for name in STRUCTURE}
     while chunk := handle.read(1 << 20):
-        if (b"null" in chunk or b"null" in tail + chunk[:4]) and EXPLICIT_NULL.search(tail + chunk):
-            return True
+        both = tail + chunk
+        if (b"null" in both and EXPLICIT_NULL.search(both)) or (b"\r" in both and LONE_CR.search(both)):
+            return None
+        if b"\\u" in both:
+            seen.update(STRUCTURE)
+        seen.update(name for name, key in keys.items() if name not in seen and key in both)
         tail = chunk[-256:]  # a match across two reads lies within this much of the first
-    return False
+    return seen
 
 
-def _blocks(path: Path) -> Reviews:
+def _blocks(path: Path, fields: set[str]) -> Reviews:
     """Each block checked, then its codes and values written into columns made once for the whole
     file: long enough for its most possible lines (the shortest valid line is 49 bytes), whose
     pages the system only gives as rows are written; no block's copy is kept to be joined later."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    options = pj.ParseOptions(explicit_schema=_schema(), unexpected_field_behavior="ignore")
+    options = pj.ParseOptions(explicit_schema=_schema(fields), unexpected_field_behavior="ignore")
     names = {"a": _Names(), "question": _Names(), "reviewer": _Names(), "match": _Names()}
     names["b"] = names["a"]  # one list of contestants, whichever side they were shown on
     room = path.stat().st_size // SHORTEST_LINE + 1
@@ -244,7 +261,7 @@ def _blocks(path: Path) -> Reviews:
     columns["score"] = np.empty(room, dtype=np.int8)
     rows = 0
     try:
-        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK_BYTES, use_threads=False),
+        reader = pj.open_json(path, read_options=pj.ReadOptions(block_size=BLOCK_BYTES),
                               parse_options=options)
         for batch in reader:
             bad = _first_bad(batch)
@@ -257,8 +274,8 @@ def _blocks(path: Path) -> Reviews:
                 columns[name][rows:end] = names[name].codes(batch.column(name))
             columns["score"][rows:end] = batch.column("score").to_numpy()
             for name, (fill, dtype) in STRUCTURE.items():
-                column = batch.column(name)
-                if column.null_count == batch.num_rows and name not in columns:
+                column = batch.column(name) if name in fields else None
+                if (column is None or column.null_count == batch.num_rows) and name not in columns:
                     continue  # no line so far gave it: every row so far has its default, made at the end
                 if name not in columns:
                     columns[name] = np.empty(room, dtype=dtype)
