@@ -4,7 +4,7 @@
    contestants of known strength, 8 reviewers, every (question, ordered pair, reviewer) at most
    once, so no reviewer pools votes.
 2. In one run, each measurement in a fresh process (its wall time from outside; its peak resident
-   memory as the ``ru_maxrss`` of a wrapper's only child):
+   memory and CPU time as the ``ru_maxrss`` and ``ru_utime + ru_stime`` of a wrapper's only child):
    - the plain loop: ``json.loads`` per line and the same Elo (K 32, 1000 to start, scale 400) in
      pure Python, one ordering (the file's);
    - ``arena rank --reviews F --method elo --orderings 1 --bootstrap 0``.
@@ -56,7 +56,8 @@ done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess
 wall = time.perf_counter() - start
 if done.returncode:
     sys.exit(done.stderr)
-print(wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(wall, used.ru_maxrss, used.ru_utime + used.ru_stime)
 """
 
 KERNELS = r"""
@@ -102,13 +103,13 @@ def write_reviews(path: Path, n: int, seed: int = 0) -> None:
                       f'"reviewer": "judge-{r}", "score": {s}}}\n')
 
 
-def measured(command: list[str], env: dict | None = None) -> tuple[float, float]:
-    """Wall seconds and peak MiB of ``command`` run in a fresh process."""
+def measured(command: list[str], env: dict | None = None) -> tuple[float, float, float]:
+    """Wall seconds, peak MiB and CPU seconds of ``command`` run in a fresh process."""
     out = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True, text=True, env=env)
     if out.returncode:
         sys.exit(f"{' '.join(command)} failed: {out.stderr.strip()}")
-    wall, peak = out.stdout.split()
-    return float(wall), int(peak) / 1024
+    wall, peak, cpu = out.stdout.split()
+    return float(wall), int(peak) / 1024, float(cpu)
 
 
 def kernels(cache: Path) -> dict:
@@ -129,13 +130,15 @@ def main() -> None:
         write_reviews(path, args.reviews, args.seed)
         print(f"{args.reviews:,} reviews written in {time.perf_counter() - start:.1f} s "
               f"({path.stat().st_size / 2**20:.0f} MiB)\n")
+        print(f"{'':40} {'wall':>8} {'CPU':>8} {'peak':>8}")
         loop = measured([sys.executable, "-c", LOOP, str(path)])
-        print(f"plain loop (json.loads + Elo in Python): {loop[0]:6.2f} s {loop[1]:6.0f} MiB   [{load()}]")
+        print(f"{'plain loop (json.loads + Elo in Python)':40} {loop[0]:7.2f}s {loop[2]:7.2f}s {loop[1]:4.0f} MiB  [{load()}]")
         rank = measured([sys.executable, "-m", "arena.cli", "rank", "--reviews", str(path), "--method", "elo",
                          "--orderings", "1", "--bootstrap", "0"])
-        print(f"arena rank --reviews:                    {rank[0]:6.2f} s {rank[1]:6.0f} MiB   [{load()}]")
+        print(f"{'arena rank --reviews':40} {rank[0]:7.2f}s {rank[2]:7.2f}s {rank[1]:4.0f} MiB  [{load()}]")
         ratio = rank[0] / loop[0]
-        print(f"\narena / loop wall time: {ratio:.2f} (goal <= 0.25: {'PASS' if ratio <= 0.25 else 'FAIL'}); "
+        print(f"\narena / loop: wall time {ratio:.2f}, CPU time {rank[2] / loop[2]:.2f} "
+              f"(goal, wall: <= 0.25: {'PASS' if ratio <= 0.25 else 'FAIL'}); "
               f"peak {rank[1]:.0f} MiB (goal <= 300 MB = {300e6 / 2**20:.0f} MiB: "
               f"{'PASS' if rank[1] * 2**20 <= 300e6 else 'FAIL'})")
         cache = Path(folder) / "numba-cache"

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from arena.rank import leaderboard, review_file
-from arena.rank.review_file import check_line
+from arena.rank.review_line import check_line
 from arena.rank.reviews import ReviewError, Reviews
 
 COLUMNS = ("question", "a", "b", "reviewer", "score", "sample", "order", "repeat", "difference", "match")

@@ -1,17 +1,19 @@
 """Reading a reviews JSONL file: in bulk, a column at a time, with the errors of a line-by-line check.
 
-``ReviewLine`` (pydantic) says what a valid line is and how a bad one is reported; asked line by
-line it costs about 37 µs a line, most of `arena rank` on a million reviews. So a file is first
-read by pyarrow's JSON reader in blocks, each column with a fixed type, and checked a column at a
-time against the same rules. That path only ever accepts what ``ReviewLine`` accepts, and gives the
-same columns ``Reviews.from_rows`` builds from the lines. Whatever it cannot settle goes to
+``ReviewLine`` (``review_line``) says what a valid line is and how a bad one is reported; asked
+line by line it costs about 37 µs a line, most of `arena rank` on a million reviews. So a file is
+first read by pyarrow's JSON reader in blocks, each column with a fixed type, and checked a column
+at a time against the same rules. That path only ever accepts what ``ReviewLine`` accepts, and
+gives the columns ``Reviews.from_rows`` builds from the same lines (``read`` returns them as the
+``Reviews`` fields; ``Reviews.read_jsonl`` is the way in). Whatever it cannot settle goes to
 ``ReviewLine``:
 
 - a row a column check rejects: its line is found by counting lines up to it, and ``ReviewLine``
   reports it, with the file, line number and field (rows before it passed the same checks);
-- a block pyarrow cannot read with the fixed types (bad JSON, a number for a name, a score written
+- a file pyarrow cannot read with the fixed types (bad JSON, a number for a name, a score written
   1.0, an explicit null where a default is meant): the file is read line by line, each line by
-  orjson and plain checks, and only a line those cannot settle is asked of ``ReviewLine``.
+  orjson and plain checks, and only a line those cannot settle is asked of ``ReviewLine``; the
+  rows are returned for ``Reviews.from_rows``.
 """
 
 from __future__ import annotations
@@ -25,8 +27,7 @@ import orjson
 
 from arena.contract.capabilities import Review
 
-from .reviews import TIE, ReviewError, ReviewLine, Reviews, _sign
-from pydantic import ValidationError
+from .review_line import TIE, ReviewError, _sign, check_line
 
 BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. Its reader reads ahead a few dozen blocks: at 1 MB a
 # block that held 28 MB more than at 256 KB, for 5 % less CPU time. It parses in one thread: the other core, if
@@ -46,7 +47,7 @@ class _Unsure(Exception):
     """The bulk reader cannot settle the file: read it line by line."""
 
 
-def read(path: Path) -> Reviews:
+def read(path: Path) -> dict | list[Review]:
     try:
         handle = path.open("rb")
     except FileNotFoundError:
@@ -60,20 +61,6 @@ def read(path: Path) -> Reviews:
 
 
 # -- line by line --------------------------------------------------------------------------------
-
-def check_line(path: Path, number: int, line: str | bytes) -> Review:
-    """One line as ``ReviewLine`` takes it, or the error naming its file, line and field."""
-    try:
-        review = ReviewLine.model_validate_json(line)
-    except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
-        where = "".join(f"{p}: " for p in first["loc"][:1])  # none for a disagreement between fields
-        message = first["msg"].removeprefix("Value error, ")
-        raise ReviewError(f"{path}, line {number}: {where}{message}") from None
-    if review.a == review.b:
-        raise ReviewError(f"{path}, line {number}: a contestant cannot battle itself ({review.a!r})")
-    return review.review()
-
 
 def _plain(value) -> Review | None:
     """The review of a parsed line when plain types make it certain what ``ReviewLine`` gives
@@ -106,7 +93,7 @@ def _plain(value) -> Review | None:
     return Review(question, a, b, reviewer, score, sample, order, repeat, difference, match)
 
 
-def by_line(path: Path) -> Reviews:
+def by_line(path: Path) -> list[Review]:
     """The file read as ``ReviewLine`` reads it, line by line; orjson and ``_plain`` settle most lines."""
     rows = []
     try:
@@ -124,7 +111,7 @@ def by_line(path: Path) -> Reviews:
             rows.append(review or check_line(path, number, line))
     if not rows:
         raise ReviewError(f"{path}: no reviews in the file")
-    return Reviews.from_rows(rows)
+    return rows
 
 
 # -- in bulk -------------------------------------------------------------------------------------
@@ -206,7 +193,7 @@ def _report_row(path: Path, row: int) -> None:
     raise _Unsure  # the columns were stricter than ReviewLine here: let the line reader decide
 
 
-def _bulk(path: Path, handle) -> Reviews:
+def _bulk(path: Path, handle) -> dict:
     try:
         import pyarrow as pa
         import pyarrow.json as pj
@@ -246,7 +233,7 @@ def _optional_fields(handle) -> set[str] | None:
     return seen
 
 
-def _blocks(path: Path, fields: set[str]) -> Reviews:
+def _blocks(path: Path, fields: set[str]) -> dict:
     """Each block checked, then its codes and values written into columns made once for the whole
     file: long enough for its most possible lines (the shortest valid line is 49 bytes), whose
     pages the system only gives as rows are written; no block's copy is kept to be joined later."""
@@ -298,7 +285,4 @@ def _blocks(path: Path, fields: set[str]) -> Reviews:
     for name, (fill, dtype) in STRUCTURE.items():
         if name not in kept:  # a field no line gives is one value on every row: a view of it, no memory per row
             kept[name] = np.broadcast_to(np.array(fill, dtype), rows)
-    return Reviews(question=kept["question"], a=kept["a"], b=kept["b"], reviewer=kept["reviewer"], score=kept["score"],
-                   questions=questions, contestants=contestants, reviewers=reviewers, sample=kept["sample"],
-                   order=kept["order"], repeat=kept["repeat"], difference=kept["difference"], match=kept["match"],
-                   matches=matches)
+    return dict(kept, questions=questions, contestants=contestants, reviewers=reviewers, matches=matches)

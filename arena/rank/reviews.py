@@ -22,58 +22,11 @@ from pathlib import Path
 import numpy as np
 
 from arena.contract.capabilities import Review
-from arena.contract.errors import ArenaError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-TIE = 1e-12  # a mean this close to zero is a tie, as the games take it
+# A line's rules live with the file reader (review_line): re-exported here, where they always were
+from .review_line import TIE, ReviewError, ReviewLine, _sign  # noqa: F401
+
 HUMAN = "human"  # the reviewer name human raters' labels are stored under (arena import, annotate)
-
-
-class ReviewError(ArenaError, ValueError):
-    """Bad review input; the message names the file and line where there is one."""
-
-
-class ReviewLine(BaseModel):
-    """One line of a reviews JSONL file: a review, its structure optional."""
-
-    model_config = ConfigDict(extra="allow")
-
-    question: str
-    a: str
-    b: str
-    reviewer: str
-    score: int
-    sample: int | None = Field(None, ge=0)
-    order: int = Field(0, ge=0, le=1)
-    repeat: int = 1
-    difference: float | None = Field(None, allow_inf_nan=False)
-    match: str = ""
-
-    @field_validator("question", "a", "b", "reviewer", "match", mode="before")
-    @classmethod
-    def _text(cls, value):
-        return str(value) if isinstance(value, int) else value
-
-    @field_validator("score")
-    @classmethod
-    def _score(cls, value):
-        if value not in (-1, 0, 1):
-            raise ValueError("score must be -1 (A better), 0 (tie) or 1 (B better)")
-        return value
-
-    @model_validator(mode="after")
-    def _agrees(self):
-        if self.difference is not None and _sign(self.difference) != self.score:
-            raise ValueError(f"score {self.score} is not the sign of difference {self.difference:g}")
-        return self
-
-    def review(self) -> Review:
-        return Review(self.question, self.a, self.b, self.reviewer, self.score, self.sample, self.order, self.repeat,
-                      self.difference, self.match)
-
-
-def _sign(value: float) -> int:
-    return 0 if abs(value) < TIE else (1 if value > 0 else -1)
 
 
 def signs(values: np.ndarray) -> np.ndarray:
@@ -194,7 +147,8 @@ class Reviews:
         and field. Read in bulk, a column at a time (``review_file``)."""
         from .review_file import read
 
-        return read(Path(path))
+        found = read(Path(path))
+        return cls.from_rows(found) if isinstance(found, list) else cls(**found)
 
     def write_jsonl(self, path: str | Path) -> None:
         """One line per review; the structure's fields only where they differ from their defaults,
