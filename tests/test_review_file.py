@@ -157,6 +157,18 @@ def test_the_command_names_the_bad_line(tmp_path, run_cli):
     assert "Traceback" not in result.stderr
 
 
+def test_a_byte_order_mark_is_read_past_and_bytes_that_are_not_text_are_named(tmp_path):
+    path = tmp_path / "reviews.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + f"{GOOD}\n{GOOD}\n".encode())
+    assert len(Reviews.read_jsonl(path)) == 2  # as the spreadsheet that saved it meant
+    path.write_bytes(f"{GOOD}\n".encode() + GOOD.replace('"q"', '"q\xff"').encode("latin-1") + b"\n")
+    with pytest.raises(ReviewError, match=f"{path}, line 2: not UTF-8 text"):
+        Reviews.read_jsonl(path)
+    path.write_bytes(f"{GOOD}\n".encode() + GOOD.replace("}", ', "note": "\xff"}').encode("latin-1") + b"\n")
+    with pytest.raises(ReviewError, match=f"{path}, line 2: not UTF-8 text"):  # in a field nobody reads, too
+        Reviews.read_jsonl(path)
+
+
 ODD = [  # lines ReviewLine takes though the columns' fixed types do not: the line reader settles them
     '{"question": 7, "a": "A", "b": "B", "reviewer": "r", "score": 1}',
     '{"question": "q", "a": 12, "b": "B", "reviewer": 3, "score": 1.0}',
@@ -230,3 +242,13 @@ def test_the_compiled_elo_finds_somewhere_to_keep_its_code(monkeypatch, tmp_path
     monkeypatch.setattr(config, "CACHE_DIR", "")
     monkeypatch.setattr(elo_compiled, "_writable", lambda folder: folder.name == "__pycache__")
     assert elo_compiled._cache() is True and config.CACHE_DIR == ""  # beside the code: numba finds it itself
+
+
+def test_the_command_ranks_a_large_file_as_the_line_reader_does(tmp_path, run_cli):
+    # 20,000 reviews with the default 1,000 orderings: the command loads the compiled Elo while it reads
+    path = tmp_path / "reviews.jsonl"
+    write(path, synthetic(20_000, seed=5, structure=True))
+    result = run_cli("rank", "--reviews", path, "--json", "--bootstrap", "3", timeout=600)
+    assert result.returncode == 0, result.stderr
+    expected = leaderboard(line_by_line(path), bootstrap=3)
+    assert json.loads(result.stdout) == json.loads(expected.model_dump_json())

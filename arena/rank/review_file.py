@@ -18,6 +18,7 @@ gives the columns ``Reviews.from_rows`` builds from the same lines (``read`` ret
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 from pathlib import Path
@@ -34,6 +35,7 @@ BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. Its reader reads ahe
 # any, loads the compiled Elo meanwhile (elo_loop.warm_up).
 TEXT = ("question", "a", "b", "reviewer", "match")  # names, kept as codes into their sorted lists
 REQUIRED = ("question", "a", "b", "reviewer", "score")
+ENCODING = "utf-8-sig"  # UTF-8, and a byte-order mark at the start of the file is not part of its first line
 # the optional fields, their default and type (as Reviews.from_rows has them); match's are codes, "" by default
 STRUCTURE = {"sample": (-1, np.int64), "order": (0, np.int8), "repeat": (1, np.int64), "difference": (np.nan, float),
              "match": ("", np.int64)}
@@ -93,22 +95,36 @@ def _plain(value) -> Review | None:
     return Review(question, a, b, reviewer, score, sample, order, repeat, difference, match)
 
 
+def _not_text(path: Path) -> None:
+    """The error for a file that is not UTF-8 text, naming its first line that is not."""
+    with path.open("rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode(ENCODING)
+            except UnicodeDecodeError:
+                raise ReviewError(f"{path}, line {number}: not UTF-8 text") from None
+    raise ReviewError(f"{path}: not UTF-8 text")
+
+
 def by_line(path: Path) -> list[Review]:
     """The file read as ``ReviewLine`` reads it, line by line; orjson and ``_plain`` settle most lines."""
     rows = []
     try:
-        handle = path.open(encoding="utf-8")
+        handle = path.open(encoding=ENCODING)
     except FileNotFoundError:
         raise ReviewError(f"{path}: file not found") from None
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                review = _plain(orjson.loads(line))
-            except orjson.JSONDecodeError:
-                review = None
-            rows.append(review or check_line(path, number, line))
+        try:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    review = _plain(orjson.loads(line))
+                except orjson.JSONDecodeError:
+                    review = None
+                rows.append(review or check_line(path, number, line))
+        except UnicodeDecodeError:
+            _not_text(path)
     if not rows:
         raise ReviewError(f"{path}: no reviews in the file")
     return rows
@@ -182,7 +198,7 @@ def _first_bad(batch) -> int | None:
 
 def _report_row(path: Path, row: int) -> None:
     """Raise ``ReviewLine``'s error for the ``row``-th non-blank line (from 0), as the line reader would."""
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding=ENCODING) as handle:
         seen = -1
         for number, line in enumerate(handle, start=1):
             if line.strip():
@@ -217,12 +233,17 @@ def _optional_fields(handle) -> set[str] | None:
     """The optional fields the file may give (each whose name is in it anywhere; all of them when a
     ``\\u`` escape could spell a name), or None when something in it only the line reader reads as
     ``ReviewLine`` would: a null for a field with a default (``EXPLICIT_NULL``), or a carriage
-    return alone (a line break for Python's text files, mere whitespace for pyarrow). Read a
-    megabyte at a time: a memory map of the file would count all of it in the resident memory."""
+    return alone (a line break for Python's text files, mere whitespace for pyarrow), or bytes that
+    are not UTF-8. Read a megabyte at a time: a memory map of the file would count all of it in the resident memory."""
     handle.seek(0)
     tail, seen = b"", set()
     keys = {name: f'"{name}"'.encode() for name in STRUCTURE}
+    text = codecs.getincrementaldecoder(ENCODING)()  # pyarrow does not check the bytes of a field it leaves out
     while chunk := handle.read(1 << 20):
+        try:
+            text.decode(chunk)
+        except UnicodeDecodeError:
+            return None
         both = tail + chunk
         if (b"null" in both and EXPLICIT_NULL.search(both)) or (b"\r" in both and LONE_CR.search(both)):
             return None
@@ -230,6 +251,10 @@ def _optional_fields(handle) -> set[str] | None:
             seen.update(STRUCTURE)
         seen.update(name for name, key in keys.items() if name not in seen and key in both)
         tail = chunk[-256:]  # a match across two reads lies within this much of the first
+    try:
+        text.decode(b"", final=True)
+    except UnicodeDecodeError:  # the file ends inside a character
+        return None
     return seen
 
 
@@ -270,7 +295,7 @@ def _blocks(path: Path, fields: set[str]) -> dict:
                 values = names["match"].codes(column.fill_null("")) if name == "match" else column.fill_null(fill).to_numpy(zero_copy_only=False)
                 columns[name][rows:end] = values
             rows = end
-    except pa.ArrowInvalid:
+    except (pa.ArrowInvalid, UnicodeDecodeError):
         raise _Unsure from None
     if not rows:
         raise ReviewError(f"{path}: no reviews in the file")
