@@ -245,7 +245,7 @@ def test_the_compiled_elo_finds_somewhere_to_keep_its_code(monkeypatch, tmp_path
 
 
 def test_the_command_ranks_a_large_file_as_the_line_reader_does(tmp_path, run_cli):
-    # 20,000 reviews with the default 1,000 orderings: the command loads the compiled Elo while it reads
+    # 20,000 reviews with the default 1,000 orderings: the compiled Elo plays them
     path = tmp_path / "reviews.jsonl"
     write(path, synthetic(20_000, seed=5, structure=True))
     result = run_cli("rank", "--reviews", path, "--json", "--bootstrap", "3", timeout=600)

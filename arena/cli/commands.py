@@ -830,13 +830,10 @@ def _rank(args: argparse.Namespace) -> int:
 def _rank_reviews(args: argparse.Namespace) -> int:
 
     from arena.rank import leaderboard
-    from arena.rank.elo_loop import warm_up
     from arena.rank.reviews import Reviews
     from arena.cli.tables import print_leaderboard
 
     options = _rank_options(args)
-    if "elo" in options["methods"] and args.reviews.is_file():  # a review line is about 100 bytes
-        warm_up(args.reviews.stat().st_size // 100, options["orderings"])  # numba loads while the file is read
     board = leaderboard(Reviews.read_jsonl(args.reviews), **options)
     if args.json:
         print(board.model_dump_json(indent=2))

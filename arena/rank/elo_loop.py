@@ -23,7 +23,6 @@ import importlib.util
 import math
 import os
 import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -62,28 +61,6 @@ def _kernels(compiled: bool | None, cost: float):
 
 
 _LOADED = __name__.rpartition(".")[0] + ".elo_compiled"
-
-
-def warm_up(reviews: int, orderings: int) -> threading.Thread | None:
-    """Load the compiled kernels in a thread of their own, when an Elo over about ``reviews``
-    reviews and ``orderings`` orderings will take them: the most of a second numba spends loading
-    its registries and the cached code runs while the caller does something else (reads the
-    reviews: pyarrow parses without the interpreter's lock). The numbers do not change: which loop
-    a call takes is still the call's own choice."""
-    if not takes_compiled(numpy_cost(reviews, orderings)) or _LOADED in sys.modules:
-        return None
-    thread = threading.Thread(target=_touch_kernels, name="arena-elo-warm-up")  # not a daemon: never cut mid-load
-    thread.start()
-    return thread
-
-
-def _touch_kernels() -> None:
-    """Call each kernel once on a few reviews, with the argument types Elo passes, so its cached code is loaded."""
-    a, b = np.array([0, 1, 2], dtype=np.int64), np.array([1, 2, 0], dtype=np.int64)
-    score, reviewer = np.array([-1, 0, 1], dtype=np.int8), np.zeros(3, dtype=np.int64)
-    order = shuffled(np.arange(3), np.zeros((1, 3)), compiled=True)
-    replay(a, b, score, reviewer, order, np.ones(1), np.full(1, -1), 3, compiled=True)
-    checkpoint_sums(a, b, score, order, np.array([0, -1, -1, 1]), 2, 3, compiled=True)
 
 
 # -- shuffles ---------------------------------------------------------------------------------------

@@ -31,8 +31,7 @@ from arena.contract.capabilities import Review
 from .review_line import TIE, ReviewError, _sign, check_line
 
 BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. Its reader reads ahead a few dozen blocks: at 1 MB a
-# block that held 28 MB more than at 256 KB, for 5 % less CPU time. It parses in one thread: the other core, if
-# any, loads the compiled Elo meanwhile (elo_loop.warm_up).
+# block that held 28 MB more than at 256 KB, for 5 % less CPU time.
 TEXT = ("question", "a", "b", "reviewer", "match")  # names, kept as codes into their sorted lists
 REQUIRED = ("question", "a", "b", "reviewer", "score")
 ENCODING = "utf-8-sig"  # UTF-8, and a byte-order mark at the start of the file is not part of its first line
@@ -133,41 +132,53 @@ def by_line(path: Path) -> list[Review]:
 # -- in bulk -------------------------------------------------------------------------------------
 
 class _Names:
-    """Codes for names as blocks bring them, renumbered in sorted order at the end."""
+    """Codes for names as blocks bring them (their order of first sight), renumbered in sorted order
+    at the end. A block's names are looked up among those seen so far by pyarrow, in one call: no
+    Python code runs per name."""
 
     def __init__(self):
-        self.index: dict[str, int] = {}
+        import pyarrow as pa
+
+        self.seen = pa.array([], pa.string())
 
     def codes(self, column) -> np.ndarray:
+        import pyarrow as pa
         import pyarrow.compute as pc
 
-        encoded = pc.dictionary_encode(column)
-        index = self.index
-        ids = np.fromiter((index.setdefault(name, len(index)) for name in encoded.dictionary.to_pylist()),
-                          dtype=np.int64, count=len(encoded.dictionary))
-        return ids[encoded.indices.to_numpy(zero_copy_only=False)]
+        found = pc.index_in(column, value_set=self.seen)
+        if found.null_count:  # names not seen before: added, then looked up again
+            self.seen = pa.concat_arrays([self.seen, pc.unique(column.filter(found.is_null()))])
+            found = pc.index_in(column, value_set=self.seen)
+        return found.to_numpy()
+
+    def code(self, name: str) -> int:
+        import pyarrow as pa
+
+        return int(self.codes(pa.array([name], pa.string()))[0])
 
     def sort(self, *columns: np.ndarray) -> list[str]:
         """The names in sorted order; the codes in ``columns`` renumbered to match, in place (as
         ``Reviews.from_rows`` numbers them)."""
-        names = sorted(self.index)
+        seen = self.seen.to_pylist()
+        names = sorted(seen)
         place = np.empty(len(names), dtype=np.int64)
-        place[[self.index[name] for name in names]] = np.arange(len(names))
+        place[sorted(range(len(seen)), key=seen.__getitem__)] = np.arange(len(names))
         for column in columns:
             for start in range(0, column.size, 1 << 16):  # a stretch at a time: no copy of the column
                 column[start:start + (1 << 16)] = place[column[start:start + (1 << 16)]]
         return names
 
 
-def _schema(fields: set[str]):
-    """The columns pyarrow makes: the five a line must give, and those of ``fields`` (the optional
-    ones the file may give). Each column costs parse time on every line, given or not."""
+def _schema(wide: bool):
+    """The columns pyarrow makes: the five a line must give, and with ``wide`` the optional ones
+    too. Each column costs parse time on every line, given or not: a file of the five fields alone
+    (PRD's) is read a third faster without them."""
     import pyarrow as pa
 
     text, whole = pa.string(), pa.int64()
-    optional = {"sample": whole, "order": whole, "repeat": whole, "difference": pa.float64(), "match": text}
+    optional = [("sample", whole), ("order", whole), ("repeat", whole), ("difference", pa.float64()), ("match", text)]
     return pa.schema([("question", text), ("a", text), ("b", text), ("reviewer", text), ("score", whole)]
-                     + [(name, kind) for name, kind in optional.items() if name in fields])
+                     + (optional if wide else []))
 
 
 def _first_bad(batch) -> int | None:
@@ -219,53 +230,57 @@ def _bulk(path: Path, handle) -> dict:
         raise _Unsure
     if handle.seek(0, 2) == 0:
         raise ReviewError(f"{path}: no reviews in the file")
-    fields = _optional_fields(handle)
-    if fields is None:
+    if _needs_lines(handle):
         raise _Unsure
     try:
-        return _blocks(path, fields)
+        try:
+            return _blocks(path, wide=False)
+        except _Wider:
+            return _blocks(path, wide=True)
     finally:
         # numpy copied what it keeps of each block: what pyarrow's pool still holds goes back to the system
         pa.default_memory_pool().release_unused()
 
 
-def _optional_fields(handle) -> set[str] | None:
-    """The optional fields the file may give (each whose name is in it anywhere; all of them when a
-    ``\\u`` escape could spell a name), or None when something in it only the line reader reads as
-    ``ReviewLine`` would: a null for a field with a default (``EXPLICIT_NULL``), or a carriage
-    return alone (a line break for Python's text files, mere whitespace for pyarrow), or bytes that
-    are not UTF-8. Read a megabyte at a time: a memory map of the file would count all of it in the resident memory."""
+class _Wider(Exception):
+    """A line gives a field beside the five: read the file again with every column."""
+
+
+def _needs_lines(handle) -> bool:
+    """Whether the file has something only the line reader reads as ``ReviewLine`` would: a null
+    for a field with a default (``EXPLICIT_NULL``), a carriage return alone (a line break for
+    Python's text files, mere whitespace for pyarrow), or bytes that are not UTF-8 (pyarrow does
+    not look at a field it leaves out). Read a megabyte at a time: a memory map of the file would
+    count all of it in the resident memory."""
     handle.seek(0)
-    tail, seen = b"", set()
-    keys = {name: f'"{name}"'.encode() for name in STRUCTURE}
-    text = codecs.getincrementaldecoder(ENCODING)()  # pyarrow does not check the bytes of a field it leaves out
+    tail = b""
+    text = codecs.getincrementaldecoder(ENCODING)()
     while chunk := handle.read(1 << 20):
         try:
             text.decode(chunk)
         except UnicodeDecodeError:
-            return None
-        both = tail + chunk
-        if (b"null" in both and EXPLICIT_NULL.search(both)) or (b"\r" in both and LONE_CR.search(both)):
-            return None
-        if b"\\u" in both:
-            seen.update(STRUCTURE)
-        seen.update(name for name, key in keys.items() if name not in seen and key in both)
-        tail = chunk[-256:]  # a match across two reads lies within this much of the first
+            return True
+        for part in (chunk, tail + chunk[:256]):  # the read, and where it meets the one before
+            if (b"null" in part and EXPLICIT_NULL.search(part)) or (b"\r" in part and LONE_CR.search(part)):
+                return True
+        tail = chunk[-256:]
     try:
         text.decode(b"", final=True)
     except UnicodeDecodeError:  # the file ends inside a character
-        return None
-    return seen
+        return True
+    return False
 
 
-def _blocks(path: Path, fields: set[str]) -> dict:
+def _blocks(path: Path, wide: bool) -> dict:
     """Each block checked, then its codes and values written into columns made once for the whole
     file: long enough for its most possible lines (the shortest valid line is 49 bytes), whose
     pages the system only gives as rows are written; no block's copy is kept to be joined later."""
     import pyarrow as pa
     import pyarrow.json as pj
 
-    options = pj.ParseOptions(explicit_schema=_schema(fields), unexpected_field_behavior="ignore")
+    # narrow, any other field is an error, and the file is read again wide (extra fields left out): a
+    # file that gives more fields mostly gives them on its first lines, so little is read twice
+    options = pj.ParseOptions(explicit_schema=_schema(wide), unexpected_field_behavior="ignore" if wide else "error")
     names = {"a": _Names(), "question": _Names(), "reviewer": _Names(), "match": _Names()}
     names["b"] = names["a"]  # one list of contestants, whichever side they were shown on
     room = path.stat().st_size // SHORTEST_LINE + 1
@@ -286,16 +301,18 @@ def _blocks(path: Path, fields: set[str]) -> dict:
                 columns[name][rows:end] = names[name].codes(batch.column(name))
             columns["score"][rows:end] = batch.column("score").to_numpy()
             for name, (fill, dtype) in STRUCTURE.items():
-                column = batch.column(name) if name in fields else None
+                column = batch.column(name) if wide else None
                 if (column is None or column.null_count == batch.num_rows) and name not in columns:
                     continue  # no line so far gave it: every row so far has its default, made at the end
                 if name not in columns:
                     columns[name] = np.empty(room, dtype=dtype)
-                    columns[name][:rows] = fill if name != "match" else names["match"].index.setdefault("", len(names["match"].index))
+                    columns[name][:rows] = fill if name != "match" else names["match"].code("")
                 values = names["match"].codes(column.fill_null("")) if name == "match" else column.fill_null(fill).to_numpy(zero_copy_only=False)
                 columns[name][rows:end] = values
             rows = end
-    except (pa.ArrowInvalid, UnicodeDecodeError):
+    except pa.ArrowInvalid as exc:
+        if not wide and "unexpected field" in str(exc):
+            raise _Wider from None
         raise _Unsure from None
     if not rows:
         raise ReviewError(f"{path}: no reviews in the file")
