@@ -32,7 +32,6 @@ from .review_line import TIE, ReviewError, _sign, check_line
 
 BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. Its reader reads ahead a few dozen blocks: at 1 MB a
 # block that held 28 MB more than at 256 KB, for 5 % less CPU time.
-TEXT = ("question", "a", "b", "reviewer", "match")  # names, kept as codes into their sorted lists
 REQUIRED = ("question", "a", "b", "reviewer", "score")
 ENCODING = "utf-8-sig"  # UTF-8, and a byte-order mark at the start of the file is not part of its first line
 # the optional fields, their default and type (as Reviews.from_rows has them); match's are codes, "" by default
@@ -49,6 +48,7 @@ class _Unsure(Exception):
 
 
 def read(path: Path) -> dict | list[Review]:
+    """The file's reviews: the ``Reviews`` fields, read in bulk, or the rows of the line reader."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:

@@ -24,7 +24,7 @@ import numpy as np
 from arena.contract.capabilities import Review
 
 # A line's rules live with the file reader (review_line): re-exported here, where they always were
-from .review_line import TIE, ReviewError, ReviewLine, _sign  # noqa: F401
+from .review_line import TIE, ReviewError, ReviewLine  # noqa: F401  (ReviewLine: for those who import it from here)
 
 HUMAN = "human"  # the reviewer name human raters' labels are stored under (arena import, annotate)
 
