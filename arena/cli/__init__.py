@@ -17,9 +17,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _quiet_to_the_end() -> None:
-    """The command is over; a Ctrl-C while Python shuts down ends the process as the command's own would."""
+    """The command is over; a Ctrl-C while Python shuts down ends the process as the command's own would.
+    What the command made is left to the system: the collector's last passes at shutdown would walk every
+    object numba, pyarrow and the rest made (0.6 s of CPU after `arena rank` on a million reviews)."""
+    import gc
     import os
     import signal
+
+    gc.freeze()
 
     if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # started in the background, it stays deaf to it
         signal.signal(signal.SIGINT, lambda *_: os._exit(130))

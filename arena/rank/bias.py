@@ -29,17 +29,26 @@ def reviewer_bias(reviews: Reviews, battles: Reviews | None = None) -> list[Revi
     """Per reviewer of ``reviews`` (as given); self-preference from ``battles``, the verdicts peer
     rank counts (default: ``reviews.battles()``), which must have the same reviewers."""
     battles = reviews.battles() if battles is None else battles
-    lo, hi = np.minimum(reviews.a, reviews.b), np.maximum(reviews.a, reviews.b)
-    value = np.where(np.isnan(reviews.difference), reviews.score, reviews.difference)
-    oriented = np.where(reviews.a == lo, value, -value)  # > 0: the higher-coded contestant is better
-    group, first = group_ids(reviews.reviewer, reviews.question, lo, hi, reviews.match, reviews.repeat)
-    means = order_means(group, (reviews.a != lo).astype(np.int64), oriented, first.size)  # [comparisons, 2 orders]
-    swapped = ~np.isnan(means).any(axis=1)
-    verdict = signs(np.nan_to_num(means))
-    flipped = verdict[:, 0] != verdict[:, 1]
-    owner = reviews.reviewer[first]  # each comparison's reviewer
+    # A million reviews make each temporary below 8 MB: they are let go of as soon as they are used,
+    # and the counts come first, so that their temporaries are gone before the comparisons' are made.
     wins, played = wins_and_battles(battles)
     rates = np.divide(wins, played, out=np.full_like(wins, np.nan), where=played > 0)
+    pair = np.minimum(reviews.a, reviews.b)  # the pair as one number, lower code first: (lo, hi) in their order
+    pair *= len(reviews.contestants)
+    pair += np.maximum(reviews.a, reviews.b)
+    group, first = group_ids(reviews.reviewer, reviews.question, pair, reviews.match, reviews.repeat)
+    del pair
+    turned = reviews.a > reviews.b  # shown the other way round from the pair's own (lower code first)
+    value = np.where(np.isnan(reviews.difference), reviews.score, reviews.difference)
+    oriented = np.where(turned, -value, value)  # > 0: the higher-coded contestant is better
+    del value
+    means = order_means(group, turned, oriented, first.size)  # [comparisons, 2 orders]
+    del group, oriented, turned
+    swapped = ~np.isnan(means).any(axis=1)
+    np.nan_to_num(means, copy=False)
+    flipped = signs(means[:, 0]) != signs(means[:, 1])
+    del means
+    owner = reviews.reviewer[first]  # each comparison's reviewer
     out = []
     for r, name in enumerate(reviews.reviewers):
         mine = reviews.reviewer == r

@@ -119,7 +119,10 @@ def elo_path(reviews: Reviews, orderings: int = 1000, seed: int = 0, k: float = 
     of Elo over battles, the first pass of the weighted Elo): after the first it is read back."""
     a, b = np.ascontiguousarray(reviews.a, np.int64), np.ascontiguousarray(reviews.b, np.int64)
     score = np.ascontiguousarray(reviews.score, np.float64)
-    digest = hashlib.blake2b(a.tobytes() + b.tobytes() + score.tobytes(), digest_size=16).digest()
+    hashed = hashlib.blake2b(digest_size=16)
+    for column in (a, b, score):  # the arrays' own memory, fed in turn: the digest of their bytes end to end
+        hashed.update(column)
+    digest = hashed.digest()
     key = (digest, len(reviews.contestants), orderings, seed, float(k), float(initial), float(scale))
     found = _PATHS.get(key)
     if found is None:

@@ -1,22 +1,57 @@
 """The compiled halves of ``elo_loop``: the same shuffle and the same Elo replay, in numba.
 
-Imported by ``elo_loop`` on first use only. ``cache=True`` keeps the machine code beside
-this file (or in numba's user cache when that is read-only), so later processes load it
-instead of compiling again.
+Imported by ``elo_loop`` on first use only. ``cache=True`` keeps the machine code on disk, so
+later processes load it instead of compiling again (about 12 s on a 2-core machine): beside this
+file, or in the user's cache folder when the install is read-only (``_cache`` says where).
 """
 
 from __future__ import annotations
 
 import math
+import os
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from numba import njit
+
+
+def _writable(folder: Path) -> bool:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+        return True
+    except OSError:
+        return False
+
+
+def _cache() -> bool:
+    """Whether the kernels can be kept on disk. numba looks in turn at NUMBA_CACHE_DIR, the
+    ``__pycache__`` beside this file and the user's cache folder, and takes the first it can
+    write; when it can write none of them (a read-only install and home) it would fail at import,
+    so a folder in the system's temporary one is named instead, and with nowhere at all to write
+    the kernels are compiled in every process rather than not at all."""
+    from numba.core import config
+    from numba.misc.appdirs import AppDirs
+
+    places = [Path(config.CACHE_DIR)] if config.CACHE_DIR else []
+    places += [Path(__file__).parent / "__pycache__", Path(AppDirs(appname="numba", appauthor=False).user_cache_dir)]
+    if any(_writable(place) for place in places):
+        return True
+    fallback = Path(tempfile.gettempdir()) / f"arena-numba-{getattr(os, 'getuid', lambda: 'user')()}"
+    if _writable(fallback):
+        config.CACHE_DIR = str(fallback)
+        return True
+    return False
+
+
+CACHE = _cache()
 
 BLOCK = 16  # runs played side by side: their update chains are independent, so the CPU overlaps them
 CHUNK = 2048  # steps gathered at a time per run: BLOCK x CHUNK indices stay in the cache
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def shuffle(base, draws):
     """elo_loop._shuffle_numpy: Fisher–Yates of ``base`` once per row of ``draws``."""
     runs, n = draws.shape
@@ -30,7 +65,7 @@ def shuffle(base, draws):
     return order
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def next_weights(ratings, w, start, as_contestant):
     """elo_loop.reviewer_weights for one run, into ``w``; returns the largest change of a weight."""
     low, high, scorers, total = math.inf, -math.inf, 0, 0.0
@@ -55,7 +90,7 @@ def next_weights(ratings, w, start, as_contestant):
     return biggest
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, contestants, known):
     """elo_loop._replay_numpy on reviews packed by elo_loop.pack, a block of runs at a time.
     ``known``: the ratings of the first pass when they were computed already (no rows: play it).
@@ -107,7 +142,7 @@ def replay(code, bits, order, start, as_contestant, passes, k, initial, slope, c
     return ratings, weights, change
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def checkpoint_sums(a, b, score, order, slot_of_step, slots, contestants, k, initial, slope):
     """elo_loop._checkpoint_sums_numpy: unweighted Elo of every run of ``order``, with the sums
     (and sums of squares) over runs of the ratings after each checkpoint. Runs are added in
