@@ -406,8 +406,8 @@ def _default(open_, outcomes, size, rng):
     the same question does not. Among the open comparisons on that question, the judge that agrees
     best with the consensus: its outcome moves the estimate the most, and a judge that favours the
     first answer it reads, whose two orders cancel into ties, is asked least. A judge with fewer than
-    ``TRIAL`` outcomes when the block starts is preferred to the others, so that no judge is written
-    off before it was heard.
+    ``TRIAL`` outcomes when the block starts is preferred to the others, the least heard first, so
+    that no judge is written off (or trusted) on the strength of a few verdicts.
     """
     by_pair = _by_pair(open_)
     r = ratings(outcomes, {n for pair in by_pair for n in pair})
@@ -425,7 +425,9 @@ def _default(open_, outcomes, size, rng):
     order = dict(zip(open_, rng.permutation(len(open_)).tolist()))  # the seeded tie-break
 
     def preference(c):  # the judge's side of the choice, fixed for the block
-        return (heard[c.judge] >= TRIAL, -agreement.get(c.judge, 0.0), order[c])
+        if heard[c.judge] < TRIAL:  # still on trial: its agreement is noise yet, so spread the trials
+            return (0, heard[c.judge], order[c])
+        return (1, -agreement.get(c.judge, 0.0), order[c])
 
     ranked: dict[tuple[str, str], list[Comparison]] = {}
     out = []
