@@ -171,6 +171,10 @@ def test_swiss_rounds():
     assert [swiss_rounds(n) for n in (1, 2, 3, 4, 5, 8, 12, 16, 17)] == [0, 1, 2, 2, 3, 3, 4, 4, 5]
     with pytest.raises(PolicyError, match="needs contestants"):
         swiss_rounds(0)
+    for bad in (math.nan, "3", None):
+        with pytest.raises(PolicyError, match="a standing is a number"):
+            swiss_pairs({"a": 1, "b": bad}, set(), 0, 1)
+    assert swiss_pairs({}, set(), 0, 1) == [] and swiss_pairs({"a": 1}, set(), 0, 1) == []
 
 
 def test_swiss_pairs_neighbours_and_avoids_rematches():

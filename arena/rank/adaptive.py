@@ -470,6 +470,9 @@ def swiss_pairs(standings: Mapping[str, float], played: set[frozenset[str]], see
     With an odd count one contestant has a bye: the lowest-standing one that has not had a bye yet
     (a bye is written in ``played`` as a one-name frozenset, ``frozenset({name})``). It is the one
     name of ``standings`` that no returned pair holds. Each pair is written best first."""
+    for name, value in standings.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise PolicyError(f"the standing of {name!r} is {value!r}; a standing is a number (points so far)")
     rng = _rng(seed, round)
     names = sorted(standings)
     draw = dict(zip(names, rng.permutation(len(names)).tolist()))
