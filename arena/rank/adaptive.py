@@ -331,9 +331,9 @@ def _draw_pairs(weights: dict[tuple[str, str], float], left: dict[tuple[str, str
 
 def _interval(open_, outcomes, size, rng):
     """Chatbot Arena's rule: weight a pair by sqrt(v/n) - sqrt(v/(n+1)), the narrowing of its
-    win rate's standard error that one more outcome buys, v being the variance of one outcome
-    (at least that of a single even comparison's fair coin, 1/4, while a pair has fewer than two
-    outcomes); a pair never played gets sqrt(v), the most any pair can get."""
+    win rate's standard error that one more outcome buys, v being the variance of the pair's
+    outcomes (a fair coin's 1/4 until it has two); a pair never played gets sqrt(v), more than one
+    more outcome can buy any played pair."""
     by_pair = _by_pair(open_)
     scores = defaultdict(list)
     for o in outcomes:
@@ -348,16 +348,10 @@ def _interval(open_, outcomes, size, rng):
     return _fill(by_pair, _draw_pairs(weights, {p: len(cs) for p, cs in by_pair.items()}, size, rng), rng)
 
 
-def _fill(by_pair, draws, rng, pick=None):
-    """For each drawn pair, one of its open comparisons: ``pick`` chooses among them, else uniformly."""
+def _fill(by_pair, draws, rng):
+    """For each drawn pair, one of its open comparisons, uniformly."""
     taken = {p: list(cs) for p, cs in by_pair.items()}
-    out = []
-    for pair in draws:
-        options = taken[pair]
-        c = pick(pair, options) if pick else options[int(rng.integers(len(options)))]
-        options.remove(c)
-        out.append(c)
-    return sorted(out)
+    return sorted(taken[pair].pop(int(rng.integers(len(taken[pair])))) for pair in draws)
 
 
 def _elimination(open_, outcomes, size, rng):
