@@ -21,6 +21,8 @@ truth by Kendall's tau. Printed, medians over 10 seeds:
 
     .venv/bin/python bench/adaptive.py            # 10 seeds, a few minutes on two busy cores
     .venv/bin/python bench/adaptive.py --quick    # 3 seeds, a shorter run
+
+Exits with status 1 when the goal is missed.
 """
 
 from __future__ import annotations
@@ -170,6 +172,10 @@ def main() -> None:
     taus = {rule: np.median(np.array(at[rule]), axis=0) for rule in RULES}
     beaten = all(taus["default"][k] >= max(taus[r][k] for r in ("uniform", "interval")) for k in range(len(BUDGETS)))
     print(f"default's median tau at least uniform's and interval's at every budget: {beaten}")
+    goal = (3 * base <= median["full"] and base < median["uniform"] and base < median["interval"] and beaten)
+    print(f"goal (default >= 3x fewer calls than the full design in its order, fewer than uniform and interval, "
+          f"tau at least theirs at every budget): {'met' if goal else 'NOT met'}")
+    sys.exit(0 if goal else 1)
 
 
 if __name__ == "__main__":

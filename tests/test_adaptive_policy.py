@@ -171,6 +171,10 @@ def test_swiss_rounds():
     assert [swiss_rounds(n) for n in (1, 2, 3, 4, 5, 8, 12, 16, 17)] == [0, 1, 2, 2, 3, 3, 4, 4, 5]
     with pytest.raises(PolicyError, match="needs contestants"):
         swiss_rounds(0)
+    for bad in (math.nan, "3", None):
+        with pytest.raises(PolicyError, match="a standing is a number"):
+            swiss_pairs({"a": 1, "b": bad}, set(), 0, 1)
+    assert swiss_pairs({}, set(), 0, 1) == [] and swiss_pairs({"a": 1}, set(), 0, 1) == []
 
 
 def test_swiss_pairs_neighbours_and_avoids_rematches():
@@ -250,7 +254,7 @@ def calls_to_reach(rule: str, seed: int, goal: float = 0.9, block: int = 20) -> 
 
 
 def test_the_default_rule_reaches_the_truth_with_fewer_calls_than_the_full_design():
-    # measured when written: full 3040, 2800, 1680 calls; default 376, 456, 176
+    # measured when written: full 3040, 2800, 1680 calls; default 536, 336, 176 (uniform 816, 576, 296)
     full = [calls_to_reach("full", s, block=40) for s in range(3)]
     default = [calls_to_reach("default", s) for s in range(3)]
     assert all(math.isfinite(d) for d in default), default

@@ -331,9 +331,9 @@ def _draw_pairs(weights: dict[tuple[str, str], float], left: dict[tuple[str, str
 
 def _interval(open_, outcomes, size, rng):
     """Chatbot Arena's rule: weight a pair by sqrt(v/n) - sqrt(v/(n+1)), the narrowing of its
-    win rate's standard error that one more outcome buys, v being the variance of one outcome
-    (at least that of a single even comparison's fair coin, 1/4, while a pair has fewer than two
-    outcomes); a pair never played gets sqrt(v), the most any pair can get."""
+    win rate's standard error that one more outcome buys, v being the variance of the pair's
+    outcomes (a fair coin's 1/4 until it has two); a pair never played gets sqrt(v), more than one
+    more outcome can buy any played pair."""
     by_pair = _by_pair(open_)
     scores = defaultdict(list)
     for o in outcomes:
@@ -348,16 +348,10 @@ def _interval(open_, outcomes, size, rng):
     return _fill(by_pair, _draw_pairs(weights, {p: len(cs) for p, cs in by_pair.items()}, size, rng), rng)
 
 
-def _fill(by_pair, draws, rng, pick=None):
-    """For each drawn pair, one of its open comparisons: ``pick`` chooses among them, else uniformly."""
+def _fill(by_pair, draws, rng):
+    """For each drawn pair, one of its open comparisons, uniformly."""
     taken = {p: list(cs) for p, cs in by_pair.items()}
-    out = []
-    for pair in draws:
-        options = taken[pair]
-        c = pick(pair, options) if pick else options[int(rng.integers(len(options)))]
-        options.remove(c)
-        out.append(c)
-    return sorted(out)
+    return sorted(taken[pair].pop(int(rng.integers(len(taken[pair])))) for pair in draws)
 
 
 def _elimination(open_, outcomes, size, rng):
@@ -406,8 +400,8 @@ def _default(open_, outcomes, size, rng):
     the same question does not. Among the open comparisons on that question, the judge that agrees
     best with the consensus: its outcome moves the estimate the most, and a judge that favours the
     first answer it reads, whose two orders cancel into ties, is asked least. A judge with fewer than
-    ``TRIAL`` outcomes when the block starts is preferred to the others, so that no judge is written
-    off before it was heard.
+    ``TRIAL`` outcomes when the block starts is preferred to the others, the least heard first, so
+    that no judge is written off (or trusted) on the strength of a few verdicts.
     """
     by_pair = _by_pair(open_)
     r = ratings(outcomes, {n for pair in by_pair for n in pair})
@@ -425,7 +419,9 @@ def _default(open_, outcomes, size, rng):
     order = dict(zip(open_, rng.permutation(len(open_)).tolist()))  # the seeded tie-break
 
     def preference(c):  # the judge's side of the choice, fixed for the block
-        return (heard[c.judge] >= TRIAL, -agreement.get(c.judge, 0.0), order[c])
+        if heard[c.judge] < TRIAL:  # still on trial: its agreement is noise yet, so spread the trials
+            return (0, heard[c.judge], order[c])
+        return (1, -agreement.get(c.judge, 0.0), order[c])
 
     ranked: dict[tuple[str, str], list[Comparison]] = {}
     out = []
@@ -468,6 +464,9 @@ def swiss_pairs(standings: Mapping[str, float], played: set[frozenset[str]], see
     With an odd count one contestant has a bye: the lowest-standing one that has not had a bye yet
     (a bye is written in ``played`` as a one-name frozenset, ``frozenset({name})``). It is the one
     name of ``standings`` that no returned pair holds. Each pair is written best first."""
+    for name, value in standings.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+            raise PolicyError(f"the standing of {name!r} is {value!r}; a standing is a number (points so far)")
     rng = _rng(seed, round)
     names = sorted(standings)
     draw = dict(zip(names, rng.permutation(len(names)).tolist()))
