@@ -1,0 +1,268 @@
+"""Style control: Bradley–Terry with the answers' style as covariates (as Arena-Hard-Auto does).
+
+Judges tend to prefer the longer answer, and the one with more markdown. To rank on substance, each
+battle also carries how its two answers differ in style, and the logistic Bradley–Terry model fits the
+contestants' strengths and a coefficient per style feature together:
+
+    logit P(A wins) = θ_A − θ_B + Σ_k β_k · d_k / s_k,   d_k = (A_k − B_k) / (A_k + B_k)  (0 when both are 0)
+
+with ``s_k`` the standard deviation of ``d_k`` over the battles ranked (so a coefficient is what one
+typical difference in that feature is worth). The θ are the style-controlled ratings; β says how much
+each feature sways the judges. Ties count as half a win each way, as in ``bradley_terry``.
+
+An answer's style (``measure``): its length in words (whitespace-separated; a stand-in for tokens
+that needs no tokenizer), and its markdown outside fenced code: header lines, list items (bulleted or
+numbered) and bold spans. They are kept per answer, keyed by (question, contestant, match, repeat), so
+they follow the reviews through ``Reviews.battles`` whatever the battles' order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from pydantic import BaseModel
+
+from .bootstrap import interval, question_counts
+from .bradley_terry import ELO_SCALE, PRIOR_TIES, separation
+from .places import competition_ranks
+from .reviews import ReviewError, Reviews
+from .separability import Separability, separability
+
+FEATURES = ("length", "headers", "lists", "bold")
+FEATURE_NAMES = {"length": "length (words)", "headers": "markdown headers", "lists": "list items", "bold": "bold spans"}
+RIDGE = 1e-6  # keeps the fit unique (strengths are only known up to a constant) without moving it measurably
+
+_FENCE = re.compile(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", re.MULTILINE | re.DOTALL)
+_HEADER = re.compile(r"^ {0,3}#{1,6}[ \t]+\S", re.MULTILINE)
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S", re.MULTILINE)
+_BOLD = re.compile(r"\*\*(?=\S)[^\n]*?\S\*\*|__(?=\S)[^\n]*?\S__")
+
+Key = tuple[str, str, str, int]  # (question, contestant, match, repeat): one answer
+
+
+def measure(text: str) -> tuple[float, ...]:
+    """An answer's style, in the order of ``FEATURES``: words, then header lines, list items and bold
+    spans outside fenced code blocks (code is content, not formatting)."""
+    prose = _FENCE.sub("", text)
+    return (float(len(text.split())), float(len(_HEADER.findall(prose))), float(len(_LIST_ITEM.findall(prose))),
+            float(len(_BOLD.findall(prose))))
+
+
+@dataclass
+class AnswerStyles:
+    """Each answer's style features, by (question, contestant, match, repeat); ``features``: those measured
+    (a subset of ``FEATURES``, in that order), ``source``: where they came from, for messages."""
+
+    features: tuple[str, ...]
+    values: dict[Key, tuple[float, ...]] = field(default_factory=dict)
+    source: str = "the answers"
+
+    def of(self, battles: Reviews) -> tuple[np.ndarray, np.ndarray]:
+        """The features [N, K] of each battle's answer A and answer B."""
+        n, k = len(battles), len(self.features)
+        a, b = np.empty((n, k)), np.empty((n, k))
+        missing: list[tuple[str, str, str]] = []
+        for i in range(n):
+            question, match, repeat = battles.questions[battles.question[i]], battles.matches[battles.match[i]], int(battles.repeat[i])
+            for side, out in ((battles.a, a), (battles.b, b)):
+                who = battles.contestants[side[i]]
+                found = self.values.get((question, who, match, repeat))
+                if found is None:
+                    missing.append((question, who, match))
+                    continue
+                out[i] = found
+        if missing:
+            question, who, match = missing[0]
+            where = f" in match {match!r}" if match else ""
+            raise ReviewError(f"style control needs the style of every answer compared, and {self.source} lack "
+                              f"{len(missing)} of {2 * n} (the first: {who!r}'s answer to question {question!r}{where})")
+        return a, b
+
+
+def read_style_columns(path: str | Path) -> AnswerStyles:
+    """The style columns of a reviews JSONL file (read after ``Reviews.read_jsonl`` checked its lines):
+    ``a_length``/``b_length`` (words of the answer shown first and second) on every line, and optionally
+    ``a_headers``/``b_headers``, ``a_lists``/``b_lists``, ``a_bold``/``b_bold``, each pair on every line
+    or on none. One answer (question, contestant, match, repeat) must have the same figures wherever it
+    appears."""
+    path = Path(path)
+    lines = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                lines.append((number, json.loads(line)))
+    given = [f for f in FEATURES if any(f"a_{f}" in row or f"b_{f}" in row for _, row in lines)]
+    if "length" not in given:
+        raise ReviewError(f"{path}: --style-control needs each answer's length, and no line has a_length and "
+                          "b_length (the words of the answer shown first and second); a_headers, b_headers, "
+                          "a_lists, b_lists, a_bold and b_bold may be given too")
+    styles = AnswerStyles(features=tuple(given), source=str(path))
+    seen: dict[Key, int] = {}
+    for number, row in lines:
+        figures = []
+        for side in "ab":
+            values = []
+            for feature in given:
+                value = row.get(f"{side}_{feature}")
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                    what = "missing" if value is None else f"{value!r}, not a count"
+                    raise ReviewError(f"{path}, line {number}: {side}_{feature} is {what}: give it on every line "
+                                      f"(a number of {FEATURE_NAMES[feature]}, 0 or more), or on none")
+                values.append(float(value))
+            figures.append(tuple(values))
+        match, repeat = str(row.get("match", "")), int(row.get("repeat", 1))
+        for side, values in zip("ab", figures):
+            key = (str(row["question"]), str(row[side]), match, repeat)
+            before = styles.values.setdefault(key, values)
+            if before != values:
+                raise ReviewError(f"{path}, line {number}: {row[side]!r}'s answer to question {key[0]!r} has other "
+                                  f"style figures ({side}_...) than on line {seen[key]}; one answer has one style")
+            seen.setdefault(key, number)
+    return styles
+
+
+class StyleCoefficient(BaseModel):
+    feature: str
+    value: float  # Elo points that one standard deviation of the feature's relative difference is worth
+    low: float | None  # bootstrap 95% interval; None with no bootstrap
+    high: float | None
+    significant: bool | None  # the interval leaves out zero
+    spread: float  # that standard deviation, of (A − B) / (A + B) over the battles
+
+
+class StyleControl(BaseModel):
+    """The style-controlled Bradley–Terry leaderboard (Elo scale, mean 1000), the same model fitted
+    without the covariates (``raw_``) for comparison, and what each style feature is worth."""
+
+    features: list[str]
+    length_unit: str = "words"
+    scores: dict[str, float]
+    rank: dict[str, int]
+    low: dict[str, float] | None
+    high: dict[str, float] | None
+    raw_scores: dict[str, float]
+    raw_rank: dict[str, int]
+    coefficients: list[StyleCoefficient]
+    separability: Separability | None = None
+    notes: list[str] = []
+
+
+def _design(battles: Reviews, differences: np.ndarray) -> np.ndarray:
+    """Rows: +1 for A's strength, −1 for B's, then the battle's scaled style differences."""
+    n, C = len(battles), len(battles.contestants)
+    X = np.zeros((n, C + differences.shape[1]))
+    X[np.arange(n), battles.a] = 1.0
+    X[np.arange(n), battles.b] -= 1.0
+    X[:, C:] = differences
+    return X
+
+
+def _prior_rows(C: int, k: int) -> np.ndarray:
+    """One virtual tie between every two contestants, with no style difference."""
+    i, j = np.triu_indices(C, 1)
+    rows = np.zeros((i.size, C + k))
+    rows[np.arange(i.size), i], rows[np.arange(i.size), j] = 1.0, -1.0
+    return rows
+
+
+def fit_logistic(X: np.ndarray, y: np.ndarray, weights: np.ndarray, strengths: int, iterations: int = 100,
+                 tolerance: float = 1e-9) -> np.ndarray:
+    """Weighted logistic regression without intercept, by Newton's method, for several weightings at
+    once: ``weights`` [B, N] gives B fits [B, P] of the same rows (bootstrap samples reweigh rows).
+    The first ``strengths`` columns are known only up to a common constant: they are kept centred,
+    or rounding would wander along that flat direction and no step would ever be small."""
+    B, P = weights.shape[0], X.shape[1]
+    beta = np.zeros((B, P))
+    ridge = RIDGE * np.eye(P)
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(beta @ X.T)))  # [B, N]
+        gradient = (weights * (p - y)) @ X + RIDGE * beta
+        curvature = weights * p * (1 - p)
+        hessian = (X.T[None] * curvature[:, None, :]) @ X + ridge
+        step = np.linalg.solve(hessian, gradient[..., None])[..., 0]
+        step *= np.minimum(1.0, 5.0 / np.maximum(np.abs(step).max(axis=1, keepdims=True), 1e-300))  # no wild first steps
+        step[:, :strengths] -= step[:, :strengths].mean(axis=1, keepdims=True)
+        beta -= step
+        if np.abs(step).max() < tolerance:
+            break
+    return beta
+
+
+def style_control(battles: Reviews, styles: AnswerStyles, samples: int = 200, seed: int = 0,
+                  reviewer_weights: dict[str, float] | None = None) -> StyleControl:
+    """Style-controlled Bradley–Terry over ``battles`` (``Reviews.battles``), with intervals from
+    ``samples`` bootstrap samples of the questions (0: none), drawn with ``seed``."""
+    C = len(battles.contestants)
+    a_style, b_style = styles.of(battles)
+    total = a_style + b_style
+    relative = np.divide(a_style - b_style, total, out=np.zeros_like(total), where=total > 0)
+    spread = relative.std(axis=0)
+    notes = []
+    kept = [k for k, feature in enumerate(styles.features) if spread[k] > 1e-12]
+    for k, feature in enumerate(styles.features):
+        if k not in kept:
+            notes.append(f"The answers compared never differ in {FEATURE_NAMES[feature]}: that covariate is left out.")
+    features = [styles.features[k] for k in kept]
+    X = _design(battles, relative[:, kept] / spread[kept])
+    w = np.ones(len(battles)) if reviewer_weights is None else \
+        np.array([reviewer_weights[r] for r in battles.reviewers])[battles.reviewer]
+    y = (1.0 - battles.score) / 2  # 1: A won, 0.5: a tie, 0: B won
+    prior = _prior_rows(C, len(kept))
+    X_all, y_all = np.vstack([X, prior]), np.concatenate([y, np.full(len(prior), 0.5)])
+
+    def fitted(row_weights: np.ndarray, design: np.ndarray) -> np.ndarray:
+        """Fits for each row of battle weights [B, N], with the prior where those battles separate."""
+        split = np.array([_separates(battles, r) for r in row_weights], dtype=float)
+        all_weights = np.hstack([row_weights, np.outer(split * PRIOR_TIES, np.ones(len(prior)))])
+        found = np.empty((len(row_weights), design.shape[1]))
+        for first in range(0, len(row_weights), 16):  # a few samples at a time: memory stays near 16 copies of X
+            found[first:first + 16] = fit_logistic(design, y_all, all_weights[first:first + 16], C)
+        return found
+
+    whole = fitted(w[None, :], X_all)[0]
+    raw = fitted(w[None, :], X_all[:, :C])[0]
+    scores, raw_scores = _elo(whole[:C]), _elo(raw[:C])
+    names = battles.contestants
+    low = high = None
+    coefficient_bounds = None
+    if samples:
+        counts = question_counts(battles, samples, np.random.default_rng(seed))
+        draws = fitted(counts[:, battles.question] * w, X_all)
+        rating_low, rating_high = interval(_elo(draws[:, :C]))
+        low, high = dict(zip(names, rating_low.tolist())), dict(zip(names, rating_high.tolist()))
+        coefficient_bounds = interval(ELO_SCALE * draws[:, C:])
+    coefficients = []
+    for k, feature in enumerate(features):
+        lo = hi = None
+        if coefficient_bounds is not None:
+            lo, hi = float(coefficient_bounds[0][k]), float(coefficient_bounds[1][k])
+        coefficients.append(StyleCoefficient(
+            feature=feature, value=float(ELO_SCALE * whole[C + k]), low=lo, high=hi,
+            significant=None if lo is None else bool(lo > 0 or hi < 0), spread=float(spread[kept[k]])))
+    score_map, raw_map = dict(zip(names, scores.tolist())), dict(zip(names, raw_scores.tolist()))
+    return StyleControl(features=features, scores=score_map, rank=competition_ranks(score_map), low=low, high=high,
+                        raw_scores=raw_map, raw_rank=competition_ranks(raw_map), coefficients=coefficients,
+                        separability=None if low is None else separability(score_map, low, high), notes=notes)
+
+
+def _separates(battles: Reviews, row_weights: np.ndarray) -> bool:
+    """Whether these battles, so weighted, split the contestants (``bradley_terry.separation``)."""
+    return separation(*_weighted_counts(battles, row_weights)) is not None
+
+
+def _weighted_counts(battles: Reviews, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    C = len(battles.contestants)
+    a_won, b_won, tied = battles.score == -1, battles.score == 1, battles.score == 0
+    wins = np.bincount(battles.a * C + battles.b, weights=weights * a_won, minlength=C * C)
+    wins += np.bincount(battles.b * C + battles.a, weights=weights * b_won, minlength=C * C)
+    ties = np.bincount(battles.a * C + battles.b, weights=weights * tied, minlength=C * C).reshape(C, C)
+    return wins.reshape(C, C), ties + ties.T
+
+
+def _elo(theta: np.ndarray) -> np.ndarray:
+    return 1000 + ELO_SCALE * (theta - theta.mean(axis=-1, keepdims=True))
