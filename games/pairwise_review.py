@@ -93,6 +93,7 @@ class PairwiseReview(Game, HasCases, ReportsReviews):
     Params = PairwiseParams
     min_seats = 2
     rotating_roles = ("Contestant",)  # a role swap reorders the contestants; judges stay judges
+    answers_field = "answers"  # the last notice's answers, by seat or source: style control measures them
 
     @classmethod
     def seat_roles(cls, params: PairwiseParams, n_seats: int) -> list[str]:

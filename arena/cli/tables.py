@@ -201,10 +201,15 @@ def print_leaderboard(console: Console, board) -> None:
         console.print(table)
         if len(set(result.rank.values())) < len(result.rank):
             console.print("  equal scores share a rank")
+        if result.separability is not None:
+            for line in separability_lines(result.separability, digits):
+                console.print(f"  {line}", highlight=False)
         for note in result.notes:
             console.print(f"  note: {note}")
         if result.weighted and result.weights:
             console.print(_weights_line(result))
+    if getattr(board, "style_control", None) is not None:
+        print_style_control(console, board.style_control, board.methods[0].weighted)
     print_pairwise(console, board)
     table = Table(title="reviewer bias", title_justify="left")
     for column in ("Reviewer", "Reviews", "First shown wins", "Swapped pairs", "Flip rate", "Self-preference"):
@@ -226,6 +231,52 @@ def print_leaderboard(console: Console, board) -> None:
             table.add_row(a.method, str(e.examples), f"{e.accuracy:.3f}", f"{e.cohen_kappa:.3f}", f"{e.fleiss_kappa:.3f}",
                           f"{r.spearman:.3f}", f"{r.kendall:.3f}")
         console.print(table)
+
+
+def separability_lines(found, digits: int = 0) -> list[str]:
+    """Under a leaderboard with intervals: how many pairs its intervals tell apart, and, for each two
+    neighbouring places, whether their intervals overlap and by how much."""
+    lines = [f"separability: {found.apart_pairs} of {found.pairs} pairs have intervals that do not overlap "
+             f"({found.share:.0%})"]
+    if found.adjacent:
+        lines.append("next places: " + "; ".join(
+            f"{p.upper} / {p.lower} " + (f"apart by {p.gap:.{digits}f}" if p.apart else f"overlap by {p.overlap:.{digits}f}")
+            for p in found.adjacent))
+    return lines
+
+
+def print_style_control(console: Console, style, weighted: bool = False) -> None:
+    """The style-controlled Bradley–Terry beside the raw one, then what each style feature is worth."""
+    intervals = style.low is not None
+    how = "95% bootstrap interval, questions resampled" if intervals else "no intervals: --bootstrap 0"
+    table = Table(title=f"{'weighted ' if weighted else ''}Bradley–Terry, style-controlled ({how})", title_justify="left")
+    columns = ("Rank", "Contestant", "Score") + (("95% CI",) if intervals else ()) + ("Raw rank", "Raw score")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "Contestant" else "right")
+    for name in sorted(style.scores, key=lambda n: (style.rank[n], n)):
+        row = [str(style.rank[name]), name, f"{style.scores[name]:.0f}"]
+        if intervals:
+            row.append(f"[{style.low[name]:.0f}, {style.high[name]:.0f}]")
+        table.add_row(*row, str(style.raw_rank[name]), f"{style.raw_scores[name]:.0f}")
+    console.print(table)
+    if style.separability is not None:
+        for line in separability_lines(style.separability):
+            console.print(f"  {line}", highlight=False)
+    table = Table(title="what style is worth: Elo points for one standard deviation of (A − B) / (A + B)",
+                  title_justify="left")
+    for column in ("Feature", "Elo points") + (("95% CI", "Significant") if intervals else ()) + ("Std of difference",):
+        table.add_column(column, justify="left" if column == "Feature" else "right")
+    for c in style.coefficients:
+        row = [FEATURE_LABELS.get(c.feature, c.feature), f"{c.value:+.1f}"]
+        if intervals:
+            row += [f"[{c.low:+.1f}, {c.high:+.1f}]", "yes" if c.significant else "no"]
+        table.add_row(*row, f"{c.spread:.3f}")
+    console.print(table)
+    for note in style.notes:
+        console.print(f"  note: {note}")
+
+
+FEATURE_LABELS = {"length": "length (words)", "headers": "headers", "lists": "list items", "bold": "bold spans"}
 
 
 def print_pairwise(console: Console, board) -> None:

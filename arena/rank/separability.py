@@ -40,12 +40,3 @@ def separability(scores: dict[str, float], low: dict[str, float], high: dict[str
                                        gap=max(-shared, 0.0)))
     return Separability(share=apart / pairs if pairs else 1.0, apart_pairs=apart, pairs=pairs, adjacent=adjacent)
 
-
-def describe(found: Separability, digits: int = 0) -> list[str]:
-    """The lines a leaderboard prints under its table: the share, then each adjacent pair."""
-    lines = [f"separability: {found.apart_pairs} of {found.pairs} pairs of contestants have intervals that do not "
-             f"overlap ({found.share:.0%})"]
-    for pair in found.adjacent:
-        how = (f"apart by {pair.gap:.{digits}f}" if pair.apart else f"overlap by {pair.overlap:.{digits}f}")
-        lines.append(f"  {pair.upper} / {pair.lower}: {how}")
-    return lines

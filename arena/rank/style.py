@@ -35,6 +35,7 @@ from .separability import Separability, separability
 
 FEATURES = ("length", "headers", "lists", "bold")
 FEATURE_NAMES = {"length": "length (words)", "headers": "markdown headers", "lists": "list items", "bold": "bold spans"}
+CONFOUNDED = 0.01  # a covariate whose variation the contestants' identities explain to 99% cannot be told from them
 RIDGE = 1e-6  # keeps the fit unique (strengths are only known up to a constant) without moving it measurably
 
 _FENCE = re.compile(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", re.MULTILINE | re.DOTALL)
@@ -209,6 +210,13 @@ def style_control(battles: Reviews, styles: AnswerStyles, samples: int = 200, se
             notes.append(f"The answers compared never differ in {FEATURE_NAMES[feature]}: that covariate is left out.")
     features = [styles.features[k] for k in kept]
     X = _design(battles, relative[:, kept] / spread[kept])
+    for k, feature in enumerate(features):
+        column = X[:, C + k]
+        explained = X[:, :C] @ np.linalg.lstsq(X[:, :C], column, rcond=None)[0]
+        if np.sum((column - explained) ** 2) < CONFOUNDED * np.sum(column ** 2):
+            notes.append(f"Who the contestants are all but fixes the difference in {FEATURE_NAMES[feature]} (each "
+                         "pair's answers differ about as much in every battle): style and contestant cannot be told "
+                         "apart, so that coefficient means little, and the ratings stay near the raw ones.")
     w = np.ones(len(battles)) if reviewer_weights is None else \
         np.array([reviewer_weights[r] for r in battles.reviewers])[battles.reviewer]
     y = (1.0 - battles.score) / 2  # 1: A won, 0.5: a tie, 0: B won
