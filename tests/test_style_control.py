@@ -1,0 +1,238 @@
+"""Style control (`arena rank --style-control`): Bradley–Terry with the answers' length and markdown as
+covariates recovers a length bias planted in synthetic judges, from a reviews file and from a run; and
+separability with the overlap of adjacent places under every leaderboard that has intervals."""
+
+from __future__ import annotations
+
+import json
+import math
+from itertools import permutations
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from arena.cli.commands import main
+from arena.rank.places import standing
+from arena.rank.separability import separability
+from arena.rank.style import measure
+
+# true strengths (logits); the long-winded write about four times as many words as the others
+QUALITY = {"ace": 2.0, "solid": 1.4, "windy": 1.0, "fair": 0.6, "rambler": 0.2, "weak": -0.4}
+LONG_WINDED = {"windy", "rambler"}
+TRUTH = standing(QUALITY)
+
+
+def tournament(path: Path, length_bias: float, questions: int = 120, seed: int = 0) -> Path:
+    """A reviews file with style columns: every ordered pair of contestants on every question, judged
+    by a synthetic judge whose log-odds for A are its true advantage plus ``length_bias`` times the
+    relative length difference (A − B) / (A + B)."""
+    rng = np.random.default_rng(seed)
+    with path.open("w") as out:
+        for q in range(questions):
+            words = {c: round((600 if c in LONG_WINDED else 150) * rng.uniform(0.4, 1.6)) for c in QUALITY}
+            for a, b in permutations(QUALITY, 2):
+                z = QUALITY[a] - QUALITY[b] + length_bias * (words[a] - words[b]) / (words[a] + words[b])
+                score = -1 if rng.random() < 1 / (1 + math.exp(-z)) else 1
+                out.write(json.dumps({"question": f"q{q}", "a": a, "b": b, "reviewer": "judge", "score": score,
+                                      "a_length": words[a], "b_length": words[b]}) + "\n")
+    return path
+
+
+@pytest.fixture
+def arena(capsys, monkeypatch):
+    """`arena ...` in this process: (exit code, stdout, stderr)."""
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def call(*args):
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+def places(ranks: dict[str, int]) -> list[str]:
+    return sorted(ranks, key=lambda c: (ranks[c], c))
+
+
+# -- a planted length bias -------------------------------------------------------------------------
+def test_a_length_biased_judge_ranks_the_long_winded_higher_raw_but_not_style_controlled(tmp_path, arena):
+    reviews = tournament(tmp_path / "biased.jsonl", length_bias=3.0)
+    code, out, err = arena("rank", "--reviews", reviews, "--style-control", "--method", "bt", "--json")
+    assert code == 0, err
+    board = json.loads(out)
+    raw = places(board["methods"][0]["rank"])
+    assert raw.index("windy") < raw.index("ace")  # length buys windy the first place
+    assert raw.index("rambler") < raw.index("fair")
+    control = board["style_control"]
+    assert places(control["rank"]) == TRUTH  # with length as a covariate the true order comes back
+    assert places(control["raw_rank"]) == raw  # the same model without covariates is the raw leaderboard
+    assert control["features"] == ["length"] and control["length_unit"] == "words"
+    (length,) = control["coefficients"]
+    assert length["feature"] == "length" and length["value"] > 0 and length["low"] > 0 and length["significant"]
+    # the planted bias, 3 logits per unit of relative difference, on the Elo scale per standard deviation
+    planted = 3.0 * length["spread"] * 400 / math.log(10)
+    assert length["low"] < planted < length["high"]
+    assert set(control["low"]) == set(control["high"]) == set(QUALITY)
+    assert all(control["low"][c] <= control["scores"][c] <= control["high"][c] for c in QUALITY)
+    assert control["separability"]["pairs"] == 15
+
+
+def test_without_a_bias_the_coefficient_is_near_zero_and_the_order_the_same(tmp_path, arena):
+    reviews = tournament(tmp_path / "fair.jsonl", length_bias=0.0)
+    code, out, err = arena("rank", "--reviews", reviews, "--style-control", "--method", "bt", "--json")
+    assert code == 0, err
+    board = json.loads(out)
+    control = board["style_control"]
+    (length,) = control["coefficients"]
+    assert length["low"] < 0 < length["high"] and not length["significant"]
+    assert abs(length["value"]) < 25  # Elo points per standard deviation: next to nothing
+    assert places(control["rank"]) == places(board["methods"][0]["rank"]) == TRUTH
+
+
+def test_the_text_shows_the_controlled_board_beside_the_raw_one(tmp_path, arena):
+    reviews = tournament(tmp_path / "biased.jsonl", length_bias=3.0, questions=60)
+    code, out, err = arena("rank", "--reviews", reviews, "--style-control", "--method", "bt")
+    assert code == 0, err
+    assert "Bradley–Terry, style-controlled (95% bootstrap interval, questions resampled)" in out
+    assert "what style is worth: Elo points for one standard deviation of (A − B) / (A + B)" in out
+    row = next(line for line in out.splitlines() if "length (words)" in line and "│" in line)
+    assert "yes" in row  # significant
+    controlled = out[out.index("style-controlled"):]
+    first = next(line for line in controlled.splitlines() if line.startswith("│    1 "))
+    assert "ace" in first
+
+
+# -- what is missing ---------------------------------------------------------------------------------
+def test_style_control_without_style_columns_says_what_is_missing(tmp_path, arena):
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({"question": "q1", "a": "x", "b": "y", "reviewer": "r", "score": s}) + "\n"
+                             for s in (-1, 1)))
+    code, out, err = arena("rank", "--reviews", plain, "--style-control")
+    assert code == 2 and out == ""
+    assert (f"{plain}: --style-control needs each answer's length, and no line has a_length and b_length (the words "
+            "of the answer shown first and second)") in err
+    assert "Traceback" not in err
+    code, out, err = arena("rank", "--reviews", plain)  # without the option the file ranks as before
+    assert code == 0, err
+
+
+def test_a_style_column_missing_on_one_line_or_an_answer_with_two_lengths_is_named(tmp_path, arena):
+    lines = [{"question": "q1", "a": "x", "b": "y", "reviewer": "r", "score": -1, "a_length": 10, "b_length": 20},
+             {"question": "q1", "a": "y", "b": "x", "reviewer": "r", "score": 1, "a_length": 20}]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, _, err = arena("rank", "--reviews", broken, "--style-control")
+    assert code == 2 and f"{broken}, line 2: b_length is missing: give it on every line" in err
+    lines[1]["b_length"] = 11  # x's answer to q1 was 10 words on line 1
+    broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, _, err = arena("rank", "--reviews", broken, "--style-control")
+    assert code == 2 and f"{broken}, line 2: 'x''s answer to question 'q1' has other style figures" in err
+    lines[1]["b_length"] = "long"
+    broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    code, _, err = arena("rank", "--reviews", broken, "--style-control")
+    assert code == 2 and "line 2: b_length is 'long', not a count" in err
+
+
+# -- measuring an answer ------------------------------------------------------------------------------
+def test_an_answers_style_is_its_words_and_its_markdown_outside_code():
+    text = ("# Title\n\nSome **bold** words and __more bold__ here.\n\n## Steps\n1. first\n2) second\n- a dash\n"
+            "  * nested star\n\n```python\n# a comment, not a header\n- not a list\n**not bold**\n```\n#not a header\n")
+    words, headers, lists, bold = measure(text)
+    assert words == len(text.split())
+    assert (headers, lists, bold) == (2, 4, 2)
+    assert measure("") == (0, 0, 0, 0)
+
+
+# -- separability -----------------------------------------------------------------------------------
+def test_separability_by_hand():
+    scores = {"a": 3.0, "b": 2.0, "c": 1.0, "d": 0.9}
+    low = {"a": 2.5, "b": 1.5, "c": 0.5, "d": 0.2}
+    high = {"a": 3.5, "b": 2.6, "c": 1.4, "d": 1.5}
+    found = separability(scores, low, high)
+    # a–b overlap (2.5 < 2.6); a–c, a–d, b–c (1.4 < 1.5) apart; b–d, c–d overlap: 3 of 6
+    assert (found.apart_pairs, found.pairs, found.share) == (3, 6, 0.5)
+    adjacent = [(p.upper, p.lower, p.apart, round(p.overlap, 9), round(p.gap, 9)) for p in found.adjacent]
+    assert adjacent == [("a", "b", False, 0.1, 0.0), ("b", "c", True, 0.0, 0.1), ("c", "d", False, 0.9, 0.0)]
+    touching = separability({"x": 1.0, "y": 0.0}, {"x": 0.5, "y": -0.5}, {"x": 1.5, "y": 0.5})
+    assert touching.apart_pairs == 0 and touching.adjacent[0].overlap == 0.0 and not touching.adjacent[0].apart
+
+
+def test_every_leaderboard_with_intervals_says_its_separability(tmp_path, arena):
+    reviews = tournament(tmp_path / "fair.jsonl", length_bias=0.0, questions=30)
+    code, out, err = arena("rank", "--reviews", reviews, "--json", "--orderings", "20")
+    assert code == 0, err
+    for result in json.loads(out)["methods"]:
+        found = result["separability"]
+        order = places(result["rank"])
+        assert [(p["upper"], p["lower"]) for p in found["adjacent"]] == list(zip(order, order[1:]))
+        assert found == separability(result["scores"], result["low"], result["high"]).model_dump()
+    code, text, _ = arena("rank", "--reviews", reviews, "--orderings", "20")
+    assert text.count("separability: ") == 3 and text.count("next places: ") == 3
+    code, out, _ = arena("rank", "--reviews", reviews, "--json", "--bootstrap", "0", "--orderings", "20")
+    assert all(result["separability"] is None for result in json.loads(out)["methods"])
+    code, text, _ = arena("rank", "--reviews", reviews, "--bootstrap", "0", "--orderings", "20")
+    assert "separability" not in text
+
+
+# -- a run: synthetic contestants and a length-biased synthetic judge -------------------------------------
+def _questions(path: Path, n: int) -> Path:
+    topics = ["rivers", "bridges", "bread", "tides", "maps", "bees", "glass", "clocks", "salt", "kites"]
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"How do {topics[i % 10]} work, case {i}?"}) + "\n"
+                            for i in range(n)))
+    return path
+
+
+@pytest.fixture(scope="module")
+def biased_run(tmp_path_factory):
+    """A run of pairwise reviews: three synthetic contestants of known quality, one of them long-winded,
+    each answer's length varying, judged in both orders by a synthetic judge that likes length."""
+    from helpers import arena_offline
+
+    folder = tmp_path_factory.mktemp("style")
+    contestant = lambda name, quality, verbosity: {"backend": "scripted", "strategy": "synthetic_contestant", "params": {
+        "name": name, "quality": quality, "verbosity": verbosity, "verbosity_spread": 0.6}}
+    scenario = {
+        "name": "length-bias", "seed": 3,
+        "agents": {"sharp": contestant("sharp", 0.8, 0.6), "plain": contestant("plain", 0.6, 0.6),
+                   "windy": contestant("windy", 0.5, 2.4),
+                   "lengthy": {"backend": "scripted", "strategy": "synthetic_judge",
+                               "params": {"name": "lengthy", "skill": 0.15, "verbosity_bias": 0.08}}},
+        "games": [{"game": "pairwise_review", "agents": ["sharp", "plain", "windy", "lengthy"],
+                   "params": {"questions": str(_questions(folder / "questions.jsonl", 40)), "contestants": 3,
+                              "output": "choice"}}],
+        "tournament": {"role_swap": False},
+    }
+    (folder / "scenario.yaml").write_text(yaml.safe_dump(scenario))
+    done = arena_offline("run", folder / "scenario.yaml", "--run-dir", folder / "run", "--quiet", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder / "run"
+
+
+def test_a_run_ranked_with_style_control(biased_run, arena):
+    code, out, err = arena("rank", biased_run, "--style-control", "--method", "bt", "--json")
+    assert code == 0, err
+    board = json.loads(out)["peer_rank"]
+    assert places(board["methods"][0]["rank"])[0] == "windy"  # the judge's taste for length puts it first
+    control = board["style_control"]
+    assert places(control["rank"]) == ["sharp", "plain", "windy"]
+    assert control["features"] == ["length"]  # the synthetic answers have no markdown
+    assert any("never differ in markdown headers" in note for note in control["notes"])
+    (length,) = control["coefficients"]
+    assert length["value"] > 0 and length["significant"]
+    code, text, err = arena("rank", biased_run, "--style-control", "--method", "bt")
+    assert code == 0, err
+    assert "Bradley–Terry, style-controlled" in text and "separability: " in text
+
+
+def test_a_run_whose_games_keep_no_answers_says_so(tmp_path, arena):
+    from test_rank_options import _play
+    import trio
+
+    trio.run(_play, tmp_path / "run")
+    code, out, err = arena("rank", tmp_path / "run", "--style-control")
+    assert code == 2
+    assert ("--style-control needs the texts of the answers the reviews compare, and this run's games "
+            "(judged_numbers) do not keep them") in err
