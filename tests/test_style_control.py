@@ -236,3 +236,53 @@ def test_a_run_whose_games_keep_no_answers_says_so(tmp_path, arena):
     assert code == 2
     assert ("--style-control needs the texts of the answers the reviews compare, and this run's games "
             "(judged_numbers) do not keep them") in err
+
+
+# -- the report -------------------------------------------------------------------------------------
+def test_the_report_shows_the_style_section_and_every_boards_separability(biased_run, tmp_path, arena):
+    from arena.contract import open_run
+
+    page = tmp_path / "run.html"
+    code, _, err = arena("report", biased_run, "-o", page)
+    assert code == 0, err
+    html = page.read_text()
+    assert '<a href="#style">Style control</a>' in html
+    style = html[html.index('<section id="style">'):]
+    style = style[:style.index("</section>")]
+    board = style[style.index('data-board="style"'):]
+    first_row = board[board.index("<tbody>"):].split("</tr>")[0]
+    assert ">sharp<" in first_row  # the controlled board puts the best writer first
+    assert "length (words)" in style and ">yes<" in style  # its coefficient, significant
+    # every board with intervals carries its separability, in the page as in `arena rank`
+    with open_run(biased_run) as store:
+        from arena.results.summary import peer_rank
+        from arena.rank.separability import describe
+
+        board = peer_rank(store, style_control=False)
+    for result in board.methods:
+        for line in describe(result.separability, 3 if result.method == "winrate" else 0):
+            assert escape_html(line) in html
+
+
+def test_a_reviews_report_has_a_style_section_only_with_style_columns(tmp_path, arena):
+    with_columns = tournament(tmp_path / "biased.jsonl", length_bias=3.0, questions=40)
+    page = tmp_path / "styled.html"
+    code, _, err = arena("report", "--reviews", with_columns, "-o", page)
+    assert code == 0, err
+    assert '<section id="style">' in page.read_text()
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({k: v for k, v in json.loads(line).items() if not k.endswith("_length")}) + "\n"
+                             for line in with_columns.read_text().splitlines()))
+    code, _, err = arena("report", "--reviews", plain, "-o", tmp_path / "plain.html")
+    assert code == 0, err
+    assert 'id="style"' not in (tmp_path / "plain.html").read_text()
+    code, _, err = arena("report", "--reviews", with_columns, plain, "-o", tmp_path / "mixed.html")
+    assert code == 0, err
+    mixed = (tmp_path / "mixed.html").read_text()
+    assert "Left out: the files give different style columns" in mixed
+
+
+def escape_html(text: str) -> str:
+    from html import escape
+
+    return escape(text)

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from arena.rank.separability import describe as describe_separability
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.standing import payoff_notes
 from arena.results.usage import Usage, dollars, usage_by_agent
@@ -202,7 +203,7 @@ def print_leaderboard(console: Console, board) -> None:
         if len(set(result.rank.values())) < len(result.rank):
             console.print("  equal scores share a rank")
         if result.separability is not None:
-            for line in separability_lines(result.separability, digits):
+            for line in describe_separability(result.separability, digits):
                 console.print(f"  {line}", highlight=False)
         for note in result.notes:
             console.print(f"  note: {note}")
@@ -233,18 +234,6 @@ def print_leaderboard(console: Console, board) -> None:
         console.print(table)
 
 
-def separability_lines(found, digits: int = 0) -> list[str]:
-    """Under a leaderboard with intervals: how many pairs its intervals tell apart, and, for each two
-    neighbouring places, whether their intervals overlap and by how much."""
-    lines = [f"separability: {found.apart_pairs} of {found.pairs} pairs have intervals that do not overlap "
-             f"({found.share:.0%})"]
-    if found.adjacent:
-        lines.append("next places: " + "; ".join(
-            f"{p.upper} / {p.lower} " + (f"apart by {p.gap:.{digits}f}" if p.apart else f"overlap by {p.overlap:.{digits}f}")
-            for p in found.adjacent))
-    return lines
-
-
 def print_style_control(console: Console, style, weighted: bool = False) -> None:
     """The style-controlled Bradley–Terry beside the raw one, then what each style feature is worth."""
     intervals = style.low is not None
@@ -260,7 +249,7 @@ def print_style_control(console: Console, style, weighted: bool = False) -> None
         table.add_row(*row, str(style.raw_rank[name]), f"{style.raw_scores[name]:.0f}")
     console.print(table)
     if style.separability is not None:
-        for line in separability_lines(style.separability):
+        for line in describe_separability(style.separability):
             console.print(f"  {line}", highlight=False)
     table = Table(title="what style is worth: Elo points for one standard deviation of (A − B) / (A + B)",
                   title_justify="left")

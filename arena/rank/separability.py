@@ -40,3 +40,15 @@ def separability(scores: dict[str, float], low: dict[str, float], high: dict[str
                                        gap=max(-shared, 0.0)))
     return Separability(share=apart / pairs if pairs else 1.0, apart_pairs=apart, pairs=pairs, adjacent=adjacent)
 
+
+def describe(found: Separability | dict, digits: int = 0) -> list[str]:
+    """Under a leaderboard with intervals: how many pairs its intervals tell apart, and, for each two
+    neighbouring places, whether their intervals overlap and by how much (``found`` may be its JSON)."""
+    found = Separability.model_validate(found)
+    lines = [f"separability: {found.apart_pairs} of {found.pairs} pairs have intervals that do not overlap "
+             f"({found.share:.0%})"]
+    if found.adjacent:
+        lines.append("next places: " + "; ".join(
+            f"{p.upper} / {p.lower} " + (f"apart by {p.gap:.{digits}f}" if p.apart else f"overlap by {p.overlap:.{digits}f}")
+            for p in found.adjacent))
+    return lines

@@ -85,12 +85,12 @@ class AnswerStyles:
         return a, b
 
 
-def read_style_columns(path: str | Path) -> AnswerStyles:
+def read_style_columns(path: str | Path, required: bool = True) -> AnswerStyles | None:
     """The style columns of a reviews JSONL file (read after ``Reviews.read_jsonl`` checked its lines):
     ``a_length``/``b_length`` (words of the answer shown first and second) on every line, and optionally
     ``a_headers``/``b_headers``, ``a_lists``/``b_lists``, ``a_bold``/``b_bold``, each pair on every line
     or on none. One answer (question, contestant, match, repeat) must have the same figures wherever it
-    appears."""
+    appears. A file without them is an error, or None when they are not ``required``."""
     path = Path(path)
     lines = []
     with path.open(encoding="utf-8") as handle:
@@ -99,6 +99,8 @@ def read_style_columns(path: str | Path) -> AnswerStyles:
                 lines.append((number, json.loads(line)))
     given = [f for f in FEATURES if any(f"a_{f}" in row or f"b_{f}" in row for _, row in lines)]
     if "length" not in given:
+        if not required:
+            return None
         raise ReviewError(f"{path}: --style-control needs each answer's length, and no line has a_length and "
                           "b_length (the words of the answer shown first and second); a_headers, b_headers, "
                           "a_lists, b_lists, a_bold and b_bold may be given too")

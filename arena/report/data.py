@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..rank.places import SAME
-from ..rank.reviews import HUMAN, Reviews
+from ..rank.reviews import HUMAN, ReviewError, Reviews
 from arena.contract.runs import RunReader
 from .packing import Packing, no_cycle_collection
 
@@ -58,8 +58,14 @@ def _summary(store: RunReader) -> dict[str, Any]:
     from arena.results.summary import rank_json, stood  # the very numbers `arena rank RUN_DIR --json` prints
     from .figures import build_figures
 
+    from arena.results.style import answer_fields
+
     scores = list(store.scores())
-    rank = rank_json(store, scores=scores)
+    style_problem = None
+    try:  # style control whenever the run's games keep the answers they compare
+        rank = rank_json(store, scores=scores, style_control=bool(answer_fields(store)))
+    except ReviewError as exc:  # some answers missing: the report keeps the rest, and says why
+        rank, style_problem = rank_json(store, scores=scores), str(exc)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
     weighted = None if reviews is None else stood(store, leaderboard(reviews, weighted=True), rows).model_dump()
@@ -68,6 +74,7 @@ def _summary(store: RunReader) -> dict[str, Any]:
         "arena_version": __version__,
         "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
+        "style_problem": style_problem,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), scores),
     }
@@ -93,7 +100,11 @@ def collect_reviews(paths: list[Path], reference: str = HUMAN) -> ReportData:
     reviews, files = read_reviews(paths)
     only_reference = reviews.reviewers == [reference]
     options = {"reviewers": [reference]} if only_reference else {}
-    board = leaderboard(reviews, reference=reference, **options).model_dump()
+    styles, style_problem = _file_styles(paths)
+    try:
+        board = leaderboard(reviews, reference=reference, styles=styles, **options).model_dump()
+    except ReviewError as exc:
+        board, style_problem = leaderboard(reviews, reference=reference, **options).model_dump(), str(exc)
     weighted = leaderboard(reviews, weighted=True, reference=reference, **options).model_dump()
     selected = reviews.by(options["reviewers"]).battles() if only_reference else peer_selection(reviews, reference)
     rank = {"peer_rank": board, "run": None, "payoffs": [], "role_tables": [], "metrics": {}, "stability": [],
@@ -103,9 +114,29 @@ def collect_reviews(paths: list[Path], reference: str = HUMAN) -> ReportData:
         "arena_version": __version__,
         "source": {"kind": "reviews", "files": files, "reviews": len(reviews), "ranked_with_reference": only_reference},
         "rank": rank,
+        "style_problem": style_problem,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, selected, []),
     }
     return ReportData(summary=summary)
 
 
+def _file_styles(paths: list[Path]) -> tuple[Any, str | None]:
+    """The files' style columns taken together (``arena.rank.style.AnswerStyles``), when they have them
+    (else no style control, quietly), and why they cannot be used when some files have them and some
+    do not, or they give different columns."""
+    from arena.rank.style import AnswerStyles, read_style_columns
+
+    try:
+        found = [read_style_columns(path, required=False) for path in paths]
+    except ReviewError as exc:
+        return None, str(exc)
+    if all(f is None for f in found):
+        return None, None
+    if any(f is None for f in found) or len({f.features for f in found}) > 1:
+        return None, "the files give different style columns: " + "; ".join(
+            f"{path}: {', '.join(f.features) if f else 'none'}" for path, f in zip(paths, found))
+    styles = AnswerStyles(features=found[0].features, source=", ".join(map(str, paths)))
+    for f in found:
+        styles.values.update(f.values)
+    return styles, None

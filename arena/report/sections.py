@@ -11,6 +11,7 @@ from html import escape
 
 from . import svg
 from ..rank.places import competition_ranks
+from ..rank.separability import describe
 from ..results.usage import dollars, known_sum
 from .figures import METHOD_NAMES
 from .svg import fmt
@@ -101,11 +102,15 @@ def _board(board: dict, heading: str, key: str) -> str:
                 + (" Defaulted and valid turns: each contestant's own turns (answers and verdicts) in the reviewing "
                    "matches, with their shares." if stands_on is not None else ""))
     warnings = "".join(warning(text) for text in board.get("notes") or ())
+    apart = "".join(f'<div data-separability="{result["method"]}">'
+                    + "".join(note(f"{METHOD_NAMES[result['method']]}: {line}")
+                              for line in describe(result["separability"], 3 if result["method"] == "winrate" else 0))
+                    + "</div>" for result in methods if result.get("separability"))
     # a column pair per method and the turns behind each row: wider than the page with many methods, so it scrolls
     return (f"<h3>{escape(heading)}</h3>" + what + warnings + '<div class="scroll">'
             + table(headers, rows, numeric_from=2, row_classes=["top" if r == 1 else "" for r in ranks],
                     attrs=f' class="board" data-board="{key}" data-method="{first["method"]}"')
-            + '</div><div class="pair">' + "".join(figures) + "</div>")
+            + "</div>" + apart + '<div class="pair">' + "".join(figures) + "</div>")
 
 
 def _metric_title(rank: dict, group: str, metric: str) -> str:

@@ -15,9 +15,8 @@ from arena.rank.reviews import ReviewError
 from arena.rank.style import FEATURES, AnswerStyles, measure
 
 
-def answer_styles(store: RunReader, reviews: list[Review]) -> AnswerStyles:
-    """Each compared answer's style, measured from the texts the run kept; a ReviewError that says
-    what is missing when the run's games do not keep their answers."""
+def answer_fields(store: RunReader) -> dict[str, str]:
+    """game -> the field of its last notice that keeps its answers, for the run's games that keep them."""
     fields: dict[str, str] = {}
     for game in store.finished_games():
         try:
@@ -26,6 +25,13 @@ def answer_styles(store: RunReader, reviews: list[Review]) -> AnswerStyles:
             continue
         if found:
             fields[game] = found
+    return fields
+
+
+def answer_styles(store: RunReader, reviews: list[Review]) -> AnswerStyles:
+    """Each compared answer's style, measured from the texts the run kept; a ReviewError that says
+    what is missing when the run's games do not keep their answers."""
+    fields = answer_fields(store)
     if not fields:
         games = ", ".join(store.finished_games()) or "none"
         raise ReviewError(f"--style-control needs the texts of the answers the reviews compare, and this run's games "
