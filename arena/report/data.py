@@ -58,22 +58,25 @@ def _summary(store: RunReader) -> dict[str, Any]:
     from arena.results.summary import rank_json, stood  # the very numbers `arena rank RUN_DIR --json` prints
     from .figures import build_figures
 
-    from arena.results.style import answer_fields
+    from arena.results.style import answer_fields, answer_styles
 
     scores = list(store.scores())
-    style_problem = None
-    try:  # style control whenever the run's games keep the answers they compare
-        rank = rank_json(store, scores=scores, style_control=bool(answer_fields(store)))
-    except ReviewError as exc:  # some answers missing: the report keeps the rest, and says why
-        rank, style_problem = rank_json(store, scores=scores), str(exc)
+    rank = rank_json(store, scores=scores)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
     weighted = None if reviews is None else stood(store, leaderboard(reviews, weighted=True), rows).model_dump()
+    style, style_problem = None, None
+    if reviews is not None and answer_fields(store):  # style control whenever the run's games keep their answers
+        try:
+            style = _style_control(peer_selection(reviews), answer_styles(store, rows))
+        except ReviewError as exc:  # some answers missing: the report shows the rest, and says why
+            style_problem = str(exc)
     return {
         "title": rank["run"]["name"] or store.run_dir.name,
         "arena_version": __version__,
         "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
+        "style_control": style,
         "style_problem": style_problem,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), scores),
@@ -100,13 +103,16 @@ def collect_reviews(paths: list[Path], reference: str = HUMAN) -> ReportData:
     reviews, files = read_reviews(paths)
     only_reference = reviews.reviewers == [reference]
     options = {"reviewers": [reference]} if only_reference else {}
-    styles, style_problem = _file_styles(paths)
-    try:
-        board = leaderboard(reviews, reference=reference, styles=styles, **options).model_dump()
-    except ReviewError as exc:
-        board, style_problem = leaderboard(reviews, reference=reference, **options).model_dump(), str(exc)
+    board = leaderboard(reviews, reference=reference, **options).model_dump()
     weighted = leaderboard(reviews, weighted=True, reference=reference, **options).model_dump()
     selected = reviews.by(options["reviewers"]).battles() if only_reference else peer_selection(reviews, reference)
+    styles, style_problem = _file_styles(paths)
+    style = None
+    if styles is not None:
+        try:
+            style = _style_control(selected, styles)
+        except ReviewError as exc:
+            style_problem = str(exc)
     rank = {"peer_rank": board, "run": None, "payoffs": [], "role_tables": [], "metrics": {}, "stability": [],
             "usage": []}
     summary = {
@@ -114,11 +120,20 @@ def collect_reviews(paths: list[Path], reference: str = HUMAN) -> ReportData:
         "arena_version": __version__,
         "source": {"kind": "reviews", "files": files, "reviews": len(reviews), "ranked_with_reference": only_reference},
         "rank": rank,
+        "style_control": style,
         "style_problem": style_problem,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, selected, []),
     }
     return ReportData(summary=summary)
+
+
+def _style_control(battles: Reviews, styles) -> dict:
+    """The style-controlled board of ``arena rank --style-control --json`` (its ``style_control``), with
+    the leaderboard's default bootstrap and seed, on the battles the report's peer rank counts."""
+    from arena.rank.style import style_control
+
+    return style_control(battles, styles).model_dump()
 
 
 def _file_styles(paths: list[Path]) -> tuple[Any, str | None]:

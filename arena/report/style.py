@@ -13,8 +13,7 @@ FEATURE_LABELS = {"length": "length (words)", "headers": "headers", "lists": "li
 
 
 def style_control(summary: dict) -> str:
-    board = (summary["rank"] or {}).get("peer_rank") or {}
-    control = board.get("style_control")
+    control = summary.get("style_control")
     problem = summary.get("style_problem")
     if control is None:
         return section("style", "Style control", warning(f"Left out: {problem}")) if problem else ""
