@@ -7,6 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from arena.rank.separability import describe as describe_separability
+from arena.results.separability import payoff_separability
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.standing import payoff_notes
 from arena.results.usage import Usage, dollars, usage_by_agent
@@ -89,6 +90,9 @@ def print_payoffs(console: Console, rows: list[PayoffSummary], names: dict[str, 
             cells += [turn_share(r.defaulted_turns, r.defaulted_share), turn_share(r.valid_turns, r.valid_share)]
             table.add_row(*cells)
         console.print(table)
+        for board in payoff_separability(members):
+            for line in describe_separability(board.separability, 2):
+                console.print(f"  {board.role + ': ' if by_role else ''}{line}", highlight=False)
         for note in payoff_notes(members):
             console.print(Text(f"  note: {note.text}", style="yellow"))
 

@@ -11,7 +11,7 @@ from html import escape
 
 from . import svg
 from ..rank.places import competition_ranks
-from ..rank.separability import describe
+from ..rank.separability import describe, separability
 from ..results.usage import dollars, known_sum
 from .figures import METHOD_NAMES
 from .svg import fmt
@@ -138,13 +138,15 @@ def _payoffs(rank: dict, rows: list[dict], key: str = "payoffs") -> str:
             classes = ["top" if places[r["agent"]] == 1 else "" for r in mine]
             if _tied(list(places.values())):
                 title += " (equal means share a rank)"
+            apart = describe(separability({r["agent"]: r["mean"] for r in mine}, {r["agent"]: r["low"] for r in mine},
+                                          {r["agent"]: r["high"] for r in mine}), 2)
             parts.append(f'<div class="method"><h4>{escape(title)}</h4><div class="pair">'
                          + table(["Rank", "Agent", "Matches", "Mean", "95% interval", "Std", "Invalid", "Defaulted",
                                   "Valid"],
                                  table_rows, numeric_from=2, row_classes=classes,
                                  attrs=f' class="board" data-board="{key}" data-group="{escape(group)}" '
                                        f'data-role="{escape(role)}" data-metric="{escape(mine[0]["metric"])}"')
-                         + figure + "</div></div>")
+                         + figure + "</div>" + "".join(note(line) for line in apart) + "</div>")
         metric = members[0].get("metric", "payoff")
         parts += [warning(n["text"]) for n in rank.get("leaderboard_notes") or ()
                   if n["board"] == metric and n.get("group") == group]

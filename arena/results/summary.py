@@ -8,6 +8,7 @@ from __future__ import annotations
 from arena.results.listing import rescored_from
 from arena.results.panels import panel_summaries
 from arena.results.payoffs import PayoffSummary, role_tables, summarize
+from arena.results.separability import payoff_separability
 from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
 from arena.results.summaries import game_summaries, summaries_json
 from arena.results.usage import usage_by_agent
@@ -75,6 +76,8 @@ def rank_json(store: RunReader, weighted: bool = False, scores: list[ScoreRow] |
         "metrics": metrics,
         # where a board stands mostly on defaults, or a peer rank is left out (arena.results.standing)
         "leaderboard_notes": [n.model_dump() for n in payoff_notes(payoffs) + payoff_notes(others) + peer_notes],
+        # each payoff and metric board's separability, per entry and role (arena.results.separability)
+        "payoff_separability": [b.model_dump() for b in payoff_separability(payoffs + others)],
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
         "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates
