@@ -286,3 +286,63 @@ def escape_html(text: str) -> str:
     from html import escape
 
     return escape(text)
+
+
+def test_payoff_boards_say_their_separability(biased_run, arena):
+    code, out, err = arena("rank", biased_run, "--json", "--method", "winrate")
+    assert code == 0, err
+    found = json.loads(out)
+    contestants = [r for r in found["payoffs"] if r["role"] == "Contestant"]
+    (board,) = [b for b in found["payoff_separability"] if b["role"] == "Contestant"]
+    assert board["group"] == "pairwise_review" and board["metric"] == "payoff"
+    assert board["separability"] == separability({r["agent"]: r["mean"] for r in contestants},
+                                                 {r["agent"]: r["low"] for r in contestants},
+                                                 {r["agent"]: r["high"] for r in contestants}).model_dump()
+    assert board["separability"]["pairs"] == 3
+    code, text, _ = arena("rank", biased_run, "--method", "winrate")
+    assert "  Contestant: separability: " in text and "  Judge: separability: 0 of 0 pairs" not in text
+
+
+# -- the fit itself ---------------------------------------------------------------------------------
+def test_the_fit_is_the_maximum_of_the_likelihood_and_without_covariates_plain_bradley_terry(tmp_path):
+    from scipy.optimize import minimize
+
+    from arena.rank.bradley_terry import bradley_terry
+    from arena.rank.reviews import Reviews
+    from arena.rank.style import fit_logistic, read_style_columns, style_control
+
+    path = tournament(tmp_path / "small.jsonl", length_bias=2.0, questions=15, seed=4)
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    lines[0]["score"] = 0  # a tie: half a win each way
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    reviews = Reviews.read_jsonl(path)
+    C = len(reviews.contestants)
+    styles = read_style_columns(path)
+    found = style_control(reviews.battles(), styles, samples=0)
+    assert found.raw_scores == pytest.approx(bradley_terry(reviews), abs=1e-3)  # Elo points
+    # the same likelihood, maximised by a general-purpose optimiser
+    a_len, b_len = (np.array([line[f"{side}_length"] for line in lines], dtype=float) for side in "ab")
+    d = (a_len - b_len) / (a_len + b_len)
+    d /= d.std()
+    y = (1 - reviews.score) / 2
+
+    def nll(x):
+        z = x[reviews.a] - x[reviews.b] + x[C] * d
+        return -(y * -np.logaddexp(0, -z) + (1 - y) * -np.logaddexp(0, z)).sum()
+
+    best = minimize(nll, np.zeros(C + 1), method="BFGS", options={"gtol": 1e-8}).x
+    best[:C] -= best[:C].mean()
+    elo = 400 / math.log(10)
+    assert [found.scores[c] for c in reviews.contestants] == pytest.approx(1000 + elo * best[:C], abs=0.01)
+    assert found.coefficients[0].value == pytest.approx(elo * best[C], abs=0.01)
+    assert found.low is None and found.coefficients[0].significant is None and found.separability is None
+    ours = fit_logistic(reviews.a, reviews.b, d[:, None], y, np.ones((1, len(y))), C)[0]
+    assert ours[C] == pytest.approx(best[C], abs=1e-4)
+
+
+def test_weighted_style_control(tmp_path, arena):
+    reviews = tournament(tmp_path / "biased.jsonl", length_bias=3.0, questions=40)
+    code, out, err = arena("rank", "--reviews", reviews, "--style-control", "--method", "bt", "--weighted",
+                           "--weight", "judge=1")
+    assert code == 0, err
+    assert "weighted Bradley–Terry, style-controlled" in out

@@ -45,6 +45,8 @@ def describe(found: Separability | dict, digits: int = 0) -> list[str]:
     """Under a leaderboard with intervals: how many pairs its intervals tell apart, and, for each two
     neighbouring places, whether their intervals overlap and by how much (``found`` may be its JSON)."""
     found = Separability.model_validate(found)
+    if not found.pairs:  # a board of one: nothing to tell apart
+        return []
     lines = [f"separability: {found.apart_pairs} of {found.pairs} pairs have intervals that do not overlap "
              f"({found.share:.0%})"]
     if found.adjacent:

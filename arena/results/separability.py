@@ -18,10 +18,10 @@ class BoardSeparability(BaseModel):
 
 
 def payoff_separability(rows: list[PayoffSummary]) -> list[BoardSeparability]:
-    """One per (entry, metric, role) board of ``rows``, in their order."""
+    """One per (entry, metric, role) board of ``rows`` with two agents or more, in their order."""
     boards: dict[tuple[str, str, str], list[PayoffSummary]] = {}
     for row in rows:
         boards.setdefault((row.group, row.metric, row.role), []).append(row)
     return [BoardSeparability(group=group, metric=metric, role=role, separability=separability(
         {r.agent: r.mean for r in members}, {r.agent: r.low for r in members}, {r.agent: r.high for r in members}))
-        for (group, metric, role), members in boards.items()]
+        for (group, metric, role), members in boards.items() if len(members) > 1]
