@@ -129,7 +129,7 @@ def test_a_style_column_missing_on_one_line_or_an_answer_with_two_lengths_is_nam
     lines[1]["b_length"] = 11  # x's answer to q1 was 10 words on line 1
     broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
     code, _, err = arena("rank", "--reviews", broken, "--style-control")
-    assert code == 2 and f"{broken}, line 2: 'x''s answer to question 'q1' has other style figures" in err
+    assert code == 2 and f"{broken}, line 2: the answer of 'x' to question 'q1' has other style figures" in err
     lines[1]["b_length"] = "long"
     broken.write_text("".join(json.dumps(line) + "\n" for line in lines))
     code, _, err = arena("rank", "--reviews", broken, "--style-control")
@@ -346,3 +346,16 @@ def test_weighted_style_control(tmp_path, arena):
                            "--weight", "judge=1")
     assert code == 0, err
     assert "weighted Bradley–Terry, style-controlled" in out
+
+
+def test_an_answer_without_its_style_is_named():
+    from arena.rank.reviews import ReviewError, Reviews
+    from arena.rank.style import AnswerStyles, style_control
+
+    battles = Reviews.from_rows([("q1", "x", "y", "r", -1), ("q2", "x", "y", "r", 1)])
+    styles = AnswerStyles(features=("length",), source="the test's answers",
+                          values={("q1", "x", "", 1): (10.0,), ("q1", "y", "", 1): (20.0,), ("q2", "x", "", 1): (5.0,)})
+    with pytest.raises(ReviewError) as caught:
+        style_control(battles, styles)
+    assert str(caught.value) == ("style control needs the style of every answer compared, and the test's answers lack "
+                                 "1 of 4 (the first: the answer of 'y' to question 'q2')")

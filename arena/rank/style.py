@@ -36,7 +36,7 @@ from .separability import Separability, separability
 FEATURES = ("length", "headers", "lists", "bold")
 FEATURE_NAMES = {"length": "length (words)", "headers": "markdown headers", "lists": "list items", "bold": "bold spans"}
 CONFOUNDED = 0.01  # a covariate whose variation the contestants' identities explain to 99% cannot be told from them
-CELLS = 20_000_000  # numbers a batch of bootstrap fits may hold at once (160 MB): samples x battles x parameters
+CELLS = 20_000_000  # numbers a batch of bootstrap fits may hold at once (160 MB): samples x battles x (8 + covariates)
 RIDGE = 1e-6  # keeps the fit unique (strengths are only known up to a constant) without moving it measurably
 
 _FENCE = re.compile(r"^\s*(```|~~~).*?^\s*\1[^\n]*$", re.MULTILINE | re.DOTALL)
@@ -82,7 +82,7 @@ class AnswerStyles:
             question, who, match = missing[0]
             where = f" in match {match!r}" if match else ""
             raise ReviewError(f"style control needs the style of every answer compared, and {self.source} lack "
-                              f"{len(missing)} of {2 * n} (the first: {who!r}'s answer to question {question!r}{where})")
+                              f"{len(missing)} of {2 * n} (the first: the answer of {who!r} to question {question!r}{where})")
         return a, b
 
 
@@ -124,7 +124,7 @@ def read_style_columns(path: str | Path, required: bool = True) -> AnswerStyles 
             key = (str(row["question"]), str(row[side]), match, repeat)
             before = styles.values.setdefault(key, values)
             if before != values:
-                raise ReviewError(f"{path}, line {number}: {row[side]!r}'s answer to question {key[0]!r} has other "
+                raise ReviewError(f"{path}, line {number}: the answer of {row[side]!r} to question {key[0]!r} has other "
                                   f"style figures ({side}_...) than on line {seen[key]}; one answer has one style")
             seen.setdefault(key, number)
     return styles
