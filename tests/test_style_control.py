@@ -359,3 +359,42 @@ def test_an_answer_without_its_style_is_named():
         style_control(battles, styles)
     assert str(caught.value) == ("style control needs the style of every answer compared, and the test's answers lack "
                                  "1 of 4 (the first: the answer of 'y' to question 'q2')")
+
+
+# -- PRD's Vicuna80: real judges, real answers ----------------------------------------------------------
+def test_prd_reviewers_prefer_longer_answers(tmp_path, arena):
+    """PRD's five LLM reviewers, with the style of the five models' released answers as columns: length
+    is worth a significant number of Elo points to them, and taking it out swaps the two middle places
+    (vicuna-13b writes longer than gpt35)."""
+    from helpers import ROOT
+
+    from arena.rank.prd import read_prd
+    from arena.rank.style import FEATURES
+
+    prd = ROOT.parent / "shared" / "data" / "prd" / "vicuna80"
+    if not prd.is_dir():
+        pytest.skip(f"PRD's data is not at {prd} (../shared/data beside the project)")
+    models = ["bard", "claude", "gpt35", "gpt4", "vicuna-13b"]
+    texts = {}
+    for model in models:
+        for line in (prd / "generations" / f"answer_{model}.jsonl").read_text(encoding="utf-8").splitlines():
+            found = json.loads(line)
+            texts[(str(found["question_id"]), model)] = found["text"]
+    reviews, _ = read_prd(prd, models)
+    path = tmp_path / "prd-style.jsonl"
+    with path.open("w") as out:
+        for r in reviews.rows():
+            line = {"question": r.question, "a": r.a, "b": r.b, "reviewer": r.reviewer, "score": r.score}
+            for side, who in (("a", r.a), ("b", r.b)):
+                line.update((f"{side}_{f}", int(v)) for f, v in zip(FEATURES, measure(texts[(r.question, who)])))
+            out.write(json.dumps(line) + "\n")
+    code, out, err = arena("rank", "--reviews", path, "--style-control", "--method", "bt", "--json")
+    assert code == 0, err
+    board = json.loads(out)
+    assert board["reference"] == "human"  # the humans are the reference; the five LLM reviewers rank
+    control = board["style_control"]
+    length = next(c for c in control["coefficients"] if c["feature"] == "length")
+    assert length["significant"] and length["low"] > 50
+    raw, controlled = places(board["methods"][0]["rank"]), places(control["rank"])
+    assert raw == ["gpt4", "claude", "vicuna-13b", "gpt35", "bard"]
+    assert controlled == ["gpt4", "claude", "gpt35", "vicuna-13b", "bard"]
