@@ -398,3 +398,22 @@ def test_prd_reviewers_prefer_longer_answers(tmp_path, arena):
     raw, controlled = places(board["methods"][0]["rank"]), places(control["rank"])
     assert raw == ["gpt4", "claude", "vicuna-13b", "gpt35", "bard"]
     assert controlled == ["gpt4", "claude", "gpt35", "vicuna-13b", "bard"]
+
+
+def test_data_that_separate_take_the_stated_prior_and_say_so():
+    from arena.rank.bradley_terry import bradley_terry
+    from arena.rank.reviews import Reviews
+    from arena.rank.style import AnswerStyles, style_control
+
+    # A never lost: no finite maximum without the prior
+    rows = [(f"q{i}", "A", "B", "r", -1) for i in range(4)] + [(f"q{i}", "B", "C", "r", 1 if i % 2 else -1) for i in range(4)]
+    styles = AnswerStyles(features=("length",))
+    for i in range(4):
+        for who, words in zip("ABC", (10 + i, 20, 30 + 2 * i)):
+            styles.values[(f"q{i}", who, "", 1)] = (float(words),)
+    reviews = Reviews.from_rows(rows)
+    found = style_control(reviews, styles, samples=50)
+    assert found.notes[0].startswith("The data separate the contestants: as plain Bradley–Terry, the fit adds 1 virtual tie")
+    assert found.notes[1].startswith("50 of 50 bootstrap samples separate the contestants")
+    assert found.raw_scores == pytest.approx(bradley_terry(reviews), abs=1e-3)  # the same prior as plain Bradley–Terry
+    assert all(math.isfinite(v) and abs(v - 1000) < 1000 for v in (*found.low.values(), *found.high.values()))

@@ -233,6 +233,8 @@ def style_control(battles: Reviews, styles: AnswerStyles, samples: int = 200, se
     D_all = np.vstack([D, np.zeros((i.size, D.shape[1]))])
     y_all = np.concatenate([(1.0 - battles.score) / 2, np.full(i.size, 0.5)])  # 1: A won, 0.5: a tie, 0: B won
 
+    separated = []  # per fit: whether its battles separate the contestants (and it took the prior)
+
     def fitted(counts: np.ndarray, covariates: np.ndarray, start: np.ndarray | None = None) -> np.ndarray:
         """A fit per row of question counts [S, Q] (each battle weighed by its question's count), with
         the prior where those battles separate. A few samples at a time, so that memory stays near
@@ -242,6 +244,7 @@ def style_control(battles: Reviews, styles: AnswerStyles, samples: int = 200, se
         for first in range(0, len(counts), at_once):
             row_weights = counts[first:first + at_once, battles.question] * w
             split = np.array([_separates(battles, r) for r in row_weights], dtype=float)
+            separated.extend(split.astype(bool).tolist())
             all_weights = np.hstack([row_weights, np.outer(split * PRIOR_TIES, np.ones(i.size))])
             found[first:first + at_once] = fit_logistic(a_all, b_all, covariates, y_all, all_weights, C, start)
         return found
@@ -249,6 +252,9 @@ def style_control(battles: Reviews, styles: AnswerStyles, samples: int = 200, se
     every_question = np.ones((1, len(battles.questions)))
     whole = fitted(every_question, D_all)[0]
     raw = fitted(every_question, D_all[:, :0])[0]
+    if separated[0]:
+        notes.append(f"The data separate the contestants: as plain Bradley–Terry, the fit adds {PRIOR_TIES:g} virtual "
+                     "tie between every two contestants, a prior that pulls strengths together.")
     scores, raw_scores = _elo(whole[:C]), _elo(raw[:C])
     names = battles.contestants
     low = high = None
@@ -259,6 +265,9 @@ def style_control(battles: Reviews, styles: AnswerStyles, samples: int = 200, se
         rating_low, rating_high = interval(_elo(draws[:, :C]))
         low, high = dict(zip(names, rating_low.tolist())), dict(zip(names, rating_high.tolist()))
         coefficient_bounds = interval(ELO_SCALE * draws[:, C:])
+        if any(separated[2:]):
+            notes.append(f"{sum(separated[2:])} of {samples} bootstrap samples separate the contestants; they were "
+                         f"fitted with the same prior, so the intervals' ends are shrunk, not measured.")
     coefficients = []
     for k, feature in enumerate(features):
         lo = hi = None
