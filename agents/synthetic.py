@@ -116,6 +116,13 @@ class SyntheticContestantParams(StrategyParams):
             f" the answer reaches {WORDS_PER_VERBOSITY} x verbosity words (none if the points alone reach it)."
         ),
     )
+    verbosity_spread: float = Field(
+        0.0, ge=0, le=1,
+        description=(
+            "How much the length varies from answer to answer: each answer's verbosity is drawn uniformly from"
+            " verbosity x [1 - spread, 1 + spread] (0: every answer near the same length)."
+        ),
+    )
     name: str = Field(
         "",
         description="A label that only seeds the default signature; give each persona a different one.",
@@ -227,7 +234,10 @@ def _topic(question: str) -> str:
 def write_answer(params: SyntheticContestantParams, question: str, rng: random.Random) -> str:
     """An answer carrying ``round(10 * quality)`` key points, filler per verbosity, and the signature."""
     points = round(MAX_POINTS * params.quality)
-    target = round(WORDS_PER_VERBOSITY * params.verbosity)
+    verbosity = params.verbosity
+    if params.verbosity_spread:  # drawn only then, so answers without a spread are what they always were
+        verbosity *= 1 + params.verbosity_spread * (2 * rng.random() - 1)
+    target = round(WORDS_PER_VERBOSITY * verbosity)
     topic = _topic(question)
     templates = rng.sample(_POINT_TEMPLATES, points)
     lines = [f"Here is my answer to {topic}."]

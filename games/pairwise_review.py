@@ -97,6 +97,7 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
     Params = PairwiseParams
     min_seats = 1  # one judge of fixed answers; seat_problem says what contestants and judges need
     rotating_roles = ("Contestant",)  # a role swap reorders the contestants; judges stay judges
+    answers_field = "answers"  # the last notice's answers, by seat or source: style control measures them
 
     @classmethod
     def seat_roles(cls, params: PairwiseParams, n_seats: int) -> list[str]:

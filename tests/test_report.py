@@ -221,7 +221,7 @@ BOARD_ROWS = """() => Array.from(document.querySelectorAll("table.board")).map(t
         top: r.classList.contains("top"), cells: Array.from(r.cells).map(c => c.textContent)}))}))"""
 
 
-def assert_ranks_shared_by_ties(boards: list[dict], rank: dict, weighted: dict | None) -> None:
+def assert_ranks_shared_by_ties(boards: list[dict], rank: dict, weighted: dict | None, style: dict | None = None) -> None:
     """Every leaderboard in the page numbers its rows as its method ranks (equal scores, one rank) and
     marks every row in first place."""
     payoffs = {}
@@ -234,6 +234,8 @@ def assert_ranks_shared_by_ties(boards: list[dict], rank: dict, weighted: dict |
             result = next(m for m in (rank["peer_rank"] if board["board"] == "peer" else weighted)["methods"]
                           if m["method"] == board["method"])
             expected = {name: result["rank"][name] for name in result["scores"]}
+        elif board["board"] == "style":  # the style-controlled Bradley–Terry
+            expected = style["rank"]
         else:
             means = payoffs[(board["metric"], board["group"], board["role"])]
             expected = {a: 1 + sum(v > means[a] + 1e-9 for v in means.values()) for a in means}
@@ -261,7 +263,8 @@ def test_every_offline_example_scenario_is_reportable(runs, browser, tmp_path, n
     # a section is there when it has something to show, and so is its link; the others are folded away
     metric_tables = [t for metrics in (rank.get("metrics") or {}).values() for m in metrics.values()
                      for t in m["role_tables"]]
-    expected = ["leaderboard"] + ["pairwise"] * bool(rank["peer_rank"] or rank["role_tables"]) + ["trend"] * bool(summary["figures"]["trend"]) \
+    style = bool(summary["style_control"] or summary["style_problem"])
+    expected = ["leaderboard"] + ["style"] * style + ["pairwise"] * bool(rank["peer_rank"] or rank["role_tables"]) + ["trend"] * bool(summary["figures"]["trend"]) \
         + ["reviewers"] * bool(rank["peer_rank"]) \
         + ["summaries"] * bool(rank["summary_tables"]) + ["panels"] * bool(rank["panels"]) \
         + ["roles"] * bool(rank["role_tables"] or metric_tables) \
@@ -296,7 +299,7 @@ def test_every_offline_example_scenario_is_reportable(runs, browser, tmp_path, n
                 assert "decided" in match["badges"] and len(match["winners"]) == len(top), match
                 assert all(w.startswith(f"{s['label']}: {s['agent']}") for w, s in zip(match["winners"], top))
             assert not {"decided", "tie"} & set(match["badges"]) or record["game"] in CONTESTS
-        assert_ranks_shared_by_ties(page.page.evaluate(BOARD_ROWS), rank, summary["weighted"])
+        assert_ranks_shared_by_ties(page.page.evaluate(BOARD_ROWS), rank, summary["weighted"], summary["style_control"])
         shown.first.locator("summary").click()
         page.page.locator("details.match[open] .msg").first.wait_for(timeout=10_000)  # drawn when opened
         assert page.page.locator("details.match[open] .msg").count() > 0

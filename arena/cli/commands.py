@@ -174,6 +174,9 @@ def _parser() -> argparse.ArgumentParser:
     rank.add_argument("--orderings", type=int, default=1000, help="random review orders averaged by Elo")
     rank.add_argument("--bootstrap", type=int, default=200, help="bootstrap samples (questions resampled); 0: no intervals")
     rank.add_argument("--seed", type=int, default=0)
+    rank.add_argument("--style-control", action="store_true",
+                      help="also rank by Bradley–Terry with the answers' length and markdown as covariates, and say "
+                           "what each is worth (a run's kept answers, or a reviews file's a_length, b_length, ... columns)")
     _forms(rank, PLAIN_TABLES)
     rank.set_defaults(handler=_rank)
 
@@ -829,7 +832,7 @@ def _rank(args: argparse.Namespace) -> int:
     options = _rank_options(args)
     store = open_run(args.run_dir)
     if args.json:
-        print(json.dumps(rank_json(store, **options), indent=2))
+        print(json.dumps(rank_json(store, style_control=args.style_control, **options), indent=2))
         return 0
     console = table_console(args.plain, titled=True)
     if not store.counts().get("finished"):
@@ -839,7 +842,7 @@ def _rank(args: argparse.Namespace) -> int:
     print_results(console, store)
     print_summaries(console, store)
     print_panels(console, store)
-    board = peer_rank(store, **options)
+    board = peer_rank(store, style_control=args.style_control, **options)
     if board is not None:
         from arena.cli.tables import print_leaderboard
 
@@ -852,10 +855,13 @@ def _rank_reviews(args: argparse.Namespace) -> int:
 
     from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
+    from arena.rank.style import read_style_columns
     from arena.cli.tables import print_leaderboard
 
     options = _rank_options(args)
-    board = leaderboard(Reviews.read_jsonl(args.reviews), **options)
+    reviews = Reviews.read_jsonl(args.reviews)
+    styles = read_style_columns(args.reviews) if args.style_control else None
+    board = leaderboard(reviews, styles=styles, **options)
     if args.json:
         print(board.model_dump_json(indent=2))
     else:

@@ -6,6 +6,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from arena.rank.separability import describe as describe_separability
+from arena.results.separability import payoff_separability
 from arena.results.payoffs import PayoffSummary, RoleTable, role_tables, summarize
 from arena.results.standing import payoff_notes
 from arena.results.usage import Usage, dollars, usage_by_agent
@@ -108,6 +110,9 @@ def print_payoffs(console: Console, rows: list[PayoffSummary], names: dict[str, 
             cells += [turn_share(r.defaulted_turns, r.defaulted_share), turn_share(r.valid_turns, r.valid_share)]
             table.add_row(*cells)
         console.print(table)
+        for board in payoff_separability(members):
+            for line in describe_separability(board.separability, 2):
+                console.print(f"  {board.role + ': ' if by_role else ''}{line}", highlight=False)
         for note in payoff_notes(members):
             console.print(Text(f"  note: {note.text}", style="yellow"))
 
@@ -221,11 +226,16 @@ def print_leaderboard(console: Console, board) -> None:
         console.print(table)
         if len(set(result.rank.values())) < len(result.rank):
             console.print("  equal scores share a rank")
+        if result.separability is not None:
+            for line in describe_separability(result.separability, digits):
+                console.print(f"  {line}", highlight=False)
         for note in result.notes:
             console.print(f"  note: {note}")
         if result.weighted and result.weights:
             console.print(_weights_line(result))
     print_weight_check(console, getattr(board, "weight_check", None))
+    if getattr(board, "style_control", None) is not None:
+        print_style_control(console, board.style_control, board.methods[0].weighted)
     print_pairwise(console, board)
     table = Table(title="reviewer bias", title_justify="left")
     for column in ("Reviewer", "Reviews", "First shown wins", "Swapped pairs", "Flip rate", "Self-preference"):
@@ -271,6 +281,40 @@ def print_weight_check(console: Console, check) -> None:
     verdict = "holds" if check.holds else "FAILS (the note at the top says what it means)"
     console.print(f"  Spearman between weight and agreement: {rho}; it must be {check.threshold:g} or more: "
                   f"the assumption {verdict}", highlight=False)
+
+
+def print_style_control(console: Console, style, weighted: bool = False) -> None:
+    """The style-controlled Bradley–Terry beside the raw one, then what each style feature is worth."""
+    intervals = style.low is not None
+    how = "95% bootstrap interval, questions resampled" if intervals else "no intervals: --bootstrap 0"
+    table = Table(title=f"{'weighted ' if weighted else ''}Bradley–Terry, style-controlled ({how})", title_justify="left")
+    columns = ("Rank", "Contestant", "Score") + (("95% CI",) if intervals else ()) + ("Raw rank", "Raw score")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "Contestant" else "right")
+    for name in sorted(style.scores, key=lambda n: (style.rank[n], n)):
+        row = [str(style.rank[name]), name, f"{style.scores[name]:.0f}"]
+        if intervals:
+            row.append(f"[{style.low[name]:.0f}, {style.high[name]:.0f}]")
+        table.add_row(*row, str(style.raw_rank[name]), f"{style.raw_scores[name]:.0f}")
+    console.print(table)
+    if style.separability is not None:
+        for line in describe_separability(style.separability):
+            console.print(f"  {line}", highlight=False)
+    table = Table(title="what style is worth: Elo points for one standard deviation of (A − B) / (A + B)",
+                  title_justify="left")
+    for column in ("Feature", "Elo points") + (("95% CI", "Significant") if intervals else ()) + ("Std of difference",):
+        table.add_column(column, justify="left" if column == "Feature" else "right")
+    for c in style.coefficients:
+        row = [FEATURE_LABELS.get(c.feature, c.feature), f"{c.value:+.1f}"]
+        if intervals:
+            row += [f"[{c.low:+.1f}, {c.high:+.1f}]", "yes" if c.significant else "no"]
+        table.add_row(*row, f"{c.spread:.3f}")
+    console.print(table)
+    for note in style.notes:
+        console.print(f"  note: {note}")
+
+
+FEATURE_LABELS = {"length": "length (words)", "headers": "headers", "lists": "list items", "bold": "bold spans"}
 
 
 def print_pairwise(console: Console, board) -> None:

@@ -110,7 +110,11 @@ class ReportsReviews(Protocol):
         engine puts agent names in their place, and sets the repeat and match); a reviewer that is
         not a seat (an outside judge) keeps its own name. Give each comparison's ``sample`` and
         ``order`` when verdicts are sampled or shown both ways, so that peer rank calibrates them
-        as the game does."""
+        as the game does.
+
+        A game whose reviews compare answers it keeps may also set the class attribute
+        ``answers_field``: the top-level field of its last notice's data that holds those answers,
+        {seat label (or source name): text}; ``arena rank --style-control`` measures their style."""
         ...
 
 

@@ -15,6 +15,8 @@ from .elo import PASSES, SCHEMES, Scheme, elo, starting_weights
 from .places import competition_ranks, standing
 from .reviews import HUMAN, ReviewError, Reviews
 from .weight_check import WeightCheck, check_weights
+from .separability import Separability, separability
+from .style import AnswerStyles, StyleControl, style_control
 from .winrate import pairwise_matrix, win_rate
 
 Method = Literal["winrate", "elo", "bt"]
@@ -43,6 +45,7 @@ class MethodResult(BaseModel):
     scheme: Scheme | None = None  # weighted Elo: how the weights were taken (see arena.rank.elo)
     separated: Separated | None = None  # Bradley–Terry on data that separate
     separated_samples: int | None = None  # Bradley–Terry: bootstrap samples that separate (fitted with the prior)
+    separability: Separability | None = None  # how many pairs' intervals do not overlap; None with no intervals
     notes: list[str] = []  # what a reader must know to trust the numbers
 
     def ranking(self) -> list[str]:
@@ -80,6 +83,7 @@ class Leaderboard(BaseModel):
     stands_on: dict[str, TurnShare] | None = None  # contestant -> its turns behind the board
     weight_check: WeightCheck | None = None  # weighted boards: do the reviewers weighed most agree most?
     notes: list[str] = []  # what a reader must know of the whole board (mostly defaults, say)
+    style_control: StyleControl | None = None  # Bradley–Terry with style covariates, when asked for (arena.rank.style)
 
 
 def _separation_note(result: MethodResult, samples: int) -> None:
@@ -137,7 +141,7 @@ def _fit(method: Method, reviews: Reviews, weighted: bool, fixed, orderings: int
                                            prior_ties=PRIOR_TIES)
     low, high = (None, None) if bounds is None else (dict(zip(names, bounds[0].tolist())), dict(zip(names, bounds[1].tolist())))
     result = MethodResult(method=method, weighted=weighted, scores=scores, rank=competition_ranks(scores), low=low,
-                          high=high, **extra)
+                          high=high, separability=None if low is None else separability(scores, low, high), **extra)
     _separation_note(result, samples)
     return result
 
@@ -155,11 +159,13 @@ def leaderboard(
     agreement_unit: Unit = "order",
     elo_scheme: Scheme = "ordering",
     passes: int = PASSES,
+    styles: AnswerStyles | None = None,
 ) -> Leaderboard:
     """Rank the contestants from ``reviewers``' reviews (default: everyone but the ``reference``),
     and measure their agreement with the ``reference`` reviewer: by default the human raters, when
     the reviews have any; a reference named otherwise must have reviewed.
-    ``bootstrap=0`` gives no intervals."""
+    ``bootstrap=0`` gives no intervals. ``styles``: each answer's style, for a style-controlled
+    Bradley–Terry beside the methods (``arena.rank.style``)."""
     unknown = [m for m in methods if m not in METHODS]
     if unknown or not methods:
         raise ReviewError(f"unknown method {', '.join(map(repr, unknown))}; methods: {', '.join(METHODS)}")
@@ -202,11 +208,14 @@ def leaderboard(
     if weighted:
         weight_check = check_weights(selected, {r.method: r.weights for r in results if r.weights}, fixed,
                                      agreement_unit, reference, truth_verdicts)
+    controlled = None if styles is None else style_control(
+        selected, styles, bootstrap, seed, win_rate(selected, True, fixed).weights if weighted else None)
     return Leaderboard(
         contestants=selected.contestants, reviewers=selected.reviewers, reviews=len(selected), reference=reference,
         methods=results, pairwise=[[None if np.isnan(v) else float(v) for v in row] for row in matrix],
         pairwise_weights=pairwise_weights, bias=reviewer_bias(given, selected), agreement=agreement,
         weight_check=weight_check, notes=[weight_check.warning] if weight_check and weight_check.warning else [],
+        style_control=controlled,
     )
 
 

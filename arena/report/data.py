@@ -15,7 +15,7 @@ from typing import Any
 
 from .. import __version__
 from ..rank.places import SAME
-from ..rank.reviews import HUMAN, Reviews
+from ..rank.reviews import HUMAN, ReviewError, Reviews
 from arena.contract.runs import RunReader
 from .packing import Packing, no_cycle_collection
 
@@ -58,16 +58,26 @@ def _summary(store: RunReader) -> dict[str, Any]:
     from arena.results.summary import rank_json, stood  # the very numbers `arena rank RUN_DIR --json` prints
     from .figures import build_figures
 
+    from arena.results.style import answer_fields, answer_styles
+
     scores = list(store.scores())
     rank = rank_json(store, scores=scores)
     rows = store.review_rows()
     reviews = Reviews.from_rows(rows) if rows else None
     weighted = None if reviews is None else stood(store, leaderboard(reviews, weighted=True), rows).model_dump()
+    style, style_problem = None, None
+    if reviews is not None and answer_fields(store):  # style control whenever the run's games keep their answers
+        try:
+            style = _style_control(peer_selection(reviews), answer_styles(store, rows))
+        except ReviewError as exc:  # some answers missing: the report shows the rest, and says why
+            style_problem = str(exc)
     return {
         "title": rank["run"]["name"] or store.run_dir.name,
         "arena_version": __version__,
         "source": {"kind": "run", "run_dir": str(store.run_dir)},
         "rank": rank,
+        "style_control": style,
+        "style_problem": style_problem,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, None if reviews is None else peer_selection(reviews), scores),
     }
@@ -96,6 +106,13 @@ def collect_reviews(paths: list[Path], reference: str = HUMAN) -> ReportData:
     board = leaderboard(reviews, reference=reference, **options).model_dump()
     weighted = leaderboard(reviews, weighted=True, reference=reference, **options).model_dump()
     selected = reviews.by(options["reviewers"]).battles() if only_reference else peer_selection(reviews, reference)
+    styles, style_problem = _file_styles(paths)
+    style = None
+    if styles is not None:
+        try:
+            style = _style_control(selected, styles)
+        except ReviewError as exc:
+            style_problem = str(exc)
     rank = {"peer_rank": board, "run": None, "payoffs": [], "role_tables": [], "metrics": {}, "stability": [],
             "usage": []}
     summary = {
@@ -103,9 +120,38 @@ def collect_reviews(paths: list[Path], reference: str = HUMAN) -> ReportData:
         "arena_version": __version__,
         "source": {"kind": "reviews", "files": files, "reviews": len(reviews), "ranked_with_reference": only_reference},
         "rank": rank,
+        "style_control": style,
+        "style_problem": style_problem,
         "weighted": weighted,
         "figures": build_figures(rank, weighted, selected, []),
     }
     return ReportData(summary=summary)
 
 
+def _style_control(battles: Reviews, styles) -> dict:
+    """The style-controlled board of ``arena rank --style-control --json`` (its ``style_control``), with
+    the leaderboard's default bootstrap and seed, on the battles the report's peer rank counts."""
+    from arena.rank.style import style_control
+
+    return style_control(battles, styles).model_dump()
+
+
+def _file_styles(paths: list[Path]) -> tuple[Any, str | None]:
+    """The files' style columns taken together (``arena.rank.style.AnswerStyles``), when they have them
+    (else no style control, quietly), and why they cannot be used when some files have them and some
+    do not, or they give different columns."""
+    from arena.rank.style import AnswerStyles, read_style_columns
+
+    try:
+        found = [read_style_columns(path, required=False) for path in paths]
+    except ReviewError as exc:
+        return None, str(exc)
+    if all(f is None for f in found):
+        return None, None
+    if any(f is None for f in found) or len({f.features for f in found}) > 1:
+        return None, "the files give different style columns: " + "; ".join(
+            f"{path}: {', '.join(f.features) if f else 'none'}" for path, f in zip(paths, found))
+    styles = AnswerStyles(features=found[0].features, source=", ".join(map(str, paths)))
+    for f in found:
+        styles.values.update(f.values)
+    return styles, None

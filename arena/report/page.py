@@ -15,9 +15,10 @@ from . import sections
 from .panels import panels
 from .data import ReportData
 from .packing import script_json
+from .style import style_control
 from .summaries import summaries
 
-NAV = [("leaderboard", "Leaderboard"), ("pairwise", "Pairwise"), ("trend", "Rating over battles"),
+NAV = [("leaderboard", "Leaderboard"), ("style", "Style control"), ("pairwise", "Pairwise"), ("trend", "Rating over battles"),
        ("reviewers", "Reviewers"), ("summaries", "Game summaries"), ("panels", "Panels of judges"),
        ("roles", "Role tables"), ("cost", "Cost"),
        ("transcripts", "Transcripts")]
@@ -46,7 +47,8 @@ def _meta(summary: dict) -> str:
 def render(report: ReportData) -> str:
     summary = report.summary
     built = {
-        "leaderboard": sections.leaderboard(summary), "pairwise": sections.pairwise(summary),
+        "leaderboard": sections.leaderboard(summary), "style": style_control(summary),
+        "pairwise": sections.pairwise(summary),
         "trend": sections.trend(summary), "reviewers": sections.reviewers(summary),
         "summaries": summaries(summary), "panels": panels(summary), "roles": sections.role_tables(summary),
         "cost": sections.usage(summary),

@@ -11,6 +11,7 @@ from html import escape
 
 from . import svg
 from ..rank.places import competition_ranks
+from ..rank.separability import describe, separability
 from ..results.usage import dollars, known_sum
 from .figures import METHOD_NAMES
 from .svg import fmt
@@ -101,11 +102,15 @@ def _board(board: dict, heading: str, key: str) -> str:
                 + (" Defaulted and valid turns: each contestant's own turns (answers and verdicts) in the reviewing "
                    "matches, with their shares." if stands_on is not None else ""))
     warnings = "".join(warning(text) for text in board.get("notes") or ()) + _weight_check(board.get("weight_check"))
+    apart = "".join(f'<div data-separability="{result["method"]}">'
+                    + "".join(note(f"{METHOD_NAMES[result['method']]}: {line}")
+                              for line in describe(result["separability"], 3 if result["method"] == "winrate" else 0))
+                    + "</div>" for result in methods if result.get("separability"))
     # a column pair per method and the turns behind each row: wider than the page with many methods, so it scrolls
     return (f"<h3>{escape(heading)}</h3>" + what + warnings + '<div class="scroll">'
             + table(headers, rows, numeric_from=2, row_classes=["top" if r == 1 else "" for r in ranks],
                     attrs=f' class="board" data-board="{key}" data-method="{first["method"]}"')
-            + '</div><div class="pair">' + "".join(figures) + "</div>")
+            + "</div>" + apart + '<div class="pair">' + "".join(figures) + "</div>")
 
 
 def _weight_check(check: dict | None) -> str:
@@ -154,13 +159,15 @@ def _payoffs(rank: dict, rows: list[dict], key: str = "payoffs") -> str:
             classes = ["top" if places[r["agent"]] == 1 else "" for r in mine]
             if _tied(list(places.values())):
                 title += " (equal means share a rank)"
+            apart = describe(separability({r["agent"]: r["mean"] for r in mine}, {r["agent"]: r["low"] for r in mine},
+                                          {r["agent"]: r["high"] for r in mine}), 2)
             parts.append(f'<div class="method"><h4>{escape(title)}</h4><div class="pair">'
                          + table(["Rank", "Agent", "Matches", "Mean", "95% interval", "Std", "Invalid", "Defaulted",
                                   "Valid"],
                                  table_rows, numeric_from=2, row_classes=classes,
                                  attrs=f' class="board" data-board="{key}" data-group="{escape(group)}" '
                                        f'data-role="{escape(role)}" data-metric="{escape(mine[0]["metric"])}"')
-                         + figure + "</div></div>")
+                         + figure + "</div>" + "".join(note(line) for line in apart) + "</div>")
         metric = members[0].get("metric", "payoff")
         parts += [warning(n["text"]) for n in rank.get("leaderboard_notes") or ()
                   if n["board"] == metric and n.get("group") == group]

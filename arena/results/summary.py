@@ -8,6 +8,7 @@ from __future__ import annotations
 from arena.results.listing import rescored_from
 from arena.results.panels import panel_summaries
 from arena.results.payoffs import PayoffSummary, role_tables, summarize
+from arena.results.separability import payoff_separability
 from arena.results.standing import BoardNote, left_out_note, payoff_notes, reviewing_groups, stand_peer_rank
 from arena.results.summaries import game_summaries, summaries_json
 from arena.results.usage import usage_by_agent
@@ -16,23 +17,28 @@ from arena.contract.runs import RunReader, ScoreRow, TurnRow
 
 def peer_rank(store: RunReader, weighted: bool = False, **options):
     """The run's review tuples as a leaderboard, with what each row stands on, when its games produced
-    any; ``options`` are ``arena.rank.leaderboard``'s (methods, reviewers, reference, bootstrap, ...)."""
+    any; ``options`` are ``arena.rank.leaderboard``'s (methods, reviewers, reference, bootstrap, ...)
+    and ``style_control`` (``ranked``)."""
     return ranked(store, weighted, **options)[0]
 
 
-def ranked(store: RunReader, weighted: bool = False, turns: list[TurnRow] | None = None, **options) -> tuple:
+def ranked(store: RunReader, weighted: bool = False, turns: list[TurnRow] | None = None,
+           style_control: bool = False, **options) -> tuple:
     """(the peer rank or None, its notes): what it stands on when there is one (``standing``), why
     it is left out when the run's reviewing games gave no review. ``turns``: the store's ``turns()``,
-    when the caller has read them."""
+    when the caller has read them; ``style_control``: add the style-controlled Bradley–Terry,
+    measured on the answers the run kept (``arena.results.style``)."""
     from arena.rank import leaderboard
     from arena.rank.reviews import Reviews
+    from arena.results.style import answer_styles
 
     rows = store.review_rows()
     groups = reviewing_groups(store, rows)
     if not rows:
         note = left_out_note(store, groups, turns)
         return None, [note] if note else []
-    board = leaderboard(Reviews.from_rows(rows), weighted=weighted, **options)
+    styles = answer_styles(store, rows) if style_control else None
+    board = leaderboard(Reviews.from_rows(rows), weighted=weighted, styles=styles, **options)
     return board, stand_peer_rank(store, board, groups, turns)
 
 
@@ -50,11 +56,12 @@ def peer_rank_left_out(store: RunReader) -> BoardNote | None:
     return left_out_note(store, groups) if groups and not store.review_rows() else None
 
 
-def rank_json(store: RunReader, weighted: bool = False, scores: list[ScoreRow] | None = None, **options) -> dict:
+def rank_json(store: RunReader, weighted: bool = False, scores: list[ScoreRow] | None = None,
+              style_control: bool = False, **options) -> dict:
     """``scores``: the store's ``scores()``, when the caller has read them already."""
     info = store.run_info()
     turns = list(store.turns())  # every seat's turns: how many, how many defaulted, invalid, late
-    board, peer_notes = ranked(store, weighted, turns, **options)
+    board, peer_notes = ranked(store, weighted, turns, style_control, **options)
     scores = list(store.scores()) if scores is None else scores  # read once: the payoffs and the role tables
     payoffs = summarize(scores, turns)
     metrics = metrics_json(store, turns, scores)
@@ -69,6 +76,8 @@ def rank_json(store: RunReader, weighted: bool = False, scores: list[ScoreRow] |
         "metrics": metrics,
         # where a board stands mostly on defaults, or a peer rank is left out (arena.results.standing)
         "leaderboard_notes": [n.model_dump() for n in payoff_notes(payoffs) + payoff_notes(others) + peer_notes],
+        # each payoff and metric board's separability, per entry and role (arena.results.separability)
+        "payoff_separability": [b.model_dump() for b in payoff_separability(payoffs + others)],
         "stability": store.stability(),
         "usage": [u.model_dump() for u in usage_by_agent(store.calls())],
         "notes": store.notes(),  # what the run found about its endpoints: output modes, chat templates
