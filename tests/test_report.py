@@ -290,7 +290,7 @@ def test_every_offline_example_scenario_is_reportable(runs, browser, tmp_path, n
             record = records[match["key"]]
             values = [record["payoffs"].get(s["label"]) for s in record["seats"]]
             scored = [v for v in values if v is not None]
-            if record["game"] not in CONTESTS:
+            if record["game"] not in CONTESTS or len(scored) < 2:  # one scored seat (an adaptive comparison's judge) is no contest
                 assert "scored" in match["badges"] and match["winners"] == [], match
             elif max(scored) == min(scored):
                 assert "tie" in match["badges"] and match["winners"] == [], match
