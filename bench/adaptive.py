@@ -17,7 +17,10 @@ truth by Kendall's tau. Printed, medians over 10 seeds:
 
 - calls needed: the first budget from which tau stays >= 0.9 to the end of the run;
 - tau at fixed budgets;
-- the ratios full/default, uniform/default, interval/default and elimination/default.
+- the ratios full/default, uniform/default, interval/default and elimination/default;
+- which contestants elimination settled, when, at which place, and whether that place is the true
+  one, on this field and on a *spread* field (the same but for the best and the worst, which stand
+  ``SPREAD_GAP`` from the ten between them), where uniform, elimination and default are played too.
 
     .venv/bin/python bench/adaptive.py            # 10 seeds, a few minutes on two busy cores
     .venv/bin/python bench/adaptive.py --quick    # 3 seeds, a shorter run
@@ -35,7 +38,7 @@ import time
 
 import numpy as np
 
-from arena.rank.adaptive import RULES, Comparison, Outcome, choose, design, ratings, seed_block
+from arena.rank.adaptive import DELTA, RULES, Comparison, Outcome, choose, design, ratings, seed_block, settled_places
 from arena.run.stability import kendall_tau
 
 CONTESTANTS = 12
@@ -50,16 +53,24 @@ BLOCK = 100  # comparisons per block after the seed block (200 calls)
 MAX_CALLS = 12_000  # where an adaptive run ends
 BUDGETS = (500, 1000, 2000, 4000, 8000)
 GOAL_TAU = 0.9
+FIELDS = ("even", "spread")
+SPREAD_GAP = 1.5  # in the spread field: how far the best and the worst stand from the ten between them
+SPREAD_RULES = ("uniform", "elimination", "default")  # the rules played on the spread field too
 
 
 class World:
     """One truth-known tournament; the outcome of a comparison is drawn once per world, so every
     rule that asks the same comparison sees the same answer."""
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, field: str = "even"):
         rng = np.random.default_rng([seed, 37])
         self.names = [f"model-{k:02d}" for k in range(CONTESTANTS)]
-        self.quality = dict(zip(self.names, (SPACING * rng.permutation(CONTESTANTS)).tolist()))
+        levels = SPACING * np.arange(CONTESTANTS)  # even: neighbours SPACING apart
+        if field == "spread":  # the ten in the middle as close, the best and the worst far from them
+            levels = np.r_[-SPREAD_GAP, SPACING * np.arange(CONTESTANTS - 2), SPACING * (CONTESTANTS - 3) + SPREAD_GAP]
+        self.quality = dict(zip(self.names, levels[rng.permutation(CONTESTANTS)].tolist()))
+        ranked = sorted(self.names, key=lambda n: -self.quality[n])
+        self.place = {n: k + 1 for k, n in enumerate(ranked)}  # the true place, 1: best
         q = np.array([self.quality[n] for n in self.names])
         self.cases = [f"q{c:02d}" for c in range(QUESTIONS)]
         self.answer = q[:, None] + QUESTION_NOISE * rng.standard_normal((CONTESTANTS, QUESTIONS))
@@ -92,8 +103,9 @@ class World:
         return kendall_tau(self.quality, dict(zip(r.names, r.scores.tolist())))
 
 
-def play(rule: str, world: World, seed: int, max_calls: int) -> list[tuple[int, float]]:
-    """(calls so far, tau) after each block."""
+def play(rule: str, world: World, seed: int, max_calls: int, settles: list | None = None) -> list[tuple[int, float]]:
+    """(calls so far, tau) after each block. ``settles`` (for elimination) gets (calls, name,
+    place) each time a contestant is first settled, as the rule sees it before its next block."""
     candidates = world.candidates()
     outcomes: list[Outcome] = []
     trace = []
@@ -111,6 +123,10 @@ def play(rule: str, world: World, seed: int, max_calls: int) -> list[tuple[int, 
         if 2 * len(outcomes) >= max_calls:
             break
         number += 1
+        if settles is not None:
+            known = {name for _, name, _ in settles}
+            settles += [(2 * len(outcomes), name, place) for name, place in
+                        sorted(settled_places(outcomes, world.names).items()) if name not in known]
         block = choose(rule, candidates, outcomes, BLOCK, seed, number)
     return trace
 
@@ -145,15 +161,28 @@ def main() -> None:
     needed: dict[str, list[float]] = {rule: [] for rule in RULES}
     at: dict[str, list[list[float]]] = {rule: [] for rule in RULES}
     spent: dict[str, float] = {}
+    settles: dict[str, list[list]] = {field: [] for field in FIELDS}  # per field, per seed: elimination's settles
+    spread: dict[str, list[float]] = {rule: [] for rule in SPREAD_RULES}  # calls needed on the spread field
     for seed in range(seeds):
         world = World(seed)
         for rule in RULES:
             start = time.perf_counter()
-            trace = play(rule, world, seed, MAX_CALLS)
+            events = [] if rule == "elimination" else None
+            trace = play(rule, world, seed, MAX_CALLS, events)
             spent[rule] = spent.get(rule, 0.0) + time.perf_counter() - start
             needed[rule].append(calls_needed(trace))
             at[rule].append([tau_at(trace, b) for b in BUDGETS])
+            if events is not None:
+                settles["even"].append([(calls, place, world.place[name]) for calls, name, place in events])
         print(f"seed {seed}: " + ", ".join(f"{rule} {needed[rule][-1]:.0f}" for rule in RULES), file=sys.stderr)
+        world = World(seed, "spread")
+        for rule in SPREAD_RULES:
+            events = [] if rule == "elimination" else None
+            spread[rule].append(calls_needed(play(rule, world, seed, MAX_CALLS, events)))
+            if events is not None:
+                settles["spread"].append([(calls, place, world.place[name]) for calls, name, place in events])
+        print(f"seed {seed}, spread field: " + ", ".join(f"{rule} {spread[rule][-1]:.0f}" for rule in SPREAD_RULES)
+              + f"; settled {settles['spread'][-1]}", file=sys.stderr)
     median = {rule: float(np.median(needed[rule])) for rule in RULES}
     full_total = 2 * len(World(0).candidates())
     print(f"\njudge calls until Kendall's tau with the truth stays >= {GOAL_TAU} "
@@ -169,6 +198,19 @@ def main() -> None:
     print(f"full design, all of it / default: {full_total / base:.2f}")
     for rule in ("full", "uniform", "interval", "elimination"):
         print(f"{rule} / default: {median[rule] / base:.2f}")
+    print(f"\nelimination's settled contestants (Borda intervals, all right together with probability "
+          f">= {1 - DELTA:.0%}); per seed: (calls when first settled, place given, true place)")
+    for field in FIELDS:
+        runs = settles[field]
+        wrong = sum(any(place != true for _, place, true in run) for run in runs)
+        first = [run[0][0] for run in runs if run]
+        print(f"  {field} field: settled {sum(map(len, runs))} contestants in {sum(map(bool, runs))} of {len(runs)} "
+              f"runs; first settled at {np.median(first) if first else math.nan:.0f} calls (median of those runs); "
+              f"runs with a wrong place: {wrong} of {len(runs)}")
+        for seed, run in enumerate(runs):
+            print(f"    seed {seed}: {run}")
+    print(f"spread field (the best and the worst {SPREAD_GAP} from the ten between them), calls until tau stays "
+          f">= {GOAL_TAU}, median: " + ", ".join(f"{rule} {np.median(spread[rule]):.0f}" for rule in SPREAD_RULES))
     taus = {rule: np.median(np.array(at[rule]), axis=0) for rule in RULES}
     beaten = all(taus["default"][k] >= max(taus[r][k] for r in ("uniform", "interval")) for k in range(len(BUDGETS)))
     print(f"default's median tau at least uniform's and interval's at every budget: {beaten}")

@@ -20,10 +20,13 @@ The rules (docs/peer-rank.md, "Adaptive comparisons"):
   more comparison would narrow the interval of its win rate, sqrt(v/n) - sqrt(v/(n+1)) with v the
   variance of one outcome of the pair and n the comparisons it has had; then an unplayed question
   and judge for it, uniformly.
-- ``elimination``: after active ranking (Heckel et al., 2019). A contestant whose interval overlaps
-  neither neighbour's in the current ranking is settled and is no longer compared; comparisons
-  are drawn uniformly among the pairs of contestants still active (and only when those run out,
-  among pairs with one active contestant, then any).
+- ``elimination``: active ranking (Heckel, Shah, Ramchandran and Wainwright, 2019). Each
+  contestant's Borda score, its chance to beat an opponent drawn at random, is estimated with an
+  interval that holds with probability ``1 - DELTA`` for all contestants at all times (see
+  ``borda``); a contestant whose interval clears every other contestant's has its place settled and
+  is compared no more. Each block goes round the unsettled contestants, giving each one comparison
+  at a time against the unsettled opponent it has met least; when none is left, the rule asks for
+  nothing more, as the whole ranking is settled.
 - ``default``: Arena's own, built for what decides a ranking (see ``_default``): pairs are drawn by
   the chance that the current estimate has them in the wrong order, each gets a question it has not
   been asked yet, and the judge whose verdicts agree best with the consensus.
@@ -47,6 +50,7 @@ from .bradley_terry import ELO_SCALE
 
 RULES = ("full", "uniform", "interval", "elimination", "default")
 Z = 1.959963984540054  # a 95% interval: estimate ± Z standard errors
+DELTA = 0.05  # elimination's risk: the chance that any settled place is wrong (Borda intervals, see borda())
 PRIOR = 0.5  # virtual comparisons, half won each way, between every two contestants: keeps strengths finite
 
 
@@ -216,21 +220,72 @@ def _fit(wins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return theta, covariance
 
 
-def settled(outcomes: Sequence[Outcome], contestants: Iterable[str] = ()) -> set[str]:
-    """The contestants whose place is settled: in the current ranking, their interval overlaps
-    neither the one above nor the one below. A contestant that has not played is never settled."""
-    r = ratings(outcomes, contestants)
-    played = {n for o in _checked_outcomes(outcomes) for n in (o.comparison.first, o.comparison.second)}
-    order = np.argsort(-r.scores, kind="stable")
-    out = set()
-    for k, i in enumerate(order):
-        above = order[k - 1] if k > 0 else None
-        below = order[k + 1] if k + 1 < len(order) else None
-        clear_above = above is None or r.lower[above] > r.upper[i]
-        clear_below = below is None or r.upper[below] < r.lower[i]
-        if clear_above and clear_below and r.names[i] in played:
-            out.add(r.names[i])
+class Borda(NamedTuple):
+    names: list[str]  # sorted
+    scores: np.ndarray  # estimated chance to beat an opponent drawn at random, in [0, 1]
+    lower: np.ndarray  # an interval that holds for every contestant at every check with probability 1 - DELTA
+    upper: np.ndarray
+
+
+def borda(outcomes: Sequence[Outcome], contestants: Iterable[str] = (), delta: float = DELTA) -> Borda:
+    """Each contestant's Borda score (Heckel et al., 2019): its share of wins, averaged over its
+    opponents, so that every opponent counts the same however often it was met. An outcome s gives
+    the pair's first contestant (1 - s)/2 of a win.
+
+    The interval is Hoeffding's for a weighted mean of outcomes in [0, 1]: the estimate of
+    contestant i is sum_j p_ij / (C - 1) with p_ij the mean of its n_ij outcomes against j, so each
+    outcome weighs 1 / ((C - 1) n_ij), and the half-width is sqrt(log(2 / d) * sum_j (1 / n_ij) /
+    (2 (C - 1)^2)). An opponent never met adds its whole possible range, 1 / (2 (C - 1)) each way,
+    around an even 1/2. ``d = delta / (C m (m + 1))`` for a contestant with m outcomes: a union bound
+    over the C contestants and over every number of outcomes a contestant can have when its
+    interval is looked at (the sum of 1 / (m (m + 1)) is 1), so that looking after every block
+    costs no confidence. The bound takes each n_ij as fixed; the elimination rule's pairing (the
+    opponent met least) depends on the outcomes only through who is settled, so it nearly is."""
+    outcomes = _checked_outcomes(outcomes)
+    by_pair = defaultdict(list)
+    for o in outcomes:
+        by_pair[o.comparison.first, o.comparison.second].append(o.score)
+    names = sorted(set(contestants) | {n for pair in by_pair for n in pair})
+    index = {n: i for i, n in enumerate(names)}
+    C = len(names)
+    if C < 2:  # nobody to beat: the score means nothing and nothing can be settled
+        return Borda(names, np.full(C, 0.5), np.zeros(C), np.ones(C))
+    share = np.full((C, C), 0.5)  # share[i, j]: i's mean share of wins against j (an even 1/2 unmet)
+    count = np.zeros((C, C))
+    for (a, b), scores in by_pair.items():
+        i, j, n, total = index[a], index[b], len(scores), math.fsum(scores)
+        share[i, j], share[j, i] = (n - total) / (2 * n), (n + total) / (2 * n)
+        count[i, j] = count[j, i] = n
+    off = ~np.eye(C, dtype=bool)
+    scores = np.where(off, share, 0).sum(axis=1) / (C - 1)
+    met = count > 0
+    inverse = np.where(met, 1 / np.where(met, count, 1), 0).sum(axis=1)
+    unmet = (off & ~met).sum(axis=1)
+    m = count.sum(axis=1)
+    log_term = np.log(2 * C * np.maximum(m, 1) * (m + 1) / delta)
+    half = np.sqrt(log_term * inverse / (2 * (C - 1) ** 2)) + unmet / (2 * (C - 1))
+    return Borda(names, scores, np.clip(scores - half, 0, 1), np.clip(scores + half, 0, 1))
+
+
+def settled_places(outcomes: Sequence[Outcome], contestants: Iterable[str] = (), delta: float = DELTA
+                   ) -> dict[str, int]:
+    """The contestants whose place is settled, with that place (1: best): those whose Borda
+    interval clears every other contestant's, so that the ones above and below them are known.
+    A contestant that has not played is never settled."""
+    b = borda(outcomes, contestants, delta)
+    out = {}
+    for i, name in enumerate(b.names):
+        others = np.arange(len(b.names)) != i
+        above = b.lower[others] > b.upper[i]
+        below = b.upper[others] < b.lower[i]
+        if len(b.names) > 1 and np.all(above | below):
+            out[name] = 1 + int(above.sum())
     return out
+
+
+def settled(outcomes: Sequence[Outcome], contestants: Iterable[str] = (), delta: float = DELTA) -> set[str]:
+    """The names of ``settled_places``."""
+    return set(settled_places(outcomes, contestants, delta))
 
 
 # --- the opening block ------------------------------------------------------------------------------
@@ -355,18 +410,27 @@ def _fill(by_pair, draws, rng):
 
 
 def _elimination(open_, outcomes, size, rng):
-    """Pairs of two unsettled contestants first, drawn uniformly; only when there are fewer of
-    them than the block holds, pairs with one unsettled contestant, and then the rest (a budget
-    the rule cannot use well is still spent, as the others spend theirs)."""
-    names = {n for c in open_ for n in (c.first, c.second)}
+    """Rounds over the unsettled contestants, in an order drawn for each round: each gets one
+    comparison against the unsettled opponent it has met least (ties drawn), on a question and
+    judge drawn from that pair's open ones. Settled contestants are not compared again, not even
+    as opponents (where the paper still draws them): their place is known, and the comparisons
+    among the others are what can still change the ranking."""
+    names = {n for c in open_ for n in (c.first, c.second)} | {n for o in outcomes for n in o.comparison[1:3]}
     done = settled(outcomes, names)
-    tiers = [[], [], []]
-    for c in open_:
-        tiers[(c.first in done) + (c.second in done)].append(c)
+    by_pair = {pair: cs for pair, cs in _by_pair(open_).items() if pair[0] not in done and pair[1] not in done}
+    active = sorted({n for pair in by_pair for n in pair})
+    met = Counter((o.comparison.first, o.comparison.second) for o in outcomes)
+    tie_break = dict(zip(active, rng.permutation(len(active)).tolist()))
+    taken = {p: list(cs) for p, cs in by_pair.items()}
     out = []
-    for tier in tiers:
-        take = min(size - len(out), len(tier))
-        out += [tier[i] for i in rng.choice(len(tier), take, replace=False).tolist()]
+    while len(out) < size and any(taken.values()):
+        for i in [active[k] for k in rng.permutation(len(active)).tolist()]:
+            pairs = [p for p in taken if i in p and taken[p]]
+            if not pairs or len(out) == size:
+                continue
+            pair = min(pairs, key=lambda p: (met[p], tie_break[p[0] if p[1] == i else p[1]]))
+            out.append(taken[pair].pop(int(rng.integers(len(taken[pair])))))
+            met[pair] += 1
     return sorted(out)
 
 
