@@ -126,6 +126,7 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
     min_seats = 2
     rotating_roles = ("Debater",)  # a role swap changes the speaking order; the summarizer keeps its seat
     summary_fields = ("verdict",)  # the group verdict on a pair, which debate_verdicts scores against its label
+    answers_field = "answers"  # the two answers debated, by source: style control measures them
 
     @classmethod
     def summaries(cls, notices: list[FinalNotice]) -> list[Summary]:
@@ -337,7 +338,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
                 "strategy": self.params.strategy,
                 "output": self.params.output, "finals": self.finals(), "verdict": self.verdict(),
                 "firsts": {s: v for s, v in self.first_turn.items() if v is not None},
-                "personas": {s: p[0] for s, p in self.persona.items()}, PANEL: self.panel_record()}
+                "personas": {s: p[0] for s, p in self.persona.items()}, PANEL: self.panel_record(),
+                "answers": {self.case.source_a: self.case.answer_a, self.case.source_b: self.case.answer_b}}
 
     def panel_record(self) -> dict[str, Any]:
         """The debaters as a panel: each one's final verdict and the group's, by the side shown

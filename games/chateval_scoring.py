@@ -85,6 +85,7 @@ class ChatEvalScoring(ChatEvalDebate):
     description = "Debaters with personas score one dialogue response on named dimensions (ChatEval, Topical-Chat)."
     Params = ScoringParams
     summary_fields = ("dimensions",)  # the debaters' scores and the human ones, which dimension_scores correlates
+    answers_field = None  # one response scored, no pair of answers compared: nothing for style control
 
     @classmethod
     def summaries(cls, notices: list[FinalNotice]) -> list[Summary]:

@@ -105,6 +105,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
     Params = DiscussionParams
     min_seats = max_seats = 2
     summary_fields = ("reviewers",)  # the last notice's data describes the discussion: discussion_summary reads it
+    answers_field = "answers"  # the two answers discussed, by source: style control measures them
 
     @classmethod
     def seat_roles(cls, params, n_seats):
@@ -257,6 +258,7 @@ class PeerDiscussion(Game, HasCases, ReportsReviews, Summarized):
             "agreed_at": self.agreed_at, "said": list(self.said),
             "missed": {s: list(t) for s, t in self.missed.items()},  # turns (0: the initial reviews) without a preference
             "reviewers": {s: self._reviewer(s) for s in self.seats},
+            "answers": {self.case.source_a: self.case.answer_a, self.case.source_b: self.case.answer_b},
         }
 
     def _reviewer(self, seat: str) -> dict[str, Any]:

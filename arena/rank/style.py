@@ -264,7 +264,8 @@ def style_control(battles: Reviews, styles: AnswerStyles, samples: int = 200, se
         draws = fitted(counts, D_all, whole)
         rating_low, rating_high = interval(_elo(draws[:, :C]))
         low, high = dict(zip(names, rating_low.tolist())), dict(zip(names, rating_high.tolist()))
-        coefficient_bounds = interval(ELO_SCALE * draws[:, C:])
+        if features:  # answers that never differ in style leave no coefficient to bound
+            coefficient_bounds = interval(ELO_SCALE * draws[:, C:])
         if any(separated[2:]):
             notes.append(f"{sum(separated[2:])} of {samples} bootstrap samples separate the contestants; they were "
                          f"fitted with the same prior, so the intervals' ends are shrunk, not measured.")
