@@ -103,7 +103,8 @@ async def test_a_ranking_held_to_a_narrow_interval_stops_on_its_budget_and_says_
     result, _, notes = await run(tmp_path, adaptive({"seed_block": 2, "block": 10, "budget": 30, "width": 1}))
     assert len(result.statuses) == 30 and result.adaptive[-1].stopped == "budget"
     said = [n["text"] for n in notes if n["topic"] == "schedule"]
-    assert said == [f"pr: the adaptive schedule (default) stopped after 30 of {FULL} comparisons in "
+    assert [n["agent"] for n in notes if n["topic"] == "schedule"] == ["pr"]  # kept under the entry's name ...
+    assert said == [f"the adaptive schedule (default) stopped after 30 of {FULL} comparisons in "  # ... not repeated
                     f"{len(result.adaptive)} blocks: its budget of 30 comparisons is spent "
                     f"(Kendall tau {result.adaptive[-1].tau:.2f}, widest interval {result.adaptive[-1].max_width:.2f})"]
 

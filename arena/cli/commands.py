@@ -747,7 +747,7 @@ def _show(args: argparse.Namespace) -> int:
         print_stability(console, store)  # how many repeats each until_stable entry took, and what stopped it
         for note in store.notes():  # why an adaptive schedule chose no more matches than these
             if note["topic"] == "schedule":
-                console.print(Text(note["text"]))
+                console.print(Text(f"note ({note['agent']}): {note['text']}"))  # as the run's tables print it
         return 0
     record = store.record(args.match)
     if record is None:

@@ -190,7 +190,7 @@ class AdaptiveEntry:
         last = self.checks[-1] if self.checks else None
         if last is None or last.stopped is None:
             return None
-        rule, name = self.schedule.rule, self.entry.name
+        rule = self.schedule.rule  # the entry's name is not in it: the note is kept under that name
         tau = "—" if last.tau is None else f"{last.tau:.2f}"
         why = {STABLE: f"the ranking is stable (Kendall tau {tau} ≥ {self.schedule.tau}, widest interval "
                        f"{last.max_width:.2f} ≤ {self.schedule.width})",
@@ -199,7 +199,7 @@ class AdaptiveEntry:
                EXHAUSTED: f"no comparison is left to ask (Kendall tau {tau}, widest interval {last.max_width:.2f})"}
         silent = (f"; {', '.join(self.silent)} gave no valid verdict in {SILENT} comparisons and {'was' if len(self.silent) == 1 else 'were'} "
                   "asked no more" if self.silent else "")
-        return (f"{name}: the adaptive schedule ({rule}) stopped after {last.comparisons:,} of {len(self.by_key):,} "
+        return (f"the adaptive schedule ({rule}) stopped after {last.comparisons:,} of {len(self.by_key):,} "
                 f"comparisons in {last.block + 1} blocks: {why[last.stopped]}{silent}")
 
 

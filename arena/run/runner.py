@@ -387,11 +387,13 @@ async def run_tournament(
 
 
 def stopped_schedule(store: RunStore | None, observer: Observer, group: str, text: str) -> None:
-    """Why an adaptive schedule stopped: told to the observer, and kept once in the store (a resumed
-    run that stops the same way again does not repeat it)."""
-    if store is not None and not any(n["topic"] == "schedule" and n["text"] == text for n in store.read.notes()):
+    """Why an adaptive schedule stopped: told to the observer, and kept once in the store under the
+    entry's name, which the text does not repeat (a resumed run that stops the same way again does
+    not repeat the note)."""
+    if store is not None and not any(n["topic"] == "schedule" and n["agent"] == group and n["text"] == text
+                                     for n in store.read.notes()):
         store.record_note(group, None, "schedule", text)
-    observer.note(text)
+    observer.note(f"{group}: {text}")
 
 
 def endpoints_of(spec: MatchSpec, agents: dict[str, Agent]) -> list[str]:
