@@ -117,17 +117,19 @@ def play(rule: str, world: World, seed: int, max_calls: int, settles: list | Non
         return trace
     block = seed_block(candidates, world.names, SEED_PER_CONTESTANT, seed)
     number = 0
+    done: set[str] = set()  # settled so far (elimination): they stay settled
     while block:
         outcomes += [world.outcome(x) for x in block]
         trace.append((2 * len(outcomes), world.tau(outcomes)))
         if 2 * len(outcomes) >= max_calls:
             break
         number += 1
-        if settles is not None:
-            known = {name for _, name, _ in settles}
-            settles += [(2 * len(outcomes), name, place) for name, place in
-                        sorted(settled_places(outcomes, world.names).items()) if name not in known]
-        block = choose(rule, candidates, outcomes, BLOCK, seed, number)
+        if rule == "elimination":
+            places = settled_places(outcomes, world.names)
+            if settles is not None:
+                settles += [(2 * len(outcomes), name, place) for name, place in sorted(places.items()) if name not in done]
+            done |= set(places)
+        block = choose(rule, candidates, outcomes, BLOCK, seed, number, done)
     return trace
 
 

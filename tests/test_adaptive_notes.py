@@ -110,3 +110,20 @@ def test_an_adaptive_entrys_payoff_table_lays_out_its_judges_as_a_plain_run_does
         start = next(k for k, line in enumerate(lines) if line.startswith("pr: mean payoff per agent"))
         headers.append(" ".join(lines[start + 2].replace("┃", " ").split()))
     assert headers[0] == headers[1] == "Agent Matches Mean 95% CI Std Invalid Defaulted Valid"  # one role: no role column
+
+
+async def test_an_elimination_schedule_runs_to_its_stop_note(tmp_path):
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
+    from arena.store import RunStore
+
+    raw = scenario({"rule": "elimination", "seed_block": 2, "block": 40, "budget": 360, "width": 1})
+    parsed = parse_scenario(raw)
+    store = RunStore.create_or_resume(tmp_path / "run", parsed.name, yaml.safe_dump(raw), parsed.fingerprint())
+    try:
+        result = await run_tournament(parsed, store)
+        notes = [n["text"] for n in store.read.notes() if n["topic"] == "schedule"]
+    finally:
+        store.close()
+    assert result.count("finished") == len(result.statuses) > 0
+    assert len(notes) == 1 and notes[0].startswith("the adaptive schedule (elimination) stopped after"), notes

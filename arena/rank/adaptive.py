@@ -24,7 +24,7 @@ The rules (docs/peer-rank.md, "Adaptive comparisons"):
   contestant's Borda score, its chance to beat an opponent drawn at random, is estimated with an
   interval that holds with probability ``1 - DELTA`` for all contestants at all times (see
   ``borda``); a contestant whose interval clears every other contestant's has its place settled and
-  is compared no more. Each block goes round the unsettled contestants, giving each one comparison
+  is compared no more (the caller hands back the ones settled earlier, so that they stay settled). Each block goes round the unsettled contestants, giving each one comparison
   at a time against the unsettled opponent it has met least; when none is left, the rule asks for
   nothing more, as the whole ranking is settled.
 - ``default``: Arena's own, built for what decides a ranking (see ``_default``): pairs are drawn by
@@ -329,9 +329,12 @@ def seed_block(candidates: Sequence[Comparison], contestants: Iterable[str], per
 # --- the next block ---------------------------------------------------------------------------------
 
 def choose(rule: str, candidates: Sequence[Comparison], outcomes: Sequence[Outcome], size: int, seed: int,
-           block: int) -> list[Comparison]:
+           block: int, settled_before: Iterable[str] = ()) -> list[Comparison]:
     """The next ``size`` comparisons by ``rule``, among the candidates not played yet (fewer when
-    fewer are left). A comparison counts as played when an outcome names it."""
+    fewer are left). A comparison counts as played when an outcome names it. ``settled_before``
+    (elimination only): the contestants ``settled`` named after earlier blocks, which the caller
+    keeps, as a run keeps its checks. They stay settled: a neighbour's interval that later grows
+    back over one of them (a neighbour's estimate moves as it plays on) does not bring it back."""
     if rule not in RULES:
         raise PolicyError(f"unknown adaptive rule {rule!r}; the rules are {', '.join(RULES)}")
     if size < 0:
@@ -352,7 +355,7 @@ def choose(rule: str, candidates: Sequence[Comparison], outcomes: Sequence[Outco
     if rule == "interval":
         return _interval(open_, outcomes, size, rng)
     if rule == "elimination":
-        return _elimination(open_, outcomes, size, rng)
+        return _elimination(open_, outcomes, size, rng, set(settled_before))
     return _default(open_, outcomes, size, rng)
 
 
@@ -409,14 +412,14 @@ def _fill(by_pair, draws, rng):
     return sorted(taken[pair].pop(int(rng.integers(len(taken[pair])))) for pair in draws)
 
 
-def _elimination(open_, outcomes, size, rng):
+def _elimination(open_, outcomes, size, rng, settled_before):
     """Rounds over the unsettled contestants, in an order drawn for each round: each gets one
     comparison against the unsettled opponent it has met least (ties drawn), on a question and
     judge drawn from that pair's open ones. Settled contestants are not compared again, not even
     as opponents (where the paper still draws them): their place is known, and the comparisons
     among the others are what can still change the ranking."""
     names = {n for c in open_ for n in (c.first, c.second)} | {n for o in outcomes for n in o.comparison[1:3]}
-    done = settled(outcomes, names)
+    done = settled(outcomes, names) | settled_before
     by_pair = {pair: cs for pair, cs in _by_pair(open_).items() if pair[0] not in done and pair[1] not in done}
     active = sorted({n for pair in by_pair for n in pair})
     met = Counter((o.comparison.first, o.comparison.second) for o in outcomes)

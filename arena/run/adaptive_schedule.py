@@ -21,7 +21,7 @@ from arena.contract import plugins, seeding
 from arena.contract.capabilities import Review
 from arena.contract.records import MatchIdentity, MatchRecord, MatchSpec
 from arena.contract.runs import MatchRow
-from arena.rank.adaptive import Comparison, Outcome, choose, ratings, seed_block
+from arena.rank.adaptive import Comparison, Outcome, choose, ratings, seed_block, settled
 from arena.run.scenario import GameEntry, Scenario, entry_cases, entry_roles
 from arena.run.stability import kendall_tau
 
@@ -142,6 +142,7 @@ class AdaptiveEntry:
         self.checks: list[AdaptiveCheck] = []
         self.previous: dict[str, float] | None = None
         self.silent: list[str] = []  # judges left out: they gave no verdict in their first SILENT comparisons
+        self.settled: set[str] = set()  # elimination: contestants whose place was settled after a block
 
     @property
     def budget(self) -> int:
@@ -177,8 +178,10 @@ class AdaptiveEntry:
         chosen: list[Comparison] = []
         if stopped is None:
             size = min(self.schedule.block, self.budget - len(self.asked))
+            if self.schedule.rule == "elimination":  # a contestant once settled stays settled
+                self.settled |= settled(ordered, self.contestants)
             chosen = [c for c in choose(self.schedule.rule, left, ordered, size, _seed(self.scenario, self.entry),
-                                        len(self.checks)) if c not in asked][:size]
+                                        len(self.checks), self.settled) if c not in asked][:size]
             stopped = None if chosen else EXHAUSTED
         self.checks.append(AdaptiveCheck(group=self.entry.name, block=len(self.checks), comparisons=len(self.asked),
                                          tau=tau, max_width=max_width, stopped=stopped, means=means))
