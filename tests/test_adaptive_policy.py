@@ -331,3 +331,11 @@ def test_borda_intervals_hold_the_true_scores_and_a_settled_place_is_the_true_on
     assert places == {"ant": 1, "fox": 6}
     # nobody played: no interval narrower than the whole range, nobody settled
     assert adaptive.settled_places([], names) == {} and adaptive.borda([], names).upper.tolist() == [1.0] * 6
+
+
+def test_elimination_leaves_out_the_settled_even_when_the_block_could_hold_every_comparison_left():
+    candidates = design(cases=[f"q{k}" for k in range(40)])
+    outcomes = [Outcome(c, -1.0 if c.first == "ant" else 0.0) for c in candidates[: len(candidates) // 2]]
+    block = choose("elimination", candidates, outcomes, len(candidates), seed=1, block=1)
+    assert block and not any("ant" in (c.first, c.second) for c in block)
+    assert len(block) == sum("ant" not in (c.first, c.second) for c in candidates[len(candidates) // 2:])

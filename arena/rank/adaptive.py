@@ -345,17 +345,17 @@ def choose(rule: str, candidates: Sequence[Comparison], outcomes: Sequence[Outco
     open_ = [c for c in pool if c not in played]
     if size == 0 or not open_:
         return []
+    rng = _rng(seed, block)
+    if rule == "elimination":  # it leaves out settled contestants even when few comparisons are left
+        return _elimination(open_, outcomes, size, rng, set(settled_before))
     if len(open_) <= size:
         return open_
-    rng = _rng(seed, block)
     if rule == "full":
         return open_[:size]
     if rule == "uniform":
         return [open_[i] for i in sorted(rng.choice(len(open_), size, replace=False).tolist())]
     if rule == "interval":
         return _interval(open_, outcomes, size, rng)
-    if rule == "elimination":
-        return _elimination(open_, outcomes, size, rng, set(settled_before))
     return _default(open_, outcomes, size, rng)
 
 
