@@ -112,3 +112,7 @@ def test_answers_that_never_differ_in_style_are_ranked_with_a_note_not_a_traceba
     control = json.loads(done.stdout)["peer_rank"]["style_control"]
     assert control["features"] == [] and control["coefficients"] == []
     assert "The answers compared never differ in length (words): that covariate is left out." in control["notes"]
+    text = arena_offline("rank", tmp_path / "run", "--style-control", cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    assert "Bradley–Terry, style-controlled" in text.stdout and "what style is worth" not in text.stdout
+    assert "never differ in length (words)" in " ".join(text.stdout.split())

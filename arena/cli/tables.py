@@ -309,7 +309,8 @@ def print_style_control(console: Console, style, weighted: bool = False) -> None
         if intervals:
             row += [f"[{c.low:+.1f}, {c.high:+.1f}]", "yes" if c.significant else "no"]
         table.add_row(*row, f"{c.spread:.3f}")
-    console.print(table)
+    if style.coefficients:  # answers that never differ in style leave none; the notes say so
+        console.print(table)
     for note in style.notes:
         console.print(f"  note: {note}")
 
