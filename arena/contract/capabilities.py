@@ -139,6 +139,30 @@ class PlaysComparisons(Protocol):
 
 
 @runtime_checkable
+class AnswersOnce(Protocol):
+    """can play an adaptive schedule with live contestants: asks each one a case in a match of its own, then compares the stored answers (answering, answer_only, comparing)"""
+
+    @classmethod
+    def answering(cls, params: BaseModel, agents: list[str]) -> tuple[list[str], list[str]] | None:
+        """Of an entry's agents, in their listed order: those that answer (the contestants) and those
+        that judge. None: these params have no live contestants (``compared`` names what is compared)."""
+        ...
+
+    @classmethod
+    def answer_only(cls, params: BaseModel) -> dict[str, Any]:
+        """The params that make a match seat one contestant, ask it the case and keep its answer in the
+        last notice's ``answers_field`` ({seat label: text}; nothing for an empty answer), with no review
+        and no payoff. Merged over the entry's params; the case is set as for any match."""
+        ...
+
+    @classmethod
+    def comparing(cls, params: BaseModel, first: str, second: str, texts: Mapping[str, str]) -> dict[str, Any]:
+        """As ``comparison``, for two contestants whose answers (``texts``, by name) were kept by answer-only
+        matches: a match of one judge shown these texts in both orders, its reviews naming the contestants."""
+        ...
+
+
+@runtime_checkable
 class HasCases(Protocol):
     """is played on cases: questions, problems, texts (cases)"""
 
