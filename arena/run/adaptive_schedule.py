@@ -153,6 +153,12 @@ def needed(comparisons: Iterable[Comparison]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(need for c in comparisons for need in ((c.case, c.first), (c.case, c.second))))
 
 
+def sample_comparisons(scenario: Scenario, entry: GameEntry, text: str) -> list[MatchSpec]:
+    """The seed block's comparisons with every kept answer taken to be ``text``: for a dry run."""
+    specs, block = Specs(scenario, entry), first_block(scenario, entry)
+    return [specs.spec(c, {need: text for need in needed([c])}) for c in block]
+
+
 def first_wave(scenario: Scenario, entry: GameEntry) -> list[MatchSpec]:
     """The matches an adaptive entry starts with: its seed block's comparisons, or, with live
     contestants, the answer matches they need (the comparisons follow once those are in)."""

@@ -673,21 +673,28 @@ def _check_schedule(scenario: Scenario, entry: GameEntry, game: type[Game], para
     if len(compared) < 2:
         problems.append(Problem(loc + ("params",), "an adaptive schedule needs two or more answers to compare"))
     else:
-        chosen = game.comparison(params, compared[0], compared[1])
-        other = game.comparison(params, compared[1], compared[0])
-        for name, value in chosen.items():  # a choice of the user's the schedule would silently undo
-            if name not in entry.params:
-                continue
-            if other.get(name) != value:  # set per comparison
-                problems.append(Problem(loc + ("params", name), f"an adaptive schedule chooses {name} for each "
-                                        f"comparison; remove {name}"))
-            elif entry.params[name] != value:
-                problems.append(Problem(loc + ("params", name), f"an adaptive schedule plays every comparison with "
-                                        f"{name}: {json.dumps(value)} (both orders in one match); remove {name}"))
+        problems += _undone(entry, game, params, compared, loc)
         one = game.Params.model_validate({**params.model_dump(), **chosen})
         seat_problem = game.seat_problem(one, 1)
         if seat_problem:
             problems.append(Problem(loc + ("params",), f"with an adaptive schedule (one judge per match): {seat_problem}"))
+    return problems
+
+
+def _undone(entry: GameEntry, game: type[Game], params: BaseModel, compared: list[str], loc) -> list[Problem]:
+    """A choice of the user's that the schedule's comparisons would silently undo."""
+    problems = []
+    chosen = game.comparison(params, compared[0], compared[1])
+    other = game.comparison(params, compared[1], compared[0])
+    for name, value in chosen.items():
+        if name not in entry.params:
+            continue
+        if other.get(name) != value:  # set per comparison
+            problems.append(Problem(loc + ("params", name), f"an adaptive schedule chooses {name} for each "
+                                    f"comparison; remove {name}"))
+        elif entry.params[name] != value:
+            problems.append(Problem(loc + ("params", name), f"an adaptive schedule plays every comparison with "
+                                    f"{name}: {json.dumps(value)} (both orders in one match); remove {name}"))
     return problems
 
 
@@ -720,7 +727,7 @@ def _check_live_schedule(scenario: Scenario, entry: GameEntry, game: type[Game],
     if not judges:
         return [Problem(loc + ("params",), "an adaptive schedule with live contestants needs a judge: list judges "
                                           "after the contestants, or let the contestants judge each other")]
-    problems = []
+    problems = _undone(entry, game, params, contestants, loc)
     texts = {contestants[0]: "", contestants[1]: ""}
     for made in (game.answer_only(params), game.comparing(params, contestants[0], contestants[1], texts)):
         one = game.Params.model_validate({**params.model_dump(), **made})
