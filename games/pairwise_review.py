@@ -160,7 +160,7 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons, AnswersOn
 
     @classmethod
     def compared(cls, params: PairwiseParams) -> list[str] | None:
-        # live contestants answer in the match that compares them: a match per pair would ask them again each time
+        # live contestants: an adaptive schedule asks each one alone (answer_only), then compares kept answers
         return None if params.answers is None else list(fixed_answers(tuple(params.answers)))
 
     @classmethod

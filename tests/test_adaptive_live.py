@@ -160,8 +160,9 @@ def test_a_killed_and_resumed_run_asks_no_answer_twice_and_ends_as_an_unbroken_o
     with mock_server("openai", model) as mock:
         scenario = tmp_path / "live.yaml"
         # one match at a time: a kill just after a commit leaves no request of an unsaved match behind
-        scenario.write_text(yaml.safe_dump(live(mock, {"seed_block": 2, "block": 6, "budget": 24, "width": 1},
-                                                concurrency=1)))
+        raw = live(mock, {"seed_block": 2, "block": 6, "budget": 24, "width": 1}, concurrency=1)
+        raw["match"]["outage_wait"] = 5  # a failing mock fails the test, rather than keep it waiting
+        scenario.write_text(yaml.safe_dump(raw, sort_keys=False))  # the agents' order says who answers
         reference, crashed = tmp_path / "reference", tmp_path / "crashed"
         done = cli("run", scenario, "--quiet", "--run-dir", reference)
         assert done.returncode == 0, done.stderr
@@ -243,7 +244,7 @@ def test_the_dry_run_gives_the_range_of_answers_and_judge_calls(tmp_path):
     assert a.answer_calls == (low, high) and a.answer_cost[0] > 0
     assert a.answer_cost[1] == pytest.approx(a.answer_cost[0] * high / low)
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path.write_text(yaml.safe_dump(raw, sort_keys=False))
     out = cli("run", path, "--dry-run")
     assert out.returncode == 0, out.stderr
     assert re.search(rf"asks {seed} to 40 comparisons \(its seed block to its budget\): {2 * seed} to 80 calls", out.stdout)
@@ -272,5 +273,25 @@ def test_validate_accepts_live_contestants_with_a_schedule_and_says_what_they_wi
     out = cli("validate", ROOT / "scenarios" / "pairwise-review-adaptive-live.yaml")
     assert out.returncode == 0, out.stderr
     assert "fixed answers only" not in out.stdout + out.stderr
-    assert re.search(r"the live contestants answer first: \d+ answers for the seed block, at most 32 in all \(each "
-                     r"contestant asked each question at most once", out.stdout), out.stdout
+    assert re.search(r"the live contestants \(oak, pine, willow, hazel; judged by sage, braggart\) answer first: \d+ "
+                     r"answers for the seed block, at most 32 in all \(each contestant asked each question at most "
+                     r"once", out.stdout), out.stdout
+
+
+async def test_a_contestant_that_signs_its_answer_is_not_named_to_the_judge(tmp_path):
+    # the kept answer is the contestant's own words; a judge reads it through the anonymity filter, as it
+    # would read what another seat wrote, so a signature does not give the contestant away
+    def signing(body):
+        reply = model(body)
+        if not is_probe(body) and "[Assistant 1]" not in current_prompt(body):
+            reply += f"\n-- written by {body['model'].removesuffix('-model').capitalize()} ({body['model']})"
+        return reply
+
+    with mock_server("openai", signing) as mock:
+        _, reviews, _ = await run(tmp_path, live(mock, {"seed_block": 2, "block": 4, "budget": 8, "width": 1}))
+        judged = judge_requests(mock.answered())
+    assert len(judged) == 16 and len(reviews) == 16
+    for r in judged:
+        text = json.dumps(r.body).lower()
+        assert not any(name in text for name in CONTESTANTS), text[:600]
+        assert "written by [name withheld] ([name withheld])" in current_prompt(r.body)

@@ -126,8 +126,8 @@ class PlaysComparisons(Protocol):
     def compared(cls, params: BaseModel) -> list[str] | None:
         """The names of what is compared under these params (the sources of fixed answers), in a fixed
         order: an adaptive schedule chooses pairs of them. None: these params compare what seated
-        players write, which a schedule of single comparisons cannot play without asking each player
-        again for every pair; the scenario is refused with that reason."""
+        players write; a schedule plays them only if the game also ``AnswersOnce`` (each player asked
+        once, in a match of its own), and is refused otherwise."""
         ...
 
     @classmethod

@@ -104,7 +104,8 @@ def growth_note(scenario: Scenario, entry: GameEntry) -> str | None:
                 "the ranking is stable")
         live = live_sides(scenario, entry)
         if live is not None:
-            note += (f"; the live contestants answer first: {len(adaptive_schedule.needed(seed))} answers for the seed "
+            note += (f"; the live contestants ({', '.join(live[0])}; judged by {', '.join(live[1])}) answer first: "
+                     f"{len(adaptive_schedule.needed(seed))} answers for the seed "
                      f"block, at most {len(live[0]) * len(entry_cases(entry)):,} in all (each contestant asked each "
                      "question at most once, when a comparison first needs it)")
         return note
