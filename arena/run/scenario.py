@@ -674,7 +674,7 @@ def _check_schedule(scenario: Scenario, entry: GameEntry, game: type[Game], para
         problems.append(Problem(loc + ("params",), "an adaptive schedule needs two or more answers to compare"))
     else:
         problems += _undone(entry, game, params, compared, loc)
-        one = game.Params.model_validate({**params.model_dump(), **chosen})
+        one = game.Params.model_validate({**params.model_dump(), **game.comparison(params, compared[0], compared[1])})
         seat_problem = game.seat_problem(one, 1)
         if seat_problem:
             problems.append(Problem(loc + ("params",), f"with an adaptive schedule (one judge per match): {seat_problem}"))
