@@ -172,7 +172,8 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons, AnswersOn
         if params.answers is not None or params.given is not None or params.answer_only:
             return None
         contestants = list(agents[:params.contestants])  # the first seats answer, as at a table of every agent
-        return contestants, contestants + list(agents[params.contestants:]) if params.peer else list(agents[params.contestants:])
+        judges = list(agents[params.contestants:])
+        return contestants, (contestants + judges if params.peer else judges)
 
     @classmethod
     def answer_only(cls, params: PairwiseParams) -> dict[str, Any]:

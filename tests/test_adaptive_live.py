@@ -110,6 +110,10 @@ async def test_each_contestant_is_asked_a_question_once_and_only_when_a_played_c
         requests = mock.answered()
     asked = answers_asked(requests)
     assert asked and set(asked.values()) == {1}, asked  # never twice
+    for r in requests:  # an answer request holds its question and nothing else: no other answer, no verdict asked
+        prompt = current_prompt(r.body)
+        if not r.is_probe and "[Assistant 1]" not in prompt:
+            assert prompt == f"Question: {QUESTIONS[question_of(prompt)]}\n\nWrite your answer.", prompt
     needed = {(who, r.question) for r in reviews for who in (r.a, r.b)}
     assert set(asked) == needed  # only what a played comparison showed: not every contestant on every question
     assert len(asked) < len(CONTESTANTS) * len(QUESTIONS)
