@@ -299,3 +299,17 @@ async def test_a_contestant_that_signs_its_answer_is_not_named_to_the_judge(tmp_
         text = json.dumps(r.body).lower()
         assert not any(name in text for name in CONTESTANTS), text[:600]
         assert "written by [name withheld] ([name withheld])" in current_prompt(r.body)
+
+
+async def test_with_peer_review_the_contestants_answer_once_and_judge_each_other(tmp_path):
+    raw = yaml.safe_load((ROOT / "scenarios" / "pairwise-review-adaptive-live.yaml").read_text(encoding="utf-8"))
+    for judge in ("sage", "braggart"):
+        del raw["agents"][judge]
+    raw["games"][0]["params"].update(questions=str(QUESTIONS_FILE), peer=True)
+    raw["tournament"]["schedule"].update(budget=20)
+    result, reviews, _ = await run(tmp_path, raw)
+    contestants = ["oak", "pine", "willow", "hazel"]
+    answers = [k for k in result.statuses if MatchIdentity.parse(k).role_places("Contestant")]
+    assert len(answers) == len(set(answers)) and all(result.statuses[k] == "finished" for k in answers)
+    assert {r.reviewer for r in reviews} <= set(contestants) and {r.a for r in reviews} <= set(contestants)
+    assert len([k for k in result.statuses if MatchIdentity.parse(k).compared]) <= 20
