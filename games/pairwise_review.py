@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arena.contract import (Game, HasCases, InvalidReply, Notice, PlaysComparisons, ReportsReviews, Review, Task,
-                            nobody_hears_anyone, path_field)
+from arena.contract import (AnswersOnce, Game, HasCases, InvalidReply, Notice, PlaysComparisons, ReportsReviews, Review,
+                            Task, nobody_hears_anyone, path_field)
 from arena.contract.game import example_prose
 from arena.contract.panels import PANEL, TIE, PanelItem, PanelRecord, vote
 
@@ -69,6 +69,11 @@ class PairwiseParams(BaseModel):
     pair: list[str] | None = Field(
         None, min_length=2, max_length=2,
         description="Only this pair of fixed answers' sources, shown in both orders (an adaptive schedule sets it).")
+    answer_only: bool = Field(False, description="One contestant answers the question and nothing is judged (an "
+                              "adaptive schedule with live contestants sets it, to ask each answer once).")
+    given: dict[str, str] | None = Field(
+        None, description="Answers given inline, by contestant name: the pair's kept answers (an adaptive schedule "
+        "with live contestants sets it).")
     panel: Literal["vote", "mean"] | None = Field(
         None, description="The judges as one panel: each pair's verdict is their majority (vote) or the sign of their "
         "mean score difference (mean), and the contestants' payoffs count that one verdict per pair.")
@@ -92,7 +97,7 @@ def _sign(value: float) -> int:
     return 0 if abs(value) < 1e-12 else (1 if value > 0 else -1)
 
 
-class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
+class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons, AnswersOnce):
     description = "Judges compare answers pair by pair; FairEval's calibrations (EC, MEC, BPC, BPDE)."
     Params = PairwiseParams
     min_seats = 1  # one judge of fixed answers; seat_problem says what contestants and judges need
@@ -105,6 +110,21 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
 
     @classmethod
     def seat_problem(cls, params: PairwiseParams, n_seats: int) -> str | None:
+        if params.answer_only:
+            if params.answers is not None or params.given is not None or params.contestants != 1 or n_seats != 1:
+                return "answer_only seats one live contestant alone: contestants: 1, one seat, no fixed answers"
+            return None
+        if params.given is not None:
+            if params.answers is not None or params.contestants or params.pair is None:
+                return "given answers are compared as a pair: set pair, contestants: 0 and no answers files"
+            missing = [name for name in params.pair if name not in params.given]
+            if missing or params.pair[0] == params.pair[1]:
+                return f"pair names two different contestants of the given answers; it names {', '.join(params.pair)}"
+            if not params.swap:
+                return "a single pair is always shown in both orders: remove swap: false"
+            if params.panel is not None and n_seats < 2:
+                return f"a panel needs two judges or more; this match has {n_seats}"
+            return None
         if params.answers is not None:
             if params.contestants:
                 return "with fixed answers every seat judges: set contestants: 0"
@@ -140,7 +160,7 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
 
     @classmethod
     def compared(cls, params: PairwiseParams) -> list[str] | None:
-        # live contestants answer in the match that compares them: a match per pair would ask them again each time
+        # live contestants: an adaptive schedule asks each one alone (answer_only), then compares kept answers
         return None if params.answers is None else list(fixed_answers(tuple(params.answers)))
 
     @classmethod
@@ -148,7 +168,26 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
         return {"pair": [first, second], "swap": True}
 
     @classmethod
+    def answering(cls, params: PairwiseParams, agents: list[str]) -> tuple[list[str], list[str]] | None:
+        if params.answers is not None or params.given is not None or params.answer_only:
+            return None
+        contestants = list(agents[:params.contestants])  # the first seats answer, as at a table of every agent
+        judges = list(agents[params.contestants:])
+        return contestants, (contestants + judges if params.peer else judges)
+
+    @classmethod
+    def answer_only(cls, params: PairwiseParams) -> dict[str, Any]:
+        return {"answer_only": True, "contestants": 1, "peer": False, "panel": None}
+
+    @classmethod
+    def comparing(cls, params: PairwiseParams, first: str, second: str, texts: Mapping[str, str]) -> dict[str, Any]:
+        return {"pair": [first, second], "swap": True, "contestants": 0, "peer": False,
+                "given": {first: texts[first], second: texts[second]}}
+
+    @classmethod
     def rounds_needed(cls, params, n_seats):
+        if params.answer_only:
+            return 1
         sources = len(params.answers) if params.answers is not None else min(params.contestants, n_seats)
         sources = 2 if params.pair is not None else sources
         pairs = sources * (sources - 1) // 2
@@ -164,9 +203,13 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
         if params.answers is not None:
             self.fixed = {source: texts.get(self.question.id, "") for source, texts in fixed_answers(tuple(params.answers)).items()
                           if params.pair is None or source in params.pair}
+        if params.given is not None:  # kept answers of live contestants, by name: judged as fixed ones are
+            self.fixed = {name: params.given[name] for name in params.pair}
         sources = list(self.fixed) if self.fixed is not None else self.contestants
         if params.pair is not None:  # one chosen comparison: that pair alone, in the order given
             sources = list(params.pair)
+        if params.answer_only:  # the answer is the match: nothing is compared
+            sources = []
         orders = (0, 1) if params.swap else (0,)
         # (pair, order, sample): order 0 shows the pair's first contestant first
         self.tasks = [(pair, order, k) for pair in combinations(sources, 2) for order in orders
@@ -275,6 +318,12 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
     def apply(self, round: int, actions: Mapping[str, Any]) -> list[Notice]:
         if round == 1:
             self.answers = dict(self.fixed) if self.fixed is not None else {seat: actions[seat] for seat in self.contestants}
+            if self.params.answer_only:  # kept for the comparisons to come; an empty (defaulted) answer is none
+                kept = {seat: text for seat, text in self.answers.items() if text}
+                said = "answered" if kept else "gave no answer to"
+                return [Notice(to=(), text=f"The contestant {said} question {self.question.id}.",
+                               data={"question": self.question.id, "question_text": self.question.question,
+                                     "answers": kept})]
             return []
         (a, b), order, sample = self._task(round)
         for judge in self.judges:
@@ -352,6 +401,8 @@ class PairwiseReview(Game, HasCases, ReportsReviews, PlaysComparisons):
     def payoffs(self) -> dict[str, float]:
         """Contestant seats: their share of comparisons won (with a panel, of the panel's one verdict
         per pair); judges (and fixed-answer runs): 0."""
+        if self.params.answer_only:
+            return {}  # an answer alone wins nothing: it is scored in the comparisons that show it
         won, met = Counter(), Counter()
         if self.params.panel is not None:
             decided = [(pair, self._panel_verdict(pair)) for pair in self._pairs()]

@@ -179,8 +179,8 @@ def test_the_dry_run_gives_the_range_of_calls_and_cost_from_the_seed_block_to_th
 @pytest.mark.parametrize("change, where, words", [
     (lambda raw: raw["games"][0].update(game="public_goods", params={}), "tournament.schedule",
      "public_goods reports none"),
-    (lambda raw: raw["games"][0]["params"].update(contestants=2, answers=None), "games[0].params",
-     "fixed answers only"),
+    (lambda raw: raw["games"][0]["params"].update(contestants=3, answers=None), "games[0].params",
+     "with live contestants needs a judge"),  # live contestants are played (tests/test_adaptive_live.py), but judged
     (lambda raw: raw["games"][0]["params"].update(swap=False), "games[0].params.swap", "swap: true (both orders"),
     (lambda raw: raw["games"][0]["params"].update(pair=["atlas", "flint"]), "games[0].params.pair",
      "chooses pair for each comparison"),

@@ -534,6 +534,11 @@ def _dry_run(scenario, limit: int | None = None, as_json: bool = False) -> int:
             console.print(f"{e.group}: the adaptive schedule asks {e.matches} to {a.most} comparisons (its seed block to "
                           f"{'its budget' if a.limited_by == 'budget' else 'the full design'}): {a.calls[0]} to "
                           f"{a.calls[1]} calls{cost}, as it stops early or not.")
+            if a.answers:  # live contestants: each answer asked once, when a comparison first needs it
+                cost = "" if a.answer_cost is None else f", ${a.answer_cost[0]:.4f} to ${a.answer_cost[1]:.4f}"
+                console.print(f"{e.group}: and its live contestants are asked {a.answers[0]} to {a.answers[1]} answers "
+                              f"(the seed block's to every contestant on every question, each once): "
+                              f"{a.answer_calls[0]} to {a.answer_calls[1]} calls{cost}.")
     if not found.agents:
         console.print("No agent calls a model: this scenario costs nothing.")
         return 0

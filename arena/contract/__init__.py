@@ -9,7 +9,7 @@ from arena.contract.agent import ReplyCut
 from arena.contract.calls import CachedReply, CallRecord, CallStarted, Services
 from arena.contract.errors import ArenaError, BackendUnavailable, ConfigError, MatchSetupError, Problem
 from arena.contract.events import Event, SeatInfo
-from arena.contract.capabilities import HasCases, Judged, JudgeRequest, PlaysComparisons, Program, ReportsReviews, Review, WritesCode
+from arena.contract.capabilities import AnswersOnce, HasCases, Judged, JudgeRequest, PlaysComparisons, Program, ReportsReviews, Review, WritesCode
 from arena.contract.game import Game, InvalidReply, NoParams, Notice, everyone_hears_everyone, nobody_hears_anyone
 from arena.contract.paths import path_field
 from arena.contract.messages import REFEREE, Message, Retry, Transcript, Turn
@@ -28,7 +28,7 @@ __all__ = [
     "RefereeSpec", "ReportsReviews", "Retry", "Review", "Scores", "SeatInfo", "Services", "Stage", "Strategy",
     "StrategyParams", "Task", "Transcript", "Turn", "WritesCode", "everyone_hears_everyone", "nobody_hears_anyone", "path_field",
 ]
-__all__ += ["ReplyCut", "MatchIdentity", "PlaysComparisons"]
+__all__ += ["ReplyCut", "MatchIdentity", "PlaysComparisons", "AnswersOnce"]
 __all__ += ["Column", "FinalNotice", "Summarized", "Summary", "Table"]
 # reading a finished run (the row types' ``Transcript`` is arena.contract.runs.Transcript: the name here is the messages')
 __all__ += ["DamagedStore", "EventRow", "MatchRow", "MessageRow", "NoRunYet", "NotAFolder", "NotPermitted",

@@ -126,8 +126,8 @@ class PlaysComparisons(Protocol):
     def compared(cls, params: BaseModel) -> list[str] | None:
         """The names of what is compared under these params (the sources of fixed answers), in a fixed
         order: an adaptive schedule chooses pairs of them. None: these params compare what seated
-        players write, which a schedule of single comparisons cannot play without asking each player
-        again for every pair; the scenario is refused with that reason."""
+        players write; a schedule plays them only if the game also ``AnswersOnce`` (each player asked
+        once, in a match of its own), and is refused otherwise."""
         ...
 
     @classmethod
@@ -135,6 +135,30 @@ class PlaysComparisons(Protocol):
         """The params that make a match play only the comparison of ``first`` with ``second`` (two of
         ``compared``), shown in both orders so that position bias cancels, each to every seat (the match
         seats one judge). Merged over the entry's params; the case is set as for any match."""
+        ...
+
+
+@runtime_checkable
+class AnswersOnce(Protocol):
+    """can play an adaptive schedule with live contestants: asks each one a case in a match of its own, then compares the stored answers (answering, answer_only, comparing)"""
+
+    @classmethod
+    def answering(cls, params: BaseModel, agents: list[str]) -> tuple[list[str], list[str]] | None:
+        """Of an entry's agents, in their listed order: those that answer (the contestants) and those
+        that judge. None: these params have no live contestants (``compared`` names what is compared)."""
+        ...
+
+    @classmethod
+    def answer_only(cls, params: BaseModel) -> dict[str, Any]:
+        """The params that make a match seat one contestant, ask it the case and keep its answer in the
+        last notice's ``answers_field`` ({seat label: text}; nothing for an empty answer), with no review
+        and no payoff. Merged over the entry's params; the case is set as for any match."""
+        ...
+
+    @classmethod
+    def comparing(cls, params: BaseModel, first: str, second: str, texts: Mapping[str, str]) -> dict[str, Any]:
+        """As ``comparison``, for two contestants whose answers (``texts``, by name) were kept by answer-only
+        matches: a match of one judge shown these texts in both orders, its reviews naming the contestants."""
         ...
 
 

@@ -28,11 +28,14 @@ from arena.contract.records import MatchSettings
 from arena.engine.match import JUDGE, Match, seat_order
 from arena.run.runner import build_agents
 from arena.run import adaptive_schedule
-from arena.run.scenario import Scenario, entry_matches
+from arena.contract.records import MatchSpec
+from arena.run.scenario import Scenario, entry_cases, entry_matches, live_sides
 from arena.run.tournament import plan, plan_entry
 
 CHARS_PER_TOKEN = 4  # English text in the usual tokenizers, near enough for a budget
 TOKENS_PER_MESSAGE = 3  # what a chat format adds around each message (role markers)
+# what a live contestant's kept answer is taken to be in a dry run's sample comparison: about as long as a model's
+EXAMPLE_ANSWER = " ".join(["An answer of about the length a model writes, point by point."] * 16)
 
 
 def prompt_tokens(system: str | None, messages: list[dict[str, str]]) -> float:
@@ -66,6 +69,11 @@ class AdaptiveRange(BaseModel):
     limited_by: str  # "budget" or "design": what sets ``most``
     calls: tuple[int, int]
     cost: tuple[float, float] | None  # USD; None when a judge's model has no known price
+    # live contestants: answers asked (the seed block's needs, to every contestant on every case), their
+    # calls and cost; ``calls`` and ``cost`` above are then the judges' alone
+    answers: tuple[int, int] | None = None
+    answer_calls: tuple[int, int] | None = None
+    answer_cost: tuple[float, float] | None = None
 
 
 class EntryEstimate(BaseModel):
@@ -111,14 +119,8 @@ class _StandIn(Agent):
         return prompt_tokens(self.system, turn.as_chat())
 
 
-def _adaptive_range(scenario: Scenario, entry, real: dict[str, Agent], seeded: int, before, after, prices) -> AdaptiveRange | None:
-    """An adaptive entry's calls and cost, from the ``seeded`` matches of its seed block (the figures
-    this entry added between ``before`` and ``after``) up to its most matches."""
-    schedule = scenario.tournament_for(entry).schedule
-    if schedule is None:
-        return None
-    most = entry_matches(scenario, entry, 1)
-    full = len(adaptive_schedule.candidates(scenario, entry))
+def _spent(real: dict[str, Agent], before, after, prices) -> tuple[float, float | None]:
+    """The calls and cost (None: a price unknown) the agents added between ``before`` and ``after``."""
     calls, costs = 0.0, []
     for name, agent in real.items():
         n = after[0].get(name, 0.0) - before[0].get(name, 0.0)
@@ -127,11 +129,33 @@ def _adaptive_range(scenario: Scenario, entry, real: dict[str, Agent], seeded: i
         calls += n
         costs.append(agent.cost_of(round(after[1][name] - before[1].get(name, 0.0)),
                                    round(after[2][name] - before[2].get(name, 0.0)), prices))
-    cost = None if any(c is None for c in costs) else sum(costs)
+    return calls, None if any(c is None for c in costs) else sum(costs)
+
+
+def _adaptive_range(scenario: Scenario, entry, real: dict[str, Agent], seeded: int, before, after, prices,
+                    answered: tuple[int, tuple, tuple] | None = None) -> AdaptiveRange | None:
+    """An adaptive entry's calls and cost, from the ``seeded`` matches of its seed block (the figures
+    this entry added between ``before`` and ``after``) up to its most matches. ``answered``: with live
+    contestants, the seed block's answer matches and the figures before and after them."""
+    schedule = scenario.tournament_for(entry).schedule
+    if schedule is None:
+        return None
+    most = entry_matches(scenario, entry, 1)
+    full = len(adaptive_schedule.candidates(scenario, entry))
+    calls, cost = _spent(real, before, after, prices)
     scale = most / seeded
-    return AdaptiveRange(most=most, limited_by="budget" if most < full else "design",
-                         calls=(round(calls), round(calls * scale)),
-                         cost=None if cost is None else (cost, cost * scale))
+    found = AdaptiveRange(most=most, limited_by="budget" if most < full else "design",
+                          calls=(round(calls), round(calls * scale)),
+                          cost=None if cost is None else (cost, cost * scale))
+    if answered is not None:  # at most every contestant answers every case, once
+        asked, start, end = answered
+        contestants, _ = live_sides(scenario, entry)
+        every = len(contestants) * len(entry_cases(entry))
+        calls, cost = _spent(real, start, end, prices)
+        found.answers = (asked, every)
+        found.answer_calls = (round(calls), round(calls * every / asked))
+        found.answer_cost = None if cost is None else (cost, cost * every / asked)
+    return found
 
 
 def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
@@ -143,11 +167,9 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
     prompt: dict[str, float] = defaultdict(float)
     completion: dict[str, float] = defaultdict(float)
     entries = []
-    for entry in scenario.games:
-        members = [s for s in specs if s.group == entry.name]
-        if not members:  # all past the limit
-            continue
-        before = (dict(calls), dict(prompt), dict(completion))
+
+    def sample(members: list[MatchSpec]):
+        """Plays the first of ``members`` with stand-ins, and counts every member's calls and tokens as its."""
         settings = MatchSettings(turn_timeout=60, max_retries=0, max_rounds=scenario.match.max_rounds)
         # a person is never asked in a dry run: a stand-in answers for them too, and their turns cost nothing
         by_name = {name: _StandIn(agent) for name, agent in real.items() if agent.makes_calls or agent.uses_terminal}
@@ -186,6 +208,20 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
                     completion[name] += c
         asked = {(t.seat, t.round) for _, t, _, _ in every}
         defaulted = sum(1 for e in record.events if isinstance(e, ActionTaken) and e.defaulted and (e.seat, e.round) in asked)
+        return every, defaulted
+
+    for entry in scenario.games:
+        members = [s for s in specs if s.group == entry.name]
+        if not members:  # all past the limit
+            continue
+        answered = None
+        if live_sides(scenario, entry) is not None:  # the plan's answer matches, then the seed block's comparisons
+            start = (dict(calls), dict(prompt), dict(completion))
+            sample(members)
+            answered = (len(members), start, (dict(calls), dict(prompt), dict(completion)))
+            members = adaptive_schedule.sample_comparisons(scenario, entry, EXAMPLE_ANSWER)
+        before = (dict(calls), dict(prompt), dict(completion))
+        every, defaulted = sample(members)
         rule = scenario.tournament_for(entry).repeats
         cap = None if isinstance(rule, int) or limit is not None else len(plan_entry(scenario, entry, 1, rule.max))
         entries.append(EntryEstimate(
@@ -193,7 +229,8 @@ def estimate(scenario: Scenario, limit: int | None = None) -> Estimate:
             prompt_tokens_per_match=round(sum(a.prompt_tokens(t) for a, t, _, _ in every)),
             completion_tokens_per_match=round(sum(reply_tokens(text) for _, _, text, _ in every)),
             defaulted=defaulted, until_stable_cap=cap,
-            adaptive=_adaptive_range(scenario, entry, real, len(members), before, (calls, prompt, completion), prices),
+            adaptive=_adaptive_range(scenario, entry, real, len(members), before, (calls, prompt, completion), prices,
+                                     answered),
         ))
     out = []
     for name, agent in real.items():

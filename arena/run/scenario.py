@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from arena.contract import plugins
 from arena.contract.agent import Agent, AgentConfig
-from arena.contract.capabilities import HasCases, PlaysComparisons, ReportsReviews, describe, has
+from arena.contract.capabilities import AnswersOnce, HasCases, PlaysComparisons, ReportsReviews, describe, has
 from arena.contract.errors import ConfigError, Problem, spelling_hint
 from arena.contract.game import Game
 from arena.contract.paths import path_fields
@@ -633,7 +633,8 @@ def _check_games(scenario: Scenario, base: Path | None) -> list[Problem]:
             problems += missing
             continue
         try:
-            seat_problem = game.seat_problem(params, table_size(scenario, entry))
+            live = live_sides(scenario, entry, game, params) is not None  # checked at a table of them all, as answered
+            seat_problem = game.seat_problem(params, len(players) if live else table_size(scenario, entry))
             if seat_problem:
                 problems.append(Problem(loc + ("params",), seat_problem))
             if has(game, HasCases):
@@ -668,28 +669,71 @@ def _check_schedule(scenario: Scenario, entry: GameEntry, game: type[Game], para
                                 "itself; remove `format` (or set it to fixed)"))
     compared = game.compared(params)
     if compared is None:
-        problems.append(Problem(loc + ("params",), f"an adaptive schedule plays {entry.game} on fixed answers only: "
-                                "live contestants would be asked for their answer again in every comparison they "
-                                "take part in; record their answers first (a run without `schedule`, or "
-                                "`answers:` files) and judge those"))
-    elif len(compared) < 2:
+        return problems + _check_live_schedule(scenario, entry, game, params, loc)
+    if len(compared) < 2:
         problems.append(Problem(loc + ("params",), "an adaptive schedule needs two or more answers to compare"))
     else:
-        chosen = game.comparison(params, compared[0], compared[1])
-        other = game.comparison(params, compared[1], compared[0])
-        for name, value in chosen.items():  # a choice of the user's the schedule would silently undo
-            if name not in entry.params:
-                continue
-            if other.get(name) != value:  # set per comparison
-                problems.append(Problem(loc + ("params", name), f"an adaptive schedule chooses {name} for each "
-                                        f"comparison; remove {name}"))
-            elif entry.params[name] != value:
-                problems.append(Problem(loc + ("params", name), f"an adaptive schedule plays every comparison with "
-                                        f"{name}: {json.dumps(value)} (both orders in one match); remove {name}"))
-        one = game.Params.model_validate({**params.model_dump(), **chosen})
+        problems += _undone(entry, game, params, compared, loc)
+        one = game.Params.model_validate({**params.model_dump(), **game.comparison(params, compared[0], compared[1])})
         seat_problem = game.seat_problem(one, 1)
         if seat_problem:
             problems.append(Problem(loc + ("params",), f"with an adaptive schedule (one judge per match): {seat_problem}"))
+    return problems
+
+
+def _undone(entry: GameEntry, game: type[Game], params: BaseModel, compared: list[str], loc) -> list[Problem]:
+    """A choice of the user's that the schedule's comparisons would silently undo."""
+    problems = []
+    chosen = game.comparison(params, compared[0], compared[1])
+    other = game.comparison(params, compared[1], compared[0])
+    for name, value in chosen.items():
+        if name not in entry.params:
+            continue
+        if other.get(name) != value:  # set per comparison
+            problems.append(Problem(loc + ("params", name), f"an adaptive schedule chooses {name} for each "
+                                    f"comparison; remove {name}"))
+        elif entry.params[name] != value:
+            problems.append(Problem(loc + ("params", name), f"an adaptive schedule plays every comparison with "
+                                    f"{name}: {json.dumps(value)} (both orders in one match); remove {name}"))
+    return problems
+
+
+def live_sides(scenario: Scenario, entry: GameEntry, game: type[Game] | None = None,
+               params: BaseModel | None = None) -> tuple[list[str], list[str]] | None:
+    """An adaptive entry's live contestants and its judges, when its game asks live contestants for
+    their answers (``AnswersOnce``); None for fixed answers, or an entry without a schedule."""
+    if scenario.tournament_for(entry).schedule is None:
+        return None
+    game = game or plugins.load("game", entry.game)
+    if not has(game, AnswersOnce) or not has(game, PlaysComparisons):
+        return None
+    params = params or game.Params.model_validate(entry.params)
+    if game.compared(params) is not None:
+        return None
+    return game.answering(params, scenario.agents_for(entry))
+
+
+def _check_live_schedule(scenario: Scenario, entry: GameEntry, game: type[Game], params: BaseModel, loc) -> list[Problem]:
+    """Live contestants with a schedule: each answers a case in a match of its own (once), and each
+    comparison shows one judge two kept answers; both kinds of match must be possible."""
+    sides = live_sides(scenario, entry, game, params)
+    if sides is None:
+        return [Problem(loc + ("params",), f"an adaptive schedule plays {entry.game} on fixed answers only (it cannot "
+                                          "ask a live contestant once and keep its answer): record the answers first "
+                                          "(a run without `schedule`, or `answers:` files) and judge those")]
+    contestants, judges = sides
+    if len(contestants) < 2:
+        return [Problem(loc + ("params",), "an adaptive schedule needs two or more contestants to compare")]
+    if not judges:
+        return [Problem(loc + ("params",), "an adaptive schedule with live contestants needs a judge: list judges "
+                                          "after the contestants, or let the contestants judge each other")]
+    problems = _undone(entry, game, params, contestants, loc)
+    texts = {contestants[0]: "", contestants[1]: ""}
+    for made in (game.answer_only(params), game.comparing(params, contestants[0], contestants[1], texts)):
+        one = game.Params.model_validate({**params.model_dump(), **made})
+        seat_problem = game.seat_problem(one, 1)
+        if seat_problem:
+            problems.append(Problem(loc + ("params",), f"with an adaptive schedule (one seat per match): {seat_problem}"))
     return problems
 
 
@@ -838,8 +882,10 @@ def entry_matches(scenario: Scenario, entry: GameEntry, repeats: int) -> int:
     game = plugins.load("game", entry.game)
     tournament = scenario.tournament_for(entry)
     if tournament.schedule is not None:
-        compared = game.compared(game.Params.model_validate(entry.params)) or []
-        full = len(entry_cases(entry)) * len(compared) * (len(compared) - 1) // 2 * len(scenario.agents_for(entry))
+        live = live_sides(scenario, entry, game)
+        compared = (game.compared(game.Params.model_validate(entry.params)) or []) if live is None else live[0]
+        judges = scenario.agents_for(entry) if live is None else live[1]
+        full = len(entry_cases(entry)) * len(compared) * (len(compared) - 1) // 2 * len(judges)
         return min(full, tournament.schedule.budget or full)
     per_table = orders_per_table(entry_roles(scenario, entry), game.rotating_roles, tournament.role_swap)
     players = len(scenario.agents_for(entry))

@@ -7,7 +7,7 @@ from itertools import combinations
 from arena.contract import plugins
 from arena.contract import seeding
 from arena.contract.records import KEY_SCHEME, KeyScheme, MatchIdentity, MatchSpec
-from arena.run.scenario import (GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, most_repeats,
+from arena.run.scenario import (GameEntry, Scenario, entry_cases, entry_matches, entry_roles, first_repeats, live_sides, most_repeats,
                                 table_size)
 from arena.run import adaptive_schedule, swiss
 from arena.run.seating import seat_orders, swaps_roles
@@ -73,12 +73,11 @@ def plan_entry(scenario: Scenario, entry: GameEntry, first: int, last: int,
 
 def plan(scenario: Scenario, scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
     """Every match known before play: all of fixed-repeat entries, the first repeats of until_stable ones,
-    the seed blocks of adaptive ones."""
+    the seed blocks of adaptive ones (with live contestants: the answer matches the seed block needs)."""
     specs = []
     for entry in scenario.games:
         if scenario.tournament_for(entry).schedule is not None:
-            make = adaptive_schedule.Specs(scenario, entry)
-            specs += [make.spec(c) for c in adaptive_schedule.first_block(scenario, entry)]
+            specs += adaptive_schedule.first_wave(scenario, entry)
         elif scenario.tournament_for(entry).format == "swiss":
             specs += plan_entry(scenario, entry, 1, 1, scheme, chosen=swiss.SwissEntry(scenario, entry).next_round())
         else:
@@ -88,7 +87,7 @@ def plan(scenario: Scenario, scheme: KeyScheme = KEY_SCHEME) -> list[MatchSpec]:
 
 def count(scenario: Scenario) -> int:
     """``len(plan(scenario))``, by arithmetic where it can be: nothing is built but adaptive seed blocks."""
-    return sum(len(adaptive_schedule.first_block(scenario, entry)) if scenario.tournament_for(entry).schedule
+    return sum(len(adaptive_schedule.first_wave(scenario, entry)) if scenario.tournament_for(entry).schedule
                else entry_matches(scenario, entry, first_repeats(scenario, entry)) for entry in scenario.games)
 
 
@@ -99,9 +98,17 @@ def growth_note(scenario: Scenario, entry: GameEntry) -> str | None:
         s = tournament.schedule
         full = len(adaptive_schedule.candidates(scenario, entry))
         most = min(full, s.budget or full)
-        return (f"adaptive schedule ({s.rule}): {len(adaptive_schedule.first_block(scenario, entry))} comparisons in its "
-                f"seed block, then blocks of {s.block} chosen by the results, up to {most:,} "
-                f"({'its budget' if most < full else 'every comparison'}), until the ranking is stable")
+        seed = adaptive_schedule.first_block(scenario, entry)
+        note = (f"adaptive schedule ({s.rule}): {len(seed)} comparisons in its seed block, then blocks of {s.block} "
+                f"chosen by the results, up to {most:,} ({'its budget' if most < full else 'every comparison'}), until "
+                "the ranking is stable")
+        live = live_sides(scenario, entry)
+        if live is not None:
+            note += (f"; the live contestants ({', '.join(live[0])}; judged by {', '.join(live[1])}) answer first: "
+                     f"{len(adaptive_schedule.needed(seed))} answers for the seed "
+                     f"block, at most {len(live[0]) * len(entry_cases(entry)):,} in all (each contestant asked each "
+                     "question at most once, when a comparison first needs it)")
+        return note
     if tournament.format == "swiss":
         return (f"Swiss: round 1 of {most_repeats(scenario, entry)} planned; each next round is paired by the "
                 "standings" + (" until the ranking is stable" if not isinstance(tournament.repeats, int) else ""))
