@@ -259,14 +259,14 @@ def _needs_lines(handle) -> bool:
     handle.seek(0)
     tail = b""
     text = codecs.getincrementaldecoder(ENCODING)()
-    pending = False  # the decoder holds the start of a character cut by the last read
     while chunk := handle.read(1 << 20):
-        if pending or not chunk.isascii():  # ASCII is UTF-8, and isascii is ten times quicker than decoding
+        # ASCII is UTF-8, and isascii is ten times quicker than decoding; but after a read that ended inside
+        # a character (the decoder holds its start), ASCII is the error
+        if not chunk.isascii() or text.getstate()[0]:
             try:
                 text.decode(chunk)
             except UnicodeDecodeError:
                 return True
-            pending = bool(text.getstate()[0])
         for part in (chunk, tail + chunk[:256]):  # the read, and where it meets the one before
             if (b"null" in part and EXPLICIT_NULL.search(part)) or (b"\r" in part and LONE_CR.search(part)):
                 return True
