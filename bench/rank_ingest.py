@@ -91,7 +91,7 @@ import numpy as np
 from arena.cli import commands
 from arena.rank import leaderboard
 from arena.rank.reviews import Reviews
-import pyarrow.json, pyarrow.compute
+import pyarrow.json, pyarrow._compute
 from arena.rank import elo_compiled
 draws = np.random.default_rng(0).random((1, 4))
 order = elo_compiled.shuffle(np.arange(4), draws)
