@@ -169,6 +169,27 @@ def test_a_byte_order_mark_is_read_past_and_bytes_that_are_not_text_are_named(tm
         Reviews.read_jsonl(path)
 
 
+def test_text_is_checked_across_the_megabytes_the_scan_reads(tmp_path, bulk_only, monkeypatch):
+    """The scan for what only the line reader reads decodes a megabyte only when it is not ASCII, or when
+    the one before ended inside a character: a character cut by the megabyte's end is still text, and a
+    bad byte after megabytes of ASCII is still named."""
+    path = tmp_path / "reviews.jsonl"
+    plain = (GOOD + "\n").encode()
+    lines = (1 << 20) // len(plain) + 1
+    head = plain * (lines - 1)
+    cut = GOOD.replace('"q"', '"q-\u00e9"').encode()  # é is two bytes: put the first as the megabyte's last
+    pad = (1 << 20) - len(head) - cut.index("\u00e9".encode()) - 1
+    head += b" " * pad  # whitespace before a line's JSON: the same review
+    path.write_bytes(head + cut + b"\n" + plain)
+    found = Reviews.read_jsonl(path)
+    assert len(found) == lines + 1 and "q-\u00e9" in found.questions
+    assert_same(found, line_by_line(path))
+    monkeypatch.undo()  # bytes that are not text are named by the line reader
+    path.write_bytes(head + plain + GOOD.replace('"q"', '"q\xff"').encode("latin-1") + b"\n")
+    with pytest.raises(ReviewError, match=f"{path}, line {lines + 1}: not UTF-8 text"):
+        Reviews.read_jsonl(path)
+
+
 ODD = [  # lines ReviewLine takes though the columns' fixed types do not: the line reader settles them
     '{"question": 7, "a": "A", "b": "B", "reviewer": "r", "score": 1}',
     '{"question": "q", "a": 12, "b": "B", "reviewer": 3, "score": 1.0}',

@@ -823,15 +823,16 @@ def _rank_options(args: argparse.Namespace) -> dict:
 
 
 def _rank(args: argparse.Namespace) -> int:
-    from arena.results.summary import peer_rank, rank_json
-    from arena.contract import open_run
-    from arena.store import StoreError
-    from arena.cli.tables import print_left_out, print_panels, print_results, print_summaries
+    from arena.contract import StoreError  # the store's own (arena.store re-exports it), without the writer's modules
 
     if args.reviews is not None and args.run_dir is not None:
         raise StoreError("give a run directory, or --reviews FILE, not both")
     if args.reviews is not None:
-        return _rank_reviews(args)
+        return _rank_reviews(args)  # a run's summaries and their modules are not loaded for a reviews file
+    from arena.results.summary import peer_rank, rank_json
+    from arena.contract import open_run
+    from arena.cli.tables import print_left_out, print_panels, print_results, print_summaries
+
     if args.run_dir is None:
         raise StoreError("give a run directory, or --reviews FILE")
     options = _rank_options(args)

@@ -186,6 +186,8 @@ def leaderboard(
         raise ReviewError("no reviewers left to rank with")
     given = reviews.by(chosen)
     selected = given.battles()  # the samples of one comparison calibrated into one verdict, as the game does
+    # first: its temporaries (40 MB for a million reviews) come and go before the Elo loads numba (60 MB more)
+    bias = reviewer_bias(given, selected)
     results = [_fit(m, selected, weighted, fixed, orderings, bootstrap, seed, elo_scheme, passes) for m in methods]
     agreement = []
     truth_verdicts = None
@@ -213,7 +215,7 @@ def leaderboard(
     return Leaderboard(
         contestants=selected.contestants, reviewers=selected.reviewers, reviews=len(selected), reference=reference,
         methods=results, pairwise=[[None if np.isnan(v) else float(v) for v in row] for row in matrix],
-        pairwise_weights=pairwise_weights, bias=reviewer_bias(given, selected), agreement=agreement,
+        pairwise_weights=pairwise_weights, bias=bias, agreement=agreement,
         weight_check=weight_check, notes=[weight_check.warning] if weight_check and weight_check.warning else [],
         style_control=controlled,
     )

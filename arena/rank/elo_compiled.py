@@ -16,6 +16,33 @@ import numpy as np
 from numba import njit
 
 
+def _load_numba_without_blas() -> None:
+    """Load numba's array functions without looking for BLAS. numba loads them on its first compile
+    or cache load, and they import scipy.linalg only to learn whether np.correlate and np.convolve may
+    call BLAS: 0.1 to 0.2 s of CPU and 12 MB in every process, for kernels that call no BLAS. The check is
+    answered "no" while they load (those two then loop in compiled code); numba's own check is put
+    back at once, so np.dot and np.linalg in any other compiled code find BLAS as before."""
+    import sys
+
+    import numba.np.linalg as linalg
+
+    check = getattr(linalg, "ensure_blas", None)
+    if check is None or "numba.np.arraymath" in sys.modules:  # another numba, or loaded already
+        return
+
+    def no_blas() -> None:
+        raise ImportError("not looked for: arena's Elo kernels call no BLAS")
+
+    linalg.ensure_blas = no_blas
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        linalg.ensure_blas = check
+
+
+_load_numba_without_blas()
+
+
 def _writable(folder: Path) -> bool:
     try:
         folder.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ call different exponentials).
 
 Which loop a call takes (``compiled=None``) is ``takes_compiled``'s choice, by the
 call's size. Loading the compiled loop costs most of a second in every process
-(numba builds its typing registries and imports scipy.linalg to look for BLAS): that
+(numba builds its typing registries and compiles its runtime): that
 was most of `arena rank` on a small run, whose numpy loops take a fraction of it.
 Once they are loaded, shuffles take them whatever their size: both ways make the same
 swaps. A large compiled replay is split by runs over the cores the process may use

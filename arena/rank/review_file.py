@@ -30,8 +30,8 @@ from arena.contract.capabilities import Review
 
 from .review_line import TIE, ReviewError, _sign, check_line
 
-BLOCK_BYTES = 1 << 18  # pyarrow reads this much at a time. Its reader reads ahead a few dozen blocks: at 1 MB a
-# block that held 28 MB more than at 256 KB, for 5 % less CPU time.
+BLOCK_BYTES = 1 << 20  # pyarrow reads this much at a time; smaller blocks cost more calls a block (0.3 s more
+# CPU at 256 KB on a million reviews). It reads ahead a few dozen blocks: what they held is given back at the end.
 REQUIRED = ("question", "a", "b", "reviewer", "score")
 ENCODING = "utf-8-sig"  # UTF-8, and a byte-order mark at the start of the file is not part of its first line
 # the optional fields, their default and type (as Reviews.from_rows has them); match's are codes, "" by default
@@ -143,12 +143,13 @@ class _Names:
 
     def codes(self, column) -> np.ndarray:
         import pyarrow as pa
-        import pyarrow.compute as pc
+        from pyarrow._compute import SetLookupOptions
 
-        found = pc.index_in(column, value_set=self.seen)
+        found = _compute("index_in", column, options=SetLookupOptions(self.seen))
         if found.null_count:  # names not seen before: added, then looked up again
-            self.seen = pa.concat_arrays([self.seen, pc.unique(column.filter(found.is_null()))])
-            found = pc.index_in(column, value_set=self.seen)
+            new = _compute("unique", _compute("filter", column, _compute("is_null", found)))
+            self.seen = pa.concat_arrays([self.seen, new])
+            found = _compute("index_in", column, options=SetLookupOptions(self.seen))
         return found.to_numpy()
 
     def code(self, name: str) -> int:
@@ -169,6 +170,22 @@ class _Names:
         return names
 
 
+def _compute(name: str, *args, options=None):
+    """pyarrow's compute function ``name``, called by its name. ``pyarrow.compute`` would make a Python
+    function for each of its hundreds at import (0.13 s of every `arena rank --reviews`); these few are
+    called straight, as those functions call them."""
+    from pyarrow._compute import call_function
+
+    return call_function(name, list(args), options)
+
+
+def _filled(column, value):
+    """``column`` with ``value`` for its nulls (what ``fill_null`` does)."""
+    import pyarrow as pa
+
+    return _compute("coalesce", column, pa.scalar(value, type=column.type))
+
+
 def _schema(wide: bool):
     """The columns pyarrow makes: the five a line must give, and with ``wide`` the optional ones
     too. Each column costs parse time on every line, given or not: a file of the five fields alone
@@ -183,27 +200,25 @@ def _schema(wide: bool):
 
 def _first_bad(batch) -> int | None:
     """The index of the first row of ``batch`` a column check rejects, or None."""
-    import pyarrow.compute as pc
-
     column = {name: batch.column(name) for name in batch.schema.names}
     bad = np.zeros(batch.num_rows, dtype=bool)
     for name in REQUIRED:
         if column[name].null_count:
-            bad |= column[name].is_null().to_numpy(zero_copy_only=False)
-    score = column["score"].fill_null(0).to_numpy()
+            bad |= _compute("is_null", column[name]).to_numpy(zero_copy_only=False)
+    score = _filled(column["score"], 0).to_numpy()
     bad |= (score < -1) | (score > 1)
     if "sample" in column:
-        bad |= column["sample"].fill_null(0).to_numpy() < 0
+        bad |= _filled(column["sample"], 0).to_numpy() < 0
     if "order" in column:
-        order = column["order"].fill_null(0).to_numpy()
+        order = _filled(column["order"], 0).to_numpy()
         bad |= (order < 0) | (order > 1)
     if "difference" in column and column["difference"].null_count < batch.num_rows:
-        given = column["difference"].is_valid().to_numpy(zero_copy_only=False)
-        difference = column["difference"].fill_null(0.0).to_numpy()
+        given = _compute("is_valid", column["difference"]).to_numpy(zero_copy_only=False)
+        difference = _filled(column["difference"], 0.0).to_numpy()
         with np.errstate(invalid="ignore"):
             wrong = ~np.isfinite(difference) | (np.where(np.abs(difference) < TIE, 0, np.sign(difference)) != score)
         bad |= given & wrong
-    bad |= pc.equal(column["a"], column["b"]).fill_null(False).to_numpy(zero_copy_only=False)
+    bad |= _filled(_compute("equal", column["a"], column["b"]), False).to_numpy(zero_copy_only=False)
     return int(np.argmax(bad)) if bad.any() else None
 
 
@@ -224,6 +239,7 @@ def _bulk(path: Path, handle) -> dict:
     try:
         import pyarrow as pa
         import pyarrow.json as pj
+        from pyarrow._compute import call_function  # noqa: F401  (see _compute)
     except ImportError:  # a dependency, but the line reader gives the same reviews without it
         raise _Unsure from None
     if not hasattr(pj, "open_json"):  # pyarrow before 20 reads a whole file at once only
@@ -232,14 +248,32 @@ def _bulk(path: Path, handle) -> dict:
         raise ReviewError(f"{path}: no reviews in the file")
     if _needs_lines(handle):
         raise _Unsure
+    # The system's allocator for the blocks and what is computed on them: it gives memory back once freed,
+    # where pyarrow's own (mimalloc) held on to about 40 MB of freed blocks to the end of the read, for no
+    # gain in speed here. numpy copies what it keeps of each block.
+    pool = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
     try:
         try:
             return _blocks(path, wide=False)
         except _Wider:
             return _blocks(path, wide=True)
     finally:
-        # numpy copied what it keeps of each block: what pyarrow's pool still holds goes back to the system
-        pa.default_memory_pool().release_unused()
+        pa.set_memory_pool(pool)
+        _give_back()
+
+
+def _give_back() -> None:
+    """Hand the memory the read freed back to the system. glibc's allocator keeps what pyarrow's reading
+    threads freed in their own arenas (40 MB after a million reviews, in 1 MB blocks) until asked to trim
+    them; other C libraries have no such call and need none."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim  # the process's own symbols, the C library's among them
+    except (AttributeError, OSError, TypeError):
+        return
+    trim(0)
 
 
 class _Wider(Exception):
@@ -256,10 +290,13 @@ def _needs_lines(handle) -> bool:
     tail = b""
     text = codecs.getincrementaldecoder(ENCODING)()
     while chunk := handle.read(1 << 20):
-        try:
-            text.decode(chunk)
-        except UnicodeDecodeError:
-            return True
+        # ASCII is UTF-8, and isascii is ten times quicker than decoding; but after a read that ended inside
+        # a character (the decoder holds its start), ASCII is the error
+        if not chunk.isascii() or text.getstate()[0]:
+            try:
+                text.decode(chunk)
+            except UnicodeDecodeError:
+                return True
         for part in (chunk, tail + chunk[:256]):  # the read, and where it meets the one before
             if (b"null" in part and EXPLICIT_NULL.search(part)) or (b"\r" in part and LONE_CR.search(part)):
                 return True
@@ -307,7 +344,7 @@ def _blocks(path: Path, wide: bool) -> dict:
                 if name not in columns:
                     columns[name] = np.empty(room, dtype=dtype)
                     columns[name][:rows] = fill if name != "match" else names["match"].code("")
-                values = names["match"].codes(column.fill_null("")) if name == "match" else column.fill_null(fill).to_numpy(zero_copy_only=False)
+                values = names["match"].codes(_filled(column, "")) if name == "match" else _filled(column, fill).to_numpy(zero_copy_only=False)
                 columns[name][rows:end] = values
             rows = end
     except pa.ArrowInvalid as exc:

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from arena.contract import seeding
 from arena.results.standing import stands_on
-from arena.store.rows import ScoreRow, TurnRow
+from arena.contract.runs import ScoreRow, TurnRow  # the same rows as arena.store.rows, without the writer's modules (trio)
 
 
 class PayoffSummary(BaseModel):
