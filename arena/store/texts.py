@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import re
 import sqlite3
+from functools import lru_cache
 
 # What a body may open with for the views to give it back byte for byte: the match key and event type
 # as the serializer writes them, which for text without quotes, backslashes or control characters is
@@ -29,20 +30,28 @@ def text_hash(text: str) -> bytes:
 def event_rest(key: str, type_: str, body: str) -> str:
     """An event's JSON without its opening match and type, which the row holds and the view puts back;
     the body whole when it does not open with them as the view writes them."""
-    if _PLAIN.fullmatch(key) and _PLAIN.fullmatch(type_):
-        opening = f'{{"match":"{key}","type":"{type_}"'
-        if body.startswith(opening) and body[len(opening):len(opening) + 1] in (",", "}"):
-            return body[len(opening):]
+    opening = _opening(key, type_)
+    if opening is not None and body.startswith(opening) and body[len(opening):len(opening) + 1] in (",", "}"):
+        return body[len(opening):]
     return body
+
+
+@lru_cache(maxsize=4096)  # a run's matches each have a few event types: made once, not at every event
+def _opening(key: str, type_: str) -> str | None:
+    if _PLAIN.fullmatch(key) and _PLAIN.fullmatch(type_):
+        return f'{{"match":"{key}","type":"{type_}"'
+    return None
 
 
 class Interned:
     """The numbers of the texts and match keys one writer's connection has stored or met, so that a
-    text repeated across a run is looked up in the store once, not at every row. Forgotten when a
-    transaction is rolled back (numbers given in it are gone), and when it grows past its bounds."""
+    text repeated across a run is looked up in the store once, not at every row; those of a batch of
+    rows it has not met are stored and looked up together, a statement for all of them. Forgotten when
+    a transaction is rolled back (numbers given in it are gone), and when it grows past its bounds."""
 
     MAX_CHARS = 32 << 20  # the texts remembered, in characters: a run of long answers cannot fill memory
     MAX_KEYS = 1 << 16
+    _PART = 500  # numbers looked up per statement (SQLite takes at most 32,766 parameters)
 
     def __init__(self, db: sqlite3.Connection) -> None:
         self.db = db
@@ -55,41 +64,55 @@ class Interned:
         self._chars = 0
         self._matches.clear()
 
-    def text(self, text: str) -> int:
-        found = self._texts.get(text)
-        if found is not None:
-            return found
-        digest = text_hash(text)
-        row = self.db.execute("SELECT id FROM texts WHERE hash = ?", (digest,)).fetchone()
-        number = row[0] if row else self.db.execute("INSERT INTO texts (hash, text) VALUES (?, ?)", (digest, text)).lastrowid
-        if self._chars + len(text) > self.MAX_CHARS:
+    def messages(self, rows: list[tuple]) -> list[tuple]:
+        """Message rows as ``EventRows`` makes them (texts in them) as ``posted`` stores them (numbers)."""
+        self._learn_texts({text for row in rows for text in (row[5], row[7], row[8]) if text is not None})
+        self._learn_matches({row[0] for row in rows})
+        texts, matches = self._texts, self._matches
+        return [(matches[key], seq, idx, rnd, sender, texts[recipients], kind, texts[content],
+                 None if data is None else texts[data], shown)
+                for key, seq, idx, rnd, sender, recipients, kind, content, data, shown in rows]
+
+    def events(self, rows: list[tuple]) -> list[tuple]:
+        """Event rows as ``EventRows`` makes them as ``happened`` stores them."""
+        rests = [event_rest(key, type_, body) for key, _, type_, body, _ in rows]
+        self._learn_texts(set(rests))
+        self._learn_matches({row[0] for row in rows})
+        texts, matches = self._texts, self._matches
+        return [(matches[key], seq, type_, texts[rest], at) for (key, seq, type_, _, at), rest in zip(rows, rests)]
+
+    def _learn_texts(self, wanted: set[str]) -> None:
+        missing = [text for text in wanted if text not in self._texts]
+        if not missing:
+            return
+        size = sum(map(len, missing))
+        if self._chars + size > self.MAX_CHARS:
             self._texts.clear()
             self._chars = 0
-        self._texts[text] = number
-        self._chars += len(text)
-        return number
+            missing = list(wanted)
+            size = sum(map(len, missing))
+        by_hash = {text_hash(text): text for text in missing}
+        self.db.executemany("INSERT OR IGNORE INTO texts (hash, text) VALUES (?, ?)", by_hash.items())
+        hashes = list(by_hash)
+        for i in range(0, len(hashes), self._PART):
+            part = hashes[i:i + self._PART]
+            for digest, number in self.db.execute(
+                    f"SELECT hash, id FROM texts WHERE hash IN ({', '.join('?' * len(part))})", part):
+                self._texts[by_hash[digest]] = number
+        self._chars += size
 
-    def match(self, key: str) -> int:
-        found = self._matches.get(key)
-        if found is not None:
-            return found
-        row = self.db.execute("SELECT id FROM match_ids WHERE key = ?", (key,)).fetchone()
-        number = row[0] if row else self.db.execute("INSERT INTO match_ids (key) VALUES (?)", (key,)).lastrowid
-        if len(self._matches) >= self.MAX_KEYS:
+    def _learn_matches(self, wanted: set[str]) -> None:
+        missing = [key for key in wanted if key not in self._matches]
+        if not missing:
+            return
+        if len(self._matches) + len(missing) > self.MAX_KEYS:
             self._matches.clear()
-        self._matches[key] = number
-        return number
-
-    def message(self, row: tuple) -> tuple:
-        """A message row as ``EventRows`` makes it (texts in it) as ``posted`` stores it (their numbers)."""
-        key, seq, idx, rnd, sender, recipients, kind, content, data, shown = row
-        return (self.match(key), seq, idx, rnd, sender, self.text(recipients), kind, self.text(content),
-                None if data is None else self.text(data), shown)
-
-    def event(self, row: tuple) -> tuple:
-        """An event row as ``EventRows`` makes it as ``happened`` stores it."""
-        key, seq, type_, body, at = row
-        return (self.match(key), seq, type_, self.text(event_rest(key, type_, body)), at)
+            missing = list(wanted)
+        self.db.executemany("INSERT OR IGNORE INTO match_ids (key) VALUES (?)", [(key,) for key in missing])
+        for i in range(0, len(missing), self._PART):
+            part = missing[i:i + self._PART]
+            self._matches.update(self.db.execute(
+                f"SELECT key, id FROM match_ids WHERE key IN ({', '.join('?' * len(part))})", part))
 
 
 # Moving a store of formats 2 to 7 to format 8, in the upgrade's transaction: every text and key of

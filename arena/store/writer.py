@@ -433,9 +433,9 @@ class RunStore:
                 elif table == "starts":
                     rows = rows.values()
                 elif table == "messages":  # each text found or stored first, in this same transaction
-                    rows = [self._interned.message(row) for row in rows]
+                    rows = self._interned.messages(rows)
                 elif table == "events":
-                    rows = [self._interned.event(row) for row in rows]
+                    rows = self._interned.events(rows)
                 self.db.executemany(_WRITES[table], rows)
                 self._rows[table] = {} if table in _KEYED else []
 
