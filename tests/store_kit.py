@@ -180,3 +180,23 @@ def stored_notes(run_dir: Path) -> list[str]:
     finally:
         db.close()
 
+
+
+def as_format7(store_file: Path) -> None:
+    """Lay a store of today's format out as format 7 did: messages and events in tables of their own,
+    each row holding its texts (the rows as the views give them, under the same row ids)."""
+    from arena.contract.runs.schema import OLD_TABLES
+
+    db = sqlite3.connect(store_file, isolation_level=None)
+    try:
+        messages = db.execute("SELECT * FROM messages").fetchall()  # the views give the row id first
+        events = db.execute("SELECT * FROM events").fetchall()
+        db.executescript("BEGIN; DROP VIEW messages; DROP VIEW events; DROP TABLE posted; DROP TABLE happened; "
+                         f"DROP TABLE texts; DROP TABLE match_ids; {OLD_TABLES}")
+        db.executemany("INSERT INTO messages (rowid, match_key, seq, idx, round, sender, recipients, kind, content, "
+                       "data, shown) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", messages)
+        db.executemany("INSERT INTO events (rowid, match_key, seq, type, body, at) VALUES (?, ?, ?, ?, ?, ?)", events)
+        db.execute("PRAGMA user_version = 7")
+        db.execute("COMMIT")
+    finally:
+        db.close()

@@ -359,7 +359,7 @@ def an_hour_earlier(run_dir) -> None:
 
     db = sqlite3.connect(run_dir / "run.sqlite")
     with db:
-        db.execute("UPDATE events SET at = at - 3600")
+        db.execute("UPDATE happened SET at = at - 3600")  # the table behind the events view
         db.execute("UPDATE calls SET at = at - 3600")
         db.execute("UPDATE matches SET started = started - 3600, ended = ended - 3600")
         db.execute("UPDATE notes SET at = at - 3600, text = text || ' (said an hour ago)'")

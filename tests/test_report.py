@@ -315,7 +315,10 @@ def test_hostile_replies_and_names_stay_text(browser, tmp_path):
     evil_name = '<img src=y onerror="alert(\'name\')">'
     db = sqlite3.connect(run_dir / "run.sqlite")
     with db:
-        db.execute("UPDATE messages SET content = ? WHERE kind = 'reply'", (evil_reply,))
+        from arena.store.texts import text_hash  # a message's text is stored once, and the row holds its number
+
+        evil = db.execute("INSERT INTO texts (hash, text) VALUES (?, ?)", (text_hash(evil_reply), evil_reply)).lastrowid
+        db.execute("UPDATE posted SET content = ? WHERE kind = 'reply'", (evil,))
         for table, column in (("outcomes", "agent"), ("reviews", "a"), ("reviews", "b"), ("reviews", "reviewer")):
             db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = 'ada'", (evil_name,))
         db.execute("UPDATE matches SET seats = replace(seats, '\"ada\"', ?)", (json.dumps(evil_name),))

@@ -22,6 +22,7 @@ from arena.store import RunStore, StoreError
 from arena.store.writer import SCHEMA_VERSION
 
 from helpers import ROOT, play, store_and_reader
+from store_kit import as_format7
 
 SCENARIO = """
 name: crashy
@@ -238,6 +239,7 @@ async def test_a_store_of_the_previous_format_is_upgraded_in_place_and_loses_not
     await run_tournament(scenario, store=store)
     before = [r.payoffs for r in store.read.records()]
     store.close()
+    as_format7(tmp_path / "run" / "run.sqlite")
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")  # make it look like a format-2 store
     db.executescript("DROP TABLE metrics; ALTER TABLE messages DROP COLUMN shown; PRAGMA user_version = 2;")
     db.close()
@@ -406,7 +408,7 @@ def test_a_ctrl_c_in_the_middle_of_a_write_is_raised_once_the_write_is_over(tmp_
 
         def executemany(self, sql, rows):
             done = real.executemany(sql, rows)
-            if "INTO messages" in sql:
+            if "INTO posted" in sql:
                 CtrlCAfterWriting.batches += 1
                 if CtrlCAfterWriting.batches == 4:  # three rounds of the first match, then the second's first
                     signal.raise_signal(signal.SIGINT)

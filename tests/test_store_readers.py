@@ -108,12 +108,13 @@ async def test_a_store_of_an_older_format_is_read_as_it_is_without_upgrading_it(
     sees the same records through temporary tables and views, and the file stays format 2, byte for byte."""
     from arena.run.runner import run_tournament
     from arena.run.scenario import parse_scenario
-    from store_kit import TINY
+    from store_kit import TINY, as_format7
 
     scenario = parse_scenario(TINY)
     store = RunStore.create_or_resume(tmp_path / "run", scenario.name, "{}", scenario.fingerprint())
     await run_tournament(scenario, store=store)
     store.close()
+    as_format7(tmp_path / "run" / "run.sqlite")
     db = sqlite3.connect(tmp_path / "run" / "run.sqlite")
     db.executescript("DROP TABLE metrics; ALTER TABLE messages DROP COLUMN shown; PRAGMA user_version = 2;")
     db.close()

@@ -37,9 +37,10 @@ from arena.contract.runs.opening import (check_folder, connect_readonly, examine
                                          sqlite_reason, sqlite_refused)
 from arena.contract.runs.reader import RunReader
 from arena.contract.runs.schema import (ADDED_COLUMNS, REVIEW_COLUMNS, SCENARIO_FILE, SCHEMA, SCHEMA_VERSION, STORE_FILE,
-                                        UPGRADABLE, DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat,
+                                        UPGRADABLE, VIEWS, DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat,
                                         StoreError)
 from arena.store.lock import RunLock
+from arena.store.texts import MOVE_TO_TEXTS, Interned, ready_to_move
 
 # What the rows waiting for a commit are written with, in this order: a match's row before what
 # updates it. "matches" maps a key to (spec, position), which `RunStore.spec` reads before it is
@@ -50,8 +51,8 @@ _WRITES = {
                "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
                "started = NULL, ended = NULL",
     "starts": "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
-    "messages": "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "events": "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+    "messages": "INSERT INTO posted VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # texts by number: arena.store.texts
+    "events": "INSERT INTO happened VALUES (?, ?, ?, ?, ?)",
     "outcomes": "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
     "metrics": "INSERT INTO metrics VALUES (?, ?, ?, ?)",
     "reviews": f"INSERT INTO reviews ({REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -59,6 +60,7 @@ _WRITES = {
             "started = coalesce(?, started) WHERE key = ?",
 }
 _KEYED = ("matches", "starts")
+_CREATE = SCHEMA + VIEWS  # the tables, and the views the readers read messages and events through
 
 
 def _connect(path: Path) -> sqlite3.Connection:
@@ -76,7 +78,13 @@ def _connect(path: Path) -> sqlite3.Connection:
                 present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}  # none: SCHEMA creates it whole
                 alter += "".join(f"ALTER TABLE {table} ADD COLUMN {c} {kind}; " for c, kind in columns.items()
                                  if present and c not in present)
-            db.executescript(f"BEGIN; {SCHEMA} {alter} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+            # before format 8, messages and events were tables of their own: their rows move to the tables
+            # that number their texts, in the upgrade's one transaction (a crash leaves the old store whole)
+            move = ""
+            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages' AND type = 'table'").fetchone():
+                ready_to_move(db)
+                move = MOVE_TO_TEXTS
+            db.executescript(f"BEGIN; {SCHEMA} {alter} {move} {VIEWS} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
             version = SCHEMA_VERSION
     except sqlite3.DatabaseError as exc:
         db.close()
@@ -93,7 +101,7 @@ def _build(path: Path, name: str, scenario_text: str, fingerprint: str) -> None:
     """A whole new store, tables and run row, in a file that is not yet the run's."""
     db = sqlite3.connect(path, isolation_level=None)
     try:
-        db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
+        db.executescript(f"BEGIN; {_CREATE} PRAGMA user_version = {SCHEMA_VERSION};")
         now = time.time()
         db.execute(
             "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host, "
@@ -160,6 +168,7 @@ class RunStore:
         self.took_over: dict[str, Any] | None = None  # the writer before this one, which died holding the run
         self.set_aside: Path | None = None  # where --force-new (or an unfinished store) moved the old store to
         self._encoder = EventRows()
+        self._interned = Interned(db)  # the numbers of the texts and match keys the rows refer to
         # rows waiting for the next commit, written together (one statement per table, not per event),
         # and always before a commit or a wipe of the match's rows
         self._rows: dict[str, Any] = {table: ({} if table in _KEYED else []) for table in _WRITES}
@@ -248,7 +257,7 @@ class RunStore:
             raise
         try:
             # tables and format version as this version writes them, and the run row, in one transaction
-            db.executescript(f"BEGIN; {SCHEMA} PRAGMA user_version = {SCHEMA_VERSION};")
+            db.executescript(f"BEGIN; {_CREATE} PRAGMA user_version = {SCHEMA_VERSION};")
             now = time.time()
             db.execute(
                 "INSERT INTO run (id, name, scenario, fingerprint, arena_version, created, updated, status, pid, host, "
@@ -376,7 +385,9 @@ class RunStore:
             self._keys = {key for (key,) in self.db.execute("SELECT key FROM matches")}
         if spec.key in self._keys:
             self._write_rows()  # an earlier attempt's last rows go before they are wiped
-            for table in ("messages", "events", "outcomes", "metrics", "reviews"):  # calls stay: they were paid for
+            for table in ("posted", "happened"):  # their texts stay: the match played again posts them again
+                self.db.execute(f"DELETE FROM {table} WHERE match = (SELECT id FROM match_ids WHERE key = ?)", (spec.key,))
+            for table in ("outcomes", "metrics", "reviews"):  # calls stay: they were paid for
                 self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
         self._keys.add(spec.key)
         self._rows["matches"][spec.key] = (spec, position)  # its row is written with the others; `spec` reads it meanwhile
@@ -421,6 +432,10 @@ class RunStore:
                             for spec, position in rows.values()]
                 elif table == "starts":
                     rows = rows.values()
+                elif table == "messages":  # each text found or stored first, in this same transaction
+                    rows = self._interned.messages(rows)
+                elif table == "events":
+                    rows = self._interned.events(rows)
                 self.db.executemany(_WRITES[table], rows)
                 self._rows[table] = {} if table in _KEYED else []
 
@@ -552,6 +567,7 @@ class RunStore:
             pass  # SQLite rolled it back itself
         self._in_tx = False
         self._rows = {table: ({} if table in _KEYED else []) for table in _WRITES}
+        self._interned.clear()  # the numbers given in the rolled back transaction are gone
 
     @_whole
     def flush(self) -> None:

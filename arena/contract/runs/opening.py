@@ -109,7 +109,8 @@ def connect_readonly(path: Path) -> sqlite3.Connection:
         db = _probe(f"{uri}?mode=ro&immutable=1")
     try:
         version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        # views too: format 8's messages and events are views, which an older format's tables stand in for
+        tables = {name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
         if tables and version in UPGRADABLE:
             _read_as_current(db, tables)
         elif tables and version != SCHEMA_VERSION:

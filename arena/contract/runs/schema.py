@@ -17,8 +17,8 @@ from arena.contract.records import MatchRecord
 STORE_FILE = "run.sqlite"
 SCENARIO_FILE = "scenario.yaml"
 
-SCHEMA_VERSION = 7  # bump when the tables change; older stores are upgraded when they can be, else refused
-UPGRADABLE = {2, 3, 4, 5, 6}  # versions whose tables are a subset of these: opening one adds what is missing
+SCHEMA_VERSION = 8  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2, 3, 4, 5, 6, 7}  # versions whose tables are a subset of these: opening one adds what is missing
 # columns added since format 2, added to older stores; a review's structure (format 5) is NULL in
 # reviews stored before it, which peer rank reads as battles of their own, as it did then; the run's
 # key scheme (format 6) is NULL in runs begun before it, whose keys name agents ("agents"); why a
@@ -41,14 +41,20 @@ CREATE TABLE IF NOT EXISTS matches (
     spec TEXT NOT NULL, status TEXT NOT NULL, seats TEXT, params TEXT, rounds INTEGER,
     error TEXT, started REAL, ended REAL
 );
-CREATE TABLE IF NOT EXISTS messages (
-    match_key TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
-    sender TEXT NOT NULL, recipients TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL, data TEXT,
-    shown TEXT, PRIMARY KEY (match_key, seq)
+CREATE TABLE IF NOT EXISTS texts (
+    id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, text TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS events (
-    match_key TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL, at REAL,
-    PRIMARY KEY (match_key, seq)
+CREATE TABLE IF NOT EXISTS match_ids (
+    id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE
+);
+CREATE TABLE IF NOT EXISTS posted (
+    match INTEGER NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
+    sender TEXT NOT NULL, recipients INTEGER NOT NULL, kind TEXT NOT NULL, content INTEGER NOT NULL, data INTEGER,
+    shown TEXT, PRIMARY KEY (match, seq)
+);
+CREATE TABLE IF NOT EXISTS happened (
+    match INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, body INTEGER NOT NULL, at REAL,
+    PRIMARY KEY (match, seq)
 );
 CREATE TABLE IF NOT EXISTS outcomes (
     match_key TEXT NOT NULL, seat TEXT NOT NULL, agent TEXT NOT NULL, role TEXT NOT NULL, payoff REAL NOT NULL,
@@ -85,8 +91,42 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 """
 
+# Format 8 stores each distinct text once (``texts``, found by a hash of it) and each match key once
+# (``match_ids``): a message row (``posted``) and an event row (``happened``) hold their numbers. Rules
+# and prompts go to every seat of every match, and scripted agents give the same replies: most of a
+# run's text repeats. An event's body is stored without its opening match and type (the row has both),
+# which is what makes most bodies repeat; a body that does not open with them as plain text is kept
+# whole (it opens with "{", a shortened one with "," or "}"). The views ``messages`` and ``events``
+# give the rows as the formats before stored them, which is what every reader reads.
+VIEWS = """
+CREATE VIEW IF NOT EXISTS messages AS
+    SELECT p.rowid AS rowid, k.key AS match_key, p.seq AS seq, p.idx AS idx, p.round AS round, p.sender AS sender,
+           r.text AS recipients, p.kind AS kind, c.text AS content, d.text AS data, p.shown AS shown
+    FROM posted p JOIN match_ids k ON k.id = p.match JOIN texts r ON r.id = p.recipients
+    JOIN texts c ON c.id = p.content LEFT JOIN texts d ON d.id = p.data;
+CREATE VIEW IF NOT EXISTS events AS
+    SELECT h.rowid AS rowid, k.key AS match_key, h.seq AS seq, h.type AS type,
+           CASE WHEN substr(b.text, 1, 1) = '{' THEN b.text
+                ELSE '{"match":"' || k.key || '","type":"' || h.type || '"' || b.text END AS body, h.at AS at
+    FROM happened h JOIN match_ids k ON k.id = h.match JOIN texts b ON b.id = h.body;
+"""
+
+# the message and event tables of formats 2 to 7, which an upgrade to format 8 moves into the tables above
+OLD_TABLES = """
+CREATE TABLE IF NOT EXISTS messages (
+    match_key TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
+    sender TEXT NOT NULL, recipients TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL, data TEXT,
+    shown TEXT, PRIMARY KEY (match_key, seq)
+);
+CREATE TABLE IF NOT EXISTS events (
+    match_key TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL, at REAL,
+    PRIMARY KEY (match_key, seq)
+);
+"""
+
 # each table's CREATE statement, by its name: a reader of an older format makes the ones it lacks
-TABLES = {m.group(1): m.group(0) for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+) \(.*?\n\);", SCHEMA, re.S)}
+TABLES = {m.group(1): m.group(0)
+          for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+) \(.*?\n\);", OLD_TABLES + SCHEMA, re.S)}
 
 REVIEW_COLUMNS = "match_key, seq, question, a, b, reviewer, score, sample, shown_order, difference"
 
