@@ -73,7 +73,8 @@ def connected(address: str | None) -> Iterator[Any]:
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # a run tells no one it ran
     quiet = {"log_to_driver": False, "logging_level": logging.WARNING}  # workers' output would break the live view
     if address is None:
-        ray.init(include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
+        # "local": a new instance even when RAY_ADDRESS or a `ray start` on this machine names one
+        ray.init(address="local", include_dashboard=False, _node_ip_address="127.0.0.1", **quiet)
     else:
         if address != "auto":
             _reachable(address)
@@ -162,6 +163,8 @@ class RayWorkers(Workers):
         await trio.to_thread.run_sync(lambda: ray.wait(self._serving, num_returns=len(self._serving), timeout=10))
         for actor in self._actors:  # done, or stuck: it has nothing left to give
             ray.kill(actor)
+        gone = [actor.pid.remote() for actor in self._actors]  # answered by an error once the cluster knows it is dead
+        await trio.to_thread.run_sync(lambda: ray.wait(gone, num_returns=len(gone), timeout=10))
 
 
 def _receive(sock: socket.socket, size: int) -> bytes:

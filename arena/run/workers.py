@@ -301,9 +301,9 @@ class Workers:
                 elif kind == "crash":
                     raise WorkerFailed(f"worker process {worker.pid} crashed:\n{item[1]}")
         if not self._closing:
-            self._lost(worker)
+            self._lost(worker, services)
 
-    def _lost(self, worker: _Worker) -> None:
+    def _lost(self, worker: _Worker, services: Services) -> None:
         """A worker ended mid-run: stop the run, or (``replay_lost``) give back what it held and hand its
         matches back to the run (``play`` returns None), which wipes their rows and plays them again."""
         if not self.replay_lost:
@@ -312,10 +312,12 @@ class Workers:
         if not self._alive:
             raise WorkerFailed(f"every worker ended while the run needed them (the last: process {worker.pid})")
         worker.ready.set()  # the run no longer waits for it to prepare
-        for pending in list(self._pending.values()):
-            if pending.worker is worker and not pending.done.is_set():
-                pending.played = None
-                pending.done.set()
+        lost = [pending for pending in self._pending.values() if pending.worker is worker and not pending.done.is_set()]
+        for pending in lost:
+            pending.played = None
+            pending.done.set()
+        services.note(None, None, "worker", f"worker process {worker.pid} ended mid-run: its {len(lost)} unfinished "
+                      f"matches are played again by the {len(self._alive)} other worker(s)")
         for place in [place for place in self._held if place[0] is worker]:
             self._unslot(worker, place[1], 0)
         for digest, line in list(self._claims.items()):  # its turn at a request passes on; its place in a line goes
