@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -28,9 +29,12 @@ from arena.run.executor import ExecutorError
 from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
+from arena.run.workers import Workers
 from arena.store import RunStore
 
-from helpers import ROOT, arena_offline
+from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from helpers import ROOT, arena_offline, coins
+from mock_llm import OpenAIMock
 
 try:
     import ray
@@ -42,19 +46,20 @@ needs_ray = pytest.mark.skipif(ray is None, reason="Ray is not installed (pip in
 
 @pytest.fixture(scope="module")
 def cluster():
-    """One local Ray instance for the module: starting one takes seconds."""
-    usage = os.environ.get("RAY_USAGE_STATS_ENABLED")
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
-             logging_level=logging.WARNING)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        if usage is None:
-            os.environ.pop("RAY_USAGE_STATS_ENABLED", None)
-        else:
-            os.environ["RAY_USAGE_STATS_ENABLED"] = usage
+    """One local Ray instance for the module: starting one takes seconds. Its workers inherit the
+    environment it starts with: no real key, no proxy before 127.0.0.1, no usage statistics."""
+    with pytest.MonkeyPatch.context() as env:
+        for variable in _KEYS + _PROXIES:
+            env.delenv(variable, raising=False)
+        for variable in ("NO_PROXY", "no_proxy"):
+            env.setenv(variable, LOCAL)
+        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+                 logging_level=logging.WARNING)
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
 
 
 def write(path: Path, raw: dict) -> Path:
@@ -194,6 +199,67 @@ async def test_a_worker_killed_mid_run_has_its_matches_played_again_and_nothing_
     assert exported(tmp_path / "ray", capsys) == exported(tmp_path / "local", capsys)  # each match once, unchanged
 
 
+# -- what a model is sent, and the limits ---------------------------------------------------------
+
+
+def model_scenario(url: str) -> dict:
+    model = {"backend": "openai", "base_url": url, "model": "mock-model", "seed": 1, "temperature": 0,
+             "backoff": 0.01, "timeout": 20}
+    return {"name": "models", "seed": 5, "agents": {"alice": model, "bob": dict(model)},
+            "games": [{"game": "public_goods", "params": {"rounds": 1}}],
+            "tournament": {"format": "fixed", "repeats": 2},  # two matches: one per worker
+            "concurrency": {"matches": 2}, "limits": {"openai": {"calls": 1}}}
+
+
+@needs_ray
+async def test_ray_workers_send_a_model_what_one_process_sends_and_hold_the_run_s_limits(tmp_path, monkeypatch, cluster):
+    """``calls: 1`` is one request in flight for the whole run, not one per actor. Each of the two actors
+    plays a match whose two seats ask at once: the server holds the first request until the run's process
+    has a request of the other actor waiting for its place (the limit held), or a second request reaches
+    the server (the limit broken), whichever comes first."""
+    contended, lock = threading.Event(), threading.Lock()
+    in_flight, peak = [0], [0]
+    original = Workers._hold
+
+    async def hold(self, worker, held, *rest):
+        if len({w for (w, _), h in self._held.items() if not h.released.is_set()}) >= 2:
+            contended.set()  # requests of both actors wait at the run's process at once
+        await original(self, worker, held, *rest)
+
+    def answer(body):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            if in_flight[0] > 1:
+                contended.set()
+        try:
+            if ray_run:
+                assert contended.wait(60), "the other actor never asked"
+            return coins(4)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(Workers, "_hold", hold)
+    seen = {}
+    for ray_run in (False, True):
+        with OpenAIMock(responder=answer) as mock:
+            raw = model_scenario(mock.base_url)
+            execution = Execution(executor="ray", workers=2) if ray_run else None
+            scenario = parse_scenario(raw)
+            store = RunStore.create_or_resume(tmp_path / str(ray_run), scenario.name, yaml.safe_dump(raw),
+                                              scenario.fingerprint())
+            try:
+                result = await run_tournament(scenario, store, use_cache=False, execution=execution)
+                calls = list(store.read.calls())
+            finally:
+                store.close()
+            seen[ray_run] = sorted(json.dumps(body, sort_keys=True) for body in mock.bodies())
+        assert result.count("finished") == 2 and len(calls) == 4
+    assert len(seen[True]) == 4 and seen[True] == seen[False]  # the same requests, byte for byte
+    assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
+
+
 # -- what cannot be ------------------------------------------------------------------------------
 
 
@@ -222,6 +288,7 @@ def test_without_ray_the_ray_executor_is_a_sentence(monkeypatch):
             pass
 
 
+@needs_ray
 @pytest.mark.parametrize("address, said", [
     ("ray://10.0.0.1:10001", "is a Ray client address, and a client is not a node"),
     ("headnode", "is not a Ray cluster's address: give auto or HOST:PORT of its head"),
@@ -229,9 +296,11 @@ def test_without_ray_the_ray_executor_is_a_sentence(monkeypatch):
 def test_an_address_that_is_no_cluster_s_is_said(monkeypatch, address, said):
     from arena.run.ray_workers import connected
 
-    if ray is not None:
-        monkeypatch.setattr(ray, "is_initialized", lambda: False)  # the module's instance, if any, is not asked
-    monkeypatch.setattr(ray if ray is not None else object(), "init", None, raising=False)
+    def refuse(*args, **kwargs):
+        raise AssertionError("Ray was asked to connect")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a new process: the module's instance is not used
+    monkeypatch.setattr(ray, "init", refuse)
     with pytest.raises(ExecutorError, match=said):
         with connected(address):
             pass
