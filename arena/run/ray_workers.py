@@ -145,6 +145,7 @@ class RayWorkers(Workers):
                                                f"{START_WITHIN} s: the cluster has no room for them") from None
                         continue
                     sock.settimeout(None)
+                    _keep_alive(sock)
                     workers.append(_Worker(_PID.unpack(_receive(sock, _PID.size))[0], sock))
             except BaseException as exc:
                 for sock in (w.sock for w in workers):
@@ -165,6 +166,15 @@ class RayWorkers(Workers):
             ray.kill(actor)
         gone = [actor.pid.remote() for actor in self._actors]  # answered by an error once the cluster knows it is dead
         await trio.to_thread.run_sync(lambda: ray.wait(gone, num_returns=len(gone), timeout=10))
+
+
+def _keep_alive(sock: socket.socket) -> None:
+    """A worker's machine that goes silent (a lost node closes nothing) ends its connection within a
+    minute, and its matches are played again elsewhere, instead of the run waiting for them forever."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for option, value in (("TCP_KEEPIDLE", 20), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 4)):
+        if hasattr(socket, option):  # Linux's names; elsewhere the system's defaults
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 
 
 def _receive(sock: socket.socket, size: int) -> bytes:

@@ -312,7 +312,8 @@ async def run_tournament(
 
     order: list[str] = []
     beyond_limit = 0
-    with tuned_for_a_run(), ExitStack() as cluster:  # a Ray instance started for the run stops after it  # the collector walks only what the run makes
+    # the collector walks only what the run makes; a Ray instance started for the run stops after it
+    with tuned_for_a_run(), ExitStack() as cluster:
         try:
             job = Job(scenario, execution.workers, cache_path(scenario, store), use_cache)
             if execution.executor == "processes":

@@ -117,7 +117,13 @@ class _Outbox:
 async def _frames(stream: trio.SocketStream) -> AsyncIterator[list[tuple]]:
     """The stream's frames until it closes."""
     buffer = bytearray()
-    while data := await stream.receive_some(1 << 18):
+    while True:
+        try:
+            data = await stream.receive_some(1 << 18)
+        except trio.BrokenResourceError:  # reset, or timed out by keepalive (a machine gone silent): ended too
+            return
+        if not data:
+            return
         buffer += data
         start = 0
         while len(buffer) - start >= 4:
