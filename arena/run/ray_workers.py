@@ -81,7 +81,8 @@ def connected(address: str | None) -> Iterator[Any]:
         try:
             ray.init(address=address, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
-            where = "no Ray cluster runs on this machine" if address == "auto" else f"the Ray cluster at {address} cannot be reached"
+            where = ("no Ray cluster runs on this machine" if address == "auto"
+                     else f"the Ray cluster at {address} cannot be reached")
             raise ExecutorError(f"{where} ({exc}); nothing was played") from None
     try:
         yield ray
