@@ -78,8 +78,9 @@ def _user_errors() -> tuple[type[Exception], ...]:
     from arena.store import StoreError
 
     from arena.cli.rescore import RescoreError
+    from arena.run.executor import ExecutorError
 
-    return ConfigError, StoreError, ReviewError, FatalAgentError, OutputError, RescoreError
+    return ConfigError, StoreError, ReviewError, FatalAgentError, OutputError, RescoreError, ExecutorError
 
 
 def _error(text: str) -> None:
@@ -110,6 +111,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--processes", type=_at_most("concurrency.processes"), metavar="N",
                      help="worker processes that play the matches (overrides the scenario's concurrency.processes; "
                           "for matches whose own work, or a fast server's many answers, takes the time)")
+    run.add_argument("--executor", choices=("local", "processes", "ray"),
+                     help="where the matches are played (overrides the scenario's execution.executor): the run's "
+                          "process, worker processes on this machine, or Ray actors on a cluster")
+    run.add_argument("--address", metavar="ADDR",
+                     help="with --executor ray: auto (the cluster this machine is a node of) or HOST:PORT of its head; "
+                          "without it a local Ray instance is started for the run")
+    run.add_argument("--workers", type=_at_most("concurrency.processes"), metavar="N",
+                     help="worker processes or Ray actors (overrides execution.workers)")
     run.add_argument("--no-cache", action="store_true", help="ask the models again instead of reusing cached replies")
     run.add_argument("--dry-run", action="store_true", help="print the planned matches, calls, tokens and cost; play nothing")
     _scenario_options(run)
@@ -237,7 +246,7 @@ def _parser() -> argparse.ArgumentParser:
     rescore_view.add_argument("--plain", action="store_true", help="one line per event")
     rescore_view.add_argument("--quiet", action="store_true", help="only the results")
     rescore.set_defaults(handler=_rescore, rounds=False, concurrency=None, processes=None, no_cache=False, limit=None,
-                         overrides=[])
+                         overrides=[], executor=None, address=None, workers=None)
 
     watch = sub.add_parser("watch", help="follow a run that another process is playing")
     watch.add_argument("run_dir", type=Path)
@@ -397,7 +406,7 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
     try:
         with observer if hasattr(observer, "__enter__") else contextlib.nullcontext():
             result = trio.run(run_tournament, scenario, store, observer, args.concurrency, not args.no_cache,
-                              args.limit, args.processes)
+                              args.limit, args.processes, _execution(args, scenario))
     except KeyboardInterrupt:
         console.print(f"Interrupted. Finished matches are kept in {run_dir}; run the same command to resume.")
         return 130
@@ -405,6 +414,27 @@ def _play(args: argparse.Namespace, scenario, store: RunStore) -> int:
         output_console(stderr=True).print(Text("warning: ", style="bold yellow") + Text(warning))
     lost = store.journal_lost()  # asked before the read-back, which saves what it can
     return _report_run(args, console, run_dir, store, result, store.saved(), lost)
+
+
+def _execution(args: argparse.Namespace, scenario):
+    """The scenario's execution block with --executor, --address and --workers over it (None: as the scenario says)."""
+    from pydantic import ValidationError
+
+    from arena.contract.errors import ConfigError, Problem
+    from arena.run.scenario import Execution
+
+    given = {field: value for field in ("executor", "address", "workers") if (value := getattr(args, field)) is not None}
+    if not given:
+        return None
+    if args.processes is not None:
+        raise ConfigError([Problem(("--processes",), "--processes N is the older spelling of --executor processes "
+                                   "--workers N: give one of them")], "the command line")
+    base = scenario.execution_settings()
+    kept = base.model_dump() if given.get("executor", base.executor) == base.executor else {}  # another executor: its own defaults
+    try:
+        return Execution.model_validate(kept | given)
+    except ValidationError as exc:
+        raise ConfigError.from_validation(exc, ("execution",), "the command line") from None
 
 
 def _overrides_hint(run_dir: Path, given: list[str]) -> str:

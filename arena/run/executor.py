@@ -17,10 +17,16 @@ from typing import Protocol
 
 from arena.contract.agent import Agent
 from arena.contract.calls import Services
+from arena.contract.errors import ArenaError
 from arena.contract.records import MatchSpec
 from arena.engine.match import EventSink, Played, play_spec
 from arena.run.scenario import Scenario
 from arena.store import RunStore
+
+
+class ExecutorError(ArenaError):
+    """The executor cannot start: Ray is not installed, its cluster cannot be reached or has no room for the
+    workers. Said in a sentence before any match is played."""
 
 
 def build_agents(scenario: Scenario, services: Services | None = None) -> dict[str, Agent]:
@@ -44,7 +50,8 @@ class Executor(Protocol):
 
     async def play(self, spec: MatchSpec, sinks: Sequence[EventSink], store: RunStore | None = None) -> Played:
         """Play the match, handing every event to each sink and its rows to the store as it happens;
-        a spec that cannot be set up gives a failed record, never an exception."""
+        a spec that cannot be set up gives a failed record, never an exception. None: the process playing
+        it was lost (a Ray worker killed); the run wipes what it stored of the match and plays it again."""
         ...
 
 

@@ -9,7 +9,7 @@ matches already finished, and each one's row as its turn in the plan comes."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from pathlib import Path
 
 import trio
@@ -31,7 +31,7 @@ from arena.run.collector import tuned_for_a_run
 from arena.run.executor import Executor, InProcess, build_agents
 from arena.run.workers import Job, Workers
 from arena.run.outages import Outage, Outages
-from arena.run.scenario import Concurrency, Scenario, UntilStable
+from arena.run.scenario import Concurrency, Execution, Scenario, UntilStable
 from arena.store import RunStore
 from arena.store.commits import GroupCommit
 from arena.store.rows import MatchRow, ScoreRow
@@ -211,12 +211,14 @@ async def run_tournament(
     use_cache: bool = True,
     limit: int | None = None,
     processes: int | None = None,
+    execution: Execution | None = None,
 ) -> TournamentResult:
     """``limit``: play only the first ``limit`` matches of the plan, until_stable's added blocks
     included (a smoke test). A match is the same whatever the limit, so a later run without it keeps
     them and plays the rest; a run the limit cut short judges no stability, as that needs whole blocks.
     ``processes``: worker processes that play the matches (default: the scenario's
-    ``concurrency.processes``; 1 plays them in this process)."""
+    ``concurrency.processes``; 1 plays them in this process). ``execution``: where the matches are
+    played (default: the scenario's ``execution``, or ``processes``)."""
     observer = observer or Observer()
     spending = Spending()
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
@@ -240,12 +242,12 @@ async def run_tournament(
     agents = build_agents(scenario, services)
     scheme = store.read.key_scheme() if store is not None else KEY_SCHEME  # a resumed old run keeps its keys and seeds
     wave = plan(scenario, scheme)
-    processes = processes or scenario.concurrency.processes
+    execution = execution or scenario.execution_settings(processes)
     people = sorted(name for name, agent in agents.items() if agent.uses_terminal)
-    if processes > 1 and people:  # a worker process has no terminal to ask a person at
+    if execution.executor != "local" and people:  # a worker has no terminal to ask a person at
         raise FatalAgentError(f"agent {people[0]!r} is a person at this terminal, who can only be asked in the run's "
-                              f"own process, not in one of {processes} worker processes: set concurrency.processes to 1 "
-                              "(or leave out --processes)")
+                              f"own process, not in one of {execution.workers or 'several'} worker processes: play "
+                              "it with executor: local (concurrency.processes 1, no --processes)")
     executor: Executor = InProcess(agents)  # or the workers, forked once nothing can fail before they serve
     not_started: list[str] = []
     unplayed: list[str] = []
@@ -295,6 +297,8 @@ async def run_tournament(
                 if store is not None:
                     store.prepare(spec, position)
                 played = await executor.play(spec, sinks, store)
+                if played is None:  # the worker playing it was lost: its rows are wiped and it is played again
+                    continue
                 record = played.record
                 if played.outage is not None:  # before the slot is free: no match may start on a backend that is down
                     outages.failed(played.outage)
@@ -308,11 +312,18 @@ async def run_tournament(
 
     order: list[str] = []
     beyond_limit = 0
-    with tuned_for_a_run():  # the collector walks only what the run makes
+    # the collector walks only what the run makes; a Ray instance started for the run stops after it
+    with tuned_for_a_run(), ExitStack() as cluster:
         try:
-            if processes > 1:
+            job = Job(scenario, execution.workers, cache_path(scenario, store), use_cache)
+            if execution.executor == "processes":
                 with services.cache.closed() if services.cache is not None else nullcontext():
-                    executor = Workers.fork(Job(scenario, processes, cache_path(scenario, store), use_cache), preload=wave)
+                    executor = Workers.fork(job, preload=wave)
+            elif execution.executor == "ray":  # imported here: Ray takes seconds to import, and is an extra
+                from arena.run.ray_workers import RayWorkers, connected
+
+                ray = cluster.enter_context(connected(execution.address))  # unreachable: said before anything is played
+                executor = await trio.to_thread.run_sync(RayWorkers.start, ray, job)
             async with executor.serving(services):
                 await executor.ready()  # a missing key or model stops the run before any match starts
                 while wave:

@@ -196,6 +196,32 @@ class Concurrency(BaseModel):
         return self.agents.get(agent, self.per_agent)
 
 
+class Execution(BaseModel):
+    """Where the matches are played. Whatever the executor, the run's own process keeps the plan, the
+    limits, the budget and the store (it is their one writer), and a match's result depends only on its
+    spec and seed, so the store and the export are the same."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    executor: Literal["local", "processes", "ray"] = Field(
+        "local", description="local: the run's own process; processes: worker processes forked on this machine; "
+        "ray: Ray actors on a cluster (pip install 'arena-eval[ray]').")
+    address: str | None = Field(None, description="ray only: `auto` joins the cluster this machine is a node of, "
+                                "HOST:PORT the cluster whose head listens there; none starts a local Ray instance "
+                                "for the run and stops it after.")
+    workers: int | None = Field(None, ge=1, le=256, description="Worker processes or Ray actors, each building the "
+                                "scenario's agents once (default: this machine's cores; with ray, the cluster's CPUs).")
+
+    @model_validator(mode="after")
+    def _fits_the_executor(self) -> Execution:
+        if self.address is not None and self.executor != "ray":
+            raise ValueError(f"address is where a Ray cluster is, for executor: ray, not {self.executor}")
+        if self.executor == "local" and (self.workers or 1) > 1:
+            raise ValueError("executor: local plays every match in the run's own process; for several workers "
+                             "say executor: processes (or ray)")
+        return self
+
+
 class Price(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -229,6 +255,8 @@ class Scenario(BaseModel):
     tournament: Tournament = Field(default_factory=Tournament)
     match: MatchSettings = Field(default_factory=MatchSettings)
     concurrency: Concurrency = Field(default_factory=Concurrency)
+    execution: Execution = Field(default_factory=Execution, description="Where the matches are played: "
+                                 "executor local, processes or ray.")
     limits: dict[str, LimitSettings] = Field(default_factory=dict, description="Per backend: calls at once, requests and tokens per minute.")
     prices: dict[str, Price] = Field(
         default_factory=dict,
@@ -268,6 +296,25 @@ class Scenario(BaseModel):
         if not isinstance(value, (dict, Concurrency)):
             raise ValueError(f"expected a number of matches at once, or a block of fields ({', '.join(Concurrency.model_fields)})")
         return value
+
+    @model_validator(mode="after")
+    def _one_spelling_of_the_workers(self) -> Scenario:
+        # concurrency.processes came first and stays, meaning executor: processes with that many workers;
+        # a scenario that also says execution must say the same thing there
+        n, given = self.concurrency.processes, self.execution
+        if n > 1 and given.executor != "local" and (given.executor, given.workers) != ("processes", n):
+            raise ValueError(f"concurrency.processes: {n} is the older spelling of execution: {{executor: processes, "
+                             f"workers: {n}}}, and this scenario's execution block says otherwise: keep one of them")
+        return self
+
+    def execution_settings(self, processes: int | None = None) -> Execution:
+        """Where the matches are played: the execution block, or concurrency.processes (``processes``, from
+        --processes, overrides both: 1 is the run's own process)."""
+        if processes is not None:
+            return Execution(executor="processes", workers=processes) if processes > 1 else Execution()
+        if self.execution.executor == "local" and self.concurrency.processes > 1:
+            return Execution(executor="processes", workers=self.concurrency.processes)
+        return self.execution
 
     def agent_config(self, name: str) -> tuple[type[Agent], AgentConfig]:
         raw = self.agents[name]
@@ -323,7 +370,8 @@ def _inner_model(annotation) -> type[BaseModel] | None:
 def _scenario_hint(loc: tuple[Any, ...]) -> str | None:
     """For an unknown key: the closest key of its own block, or the block where the key belongs."""
     key, here = str(loc[-1]), _model_at(loc[:-1])
-    homes = {"tournament": Tournament, "match": MatchSettings, "concurrency": Concurrency, "games[i]": GameEntry,
+    homes = {"tournament": Tournament, "match": MatchSettings, "concurrency": Concurrency, "execution": Execution,
+             "games[i]": GameEntry,
              "budget": Budget, "anonymity": Anonymity, "tournament.schedule": Schedule}
     for place, model in homes.items():
         if model is not here and key in model.model_fields:

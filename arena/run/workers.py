@@ -19,8 +19,10 @@ for that reply (the cache is one SQLite file), notes are said once, and the budg
 worker's calls. The rate limits are the run's: a worker asks the run's process for a place under
 an endpoint's limits before each request and gives it back after, with the tokens the request
 used, so the calls at once, requests and tokens per minute of all workers together are those the
-scenario allows (a round trip on the socket per request). A worker that dies stops the run as a
-crash of the run would: finished matches are kept and a rerun replays the others. When the run
+scenario allows (a round trip on the socket per request). A forked worker that dies stops the run
+as a crash of the run would: finished matches are kept and a rerun replays the others (Ray's workers,
+``arena.run.ray_workers``, speak the same protocol over TCP and hand a lost worker's matches to the
+others instead). When the run
 ends, or its process dies, the workers see their socket close and exit.
 
 What crosses a socket is a frame: its length in 4 bytes, then a pickled list of items, each a
@@ -84,7 +86,7 @@ class Job:
     """What a worker needs besides the code: all of it is in memory when the run forks."""
 
     scenario: Scenario
-    workers: int
+    workers: int | None  # None: one per core (of this machine, or of the Ray cluster)
     cache: Path | None  # the run's response cache, a file every worker opens
     use_cache: bool
 
@@ -115,7 +117,13 @@ class _Outbox:
 async def _frames(stream: trio.SocketStream) -> AsyncIterator[list[tuple]]:
     """The stream's frames until it closes."""
     buffer = bytearray()
-    while data := await stream.receive_some(1 << 18):
+    while True:
+        try:
+            data = await stream.receive_some(1 << 18)
+        except trio.BrokenResourceError:  # reset, or timed out by keepalive (a machine gone silent): ended too
+            return
+        if not data:
+            return
         buffer += data
         start = 0
         while len(buffer) - start >= 4:
@@ -143,6 +151,7 @@ class _Worker:
 class _Pending:
     sinks: Sequence[EventSink]
     store: RunStore | None
+    worker: _Worker
     messages: list[Message] = field(default_factory=list)
     events: EventLog = field(default_factory=EventLog)
     played: Played | None = None
@@ -161,11 +170,17 @@ class _Held:
 class Workers:
     """The executor of a run played by worker processes (``arena.run.executor``)."""
 
+    # A worker that ends while the run needs it: False stops the run (a forked worker dies with a bug or
+    # the machine, as the run itself would); True plays its unfinished matches again on the others (a
+    # cluster's worker lost with its node), and only the last one's end stops the run.
+    replay_lost = False
+
     def __init__(self, workers: list[_Worker]):
         self._workers = workers
+        self._alive = list(workers)  # those matches are handed to
         self._pending: dict[str, _Pending] = {}
         self._claims: dict[str, deque[_Worker]] = {}  # a request being asked -> the workers in line, the asker first
-        self._held: dict[tuple[int, int], _Held] = {}  # (worker pid, its number for the request) -> its place
+        self._held: dict[tuple[_Worker, int], _Held] = {}  # (worker, its number for the request) -> its place
         self._nursery: trio.Nursery | None = None
         self._closing = False
 
@@ -185,7 +200,7 @@ class Workers:
                              "set concurrency.processes to 1")
         workers: list[_Worker] = []
         sys.stdout.flush(), sys.stderr.flush()  # nothing buffered is written twice
-        for _ in range(job.workers):
+        for _ in range(job.workers or os.cpu_count() or 1):
             ours, theirs = socket.socketpair()
             with warnings.catch_warnings():  # Python 3.12 warns of other threads (a live view's): a worker uses none of their locks
                 warnings.simplefilter("ignore", DeprecationWarning)
@@ -228,9 +243,9 @@ class Workers:
         for worker in self._workers:
             await worker.ready.wait()
 
-    async def play(self, spec: MatchSpec, sinks: Sequence[EventSink], store: RunStore | None = None) -> Played:
-        worker = min(self._workers, key=lambda w: w.playing)
-        pending = self._pending[spec.key] = _Pending(sinks, store, events=EventLog(match=spec.key))
+    async def play(self, spec: MatchSpec, sinks: Sequence[EventSink], store: RunStore | None = None) -> Played | None:
+        worker = min(self._alive, key=lambda w: w.playing)
+        pending = self._pending[spec.key] = _Pending(sinks, store, worker, events=EventLog(match=spec.key))
         worker.playing += 1
         try:
             worker.outbox.put("play", spec)
@@ -292,7 +307,33 @@ class Workers:
                 elif kind == "crash":
                     raise WorkerFailed(f"worker process {worker.pid} crashed:\n{item[1]}")
         if not self._closing:
+            self._lost(worker, services)
+
+    def _lost(self, worker: _Worker, services: Services) -> None:
+        """A worker ended mid-run: stop the run, or (``replay_lost``) give back what it held and hand its
+        matches back to the run (``play`` returns None), which wipes their rows and plays them again."""
+        if not self.replay_lost:
             raise WorkerFailed(f"worker process {worker.pid} ended while the run needed it")
+        self._alive.remove(worker)
+        if not self._alive:
+            raise WorkerFailed(f"every worker ended while the run needed them (the last: process {worker.pid})")
+        worker.ready.set()  # the run no longer waits for it to prepare
+        lost = [pending for pending in self._pending.values() if pending.worker is worker and not pending.done.is_set()]
+        for pending in lost:
+            pending.played = None
+            pending.done.set()
+        services.note(None, None, "worker", f"worker process {worker.pid} ended mid-run: its {len(lost)} unfinished "
+                      f"matches are played again by the {len(self._alive)} other worker(s)")
+        for place in [place for place in self._held if place[0] is worker]:
+            self._unslot(worker, place[1], 0)
+        for digest, line in list(self._claims.items()):  # its turn at a request passes on; its place in a line goes
+            if worker in line:
+                asking = line[0] is worker
+                line.remove(worker)
+                if not line:
+                    del self._claims[digest]
+                elif asking:
+                    line[0].outbox.put("turn", digest)
 
     def _played(self, record: dict, outage: tuple[str, str, str, str] | None) -> None:
         pending = self._pending.get(record["key"])
@@ -303,11 +344,11 @@ class Workers:
         pending.done.set()
 
     def _slot(self, worker: _Worker, services: Services, number: int, backend: str, endpoint: str, tokens: int) -> None:
-        held = self._held[(worker.pid, number)] = _Held()
+        held = self._held[(worker, number)] = _Held()
         self._nursery.start_soon(self._hold, worker, held, services, number, backend, endpoint, tokens)
 
     def _unslot(self, worker: _Worker, number: int, tokens: int) -> None:
-        held = self._held.pop((worker.pid, number))
+        held = self._held.pop((worker, number))
         held.tokens = tokens
         held.released.set()
         held.scope.cancel()  # if it is still waiting for its place, it stops waiting

@@ -1,0 +1,345 @@
+"""A run played by Ray actors (``execution: {executor: ray}``, ``arena run --executor ray``) is the
+run one process plays: the same export byte for byte, the run's process the one writer of its store,
+and a worker killed mid-run costs nothing but time (its matches are played again elsewhere, stored
+once). A cluster that cannot be reached is said in a sentence before anything is played.
+
+One local Ray instance (127.0.0.1, no dashboard, 2 CPUs) serves the module; the user's path, where
+`arena run` starts an instance of its own and stops it, runs once as a command. Nothing here leaves
+127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import trio
+import yaml
+
+from arena.cli import main
+from arena.contract.errors import ConfigError
+from arena.run.executor import ExecutorError
+from arena.run.runner import Observer, run_tournament
+from arena.run.scenario import Execution, parse_scenario
+from arena.run.tournament import count
+from arena.run.workers import Workers
+from arena.store import RunStore
+
+from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from helpers import ROOT, arena_offline, coins
+from mock_llm import OpenAIMock
+
+try:
+    import ray
+except ImportError:  # the test extras install it, so CI runs these
+    ray = None
+
+needs_ray = pytest.mark.skipif(ray is None, reason="Ray is not installed (pip install 'arena-eval[ray]')")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """One local Ray instance for the module: starting one takes seconds. Its workers inherit the
+    environment it starts with: no real key, no proxy before 127.0.0.1, no usage statistics."""
+    with pytest.MonkeyPatch.context() as env:
+        for variable in _KEYS + _PROXIES:
+            env.delenv(variable, raising=False)
+        for variable in ("NO_PROXY", "no_proxy"):
+            env.setenv(variable, LOCAL)
+        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+                 logging_level=logging.WARNING)
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+
+
+def write(path: Path, raw: dict) -> Path:
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def public_goods(rounds: int = 5) -> dict:
+    """The quickstart, one repeat: 30 matches of four scripted players."""
+    raw = yaml.safe_load((ROOT / "scenarios" / "quickstart.yaml").read_text(encoding="utf-8"))
+    raw["tournament"]["repeats"] = 1
+    for entry in raw["games"]:
+        entry["params"]["rounds"] = rounds
+    return raw
+
+
+def pairwise_review() -> dict:
+    """Five synthetic peers answer and judge eight questions: every comparison a synthetic judge's."""
+    raw = yaml.safe_load((ROOT / "scenarios" / "pairwise-review-synthetic.yaml").read_text(encoding="utf-8"))
+    params = raw["games"][0]["params"]
+    params["questions"] = str(ROOT / "scenarios" / params["questions"])
+    return raw
+
+
+def cli(*args) -> int:
+    return main([str(a) for a in args])
+
+
+def exported(run_dir: Path, capsys) -> tuple[str, str]:
+    out = []
+    for form in ("jsonl", "csv"):
+        capsys.readouterr()
+        assert main(["export", str(run_dir), "--format", form]) == 0
+        out.append(capsys.readouterr().out)
+    return out[0], out[1]
+
+
+def played_here_never(monkeypatch) -> None:
+    """The run's own process plays no match: only the actors may."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a match was played in the run's own process")
+    monkeypatch.setattr("arena.run.executor.play_spec", refuse)
+
+
+def no_workers_left() -> bool:
+    return not [name for name in ray.util.list_named_actors() if name.startswith("arena-worker")]
+
+
+# -- the same results, wherever the matches are played --------------------------------------------
+
+
+@needs_ray
+@pytest.mark.parametrize("scenario, matches", [(public_goods, 30), (pairwise_review, 8)],
+                         ids=["public-goods", "pairwise-review"])
+def test_ray_workers_store_what_the_run_s_own_process_stores(tmp_path, capsys, monkeypatch, cluster, scenario, matches):
+    raw = scenario()
+    path = write(tmp_path / "s.yaml", raw)
+    assert cli("run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
+    local = exported(tmp_path / "local", capsys)
+    played_here_never(monkeypatch)
+    assert cli("run", path, "--quiet", "--executor", "ray", "--workers", 2, "--run-dir", tmp_path / "ray") == 0
+    assert exported(tmp_path / "ray", capsys) == local  # JSON lines and CSV, byte for byte
+    lines = local[0].splitlines()
+    assert len(lines) == count(parse_scenario(raw)) == matches and {json.loads(x)["status"] for x in lines} == {"finished"}
+    assert no_workers_left()  # the run's actors are gone with it; the cluster stays
+
+
+@needs_ray
+def test_a_run_without_an_address_starts_a_local_ray_instance_and_stops_it(tmp_path, capsys):
+    """The user's path: `arena run --executor ray` with no cluster around, as a command."""
+    raw = public_goods(rounds=2)
+    raw["games"] = raw["games"][:1]
+    path = write(tmp_path / "s.yaml", raw)
+    done = arena_offline("run", path, "--quiet", "--executor", "ray", "--run-dir", tmp_path / "ray", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stdout.splitlines()[-1] == f"15 of 15 matches finished. Run directory: {tmp_path / 'ray'}"
+    assert cli("run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
+    assert exported(tmp_path / "ray", capsys) == exported(tmp_path / "local", capsys)
+
+
+# -- a worker lost mid-run ---------------------------------------------------------------------
+
+
+class KillsAWorker(Observer):
+    """At the first thing a match says, kills the process of one of the run's actors (as the system or a
+    lost node would: no clean-up, nothing said); counts every match's starts."""
+
+    def __init__(self):
+        self.starts: Counter[str] = Counter()
+        self.earlier = set(ray.util.list_named_actors())  # another run's actors, if the cluster has not forgotten them yet
+        self.victim: int | None = None
+        self.killed = False
+        self.notes: list[str] = []
+
+    def planned(self, total: int) -> None:  # the actors are ready and no match has started: ask one its process
+        if self.victim is None:
+            names = sorted(n for n in set(ray.util.list_named_actors()) - self.earlier if n.startswith("arena-worker"))
+            self.victim = ray.get(ray.get_actor(names[0]).pid.remote())
+
+    def event(self, event) -> None:
+        if event.type == "match_started":
+            self.starts[event.match] += 1
+        if not self.killed:
+            os.kill(self.victim, signal.SIGKILL)
+            self.killed = True
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+@needs_ray
+async def test_a_worker_killed_mid_run_has_its_matches_played_again_and_nothing_stored_twice(tmp_path, capsys, cluster):
+    raw = public_goods()
+    for agent in raw["agents"].values():  # a match takes a few turns of 20 ms: the worker is killed in the middle
+        agent["delay"] = 0.02
+    path = write(tmp_path / "s.yaml", raw)
+    assert await trio.to_thread.run_sync(cli, "run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
+    scenario = parse_scenario(raw)
+    store = RunStore.create_or_resume(tmp_path / "ray", scenario.name, path.read_text(), scenario.fingerprint())
+    killer = KillsAWorker()
+    try:
+        result = await run_tournament(scenario, store, killer, execution=Execution(executor="ray", workers=2))
+    finally:
+        store.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(killer.victim, 0)  # it is gone
+    assert result.count("finished") == count(scenario) == 30
+    said = [n for n in killer.notes if n.startswith(f"worker process {killer.victim} ended mid-run")]
+    assert len(said) == 1 and said[0].endswith("unfinished matches are played again by the 1 other worker(s)")
+    lost = int(said[0].split("its ")[1].split()[0])
+    assert 1 <= lost <= 4  # it had its half of the 8 matches at once, none finished
+    assert max(killer.starts.values()) <= 2  # a match it had begun started once more, on the other worker
+    assert exported(tmp_path / "ray", capsys) == exported(tmp_path / "local", capsys)  # each match once, unchanged
+
+
+# -- what a model is sent, and the limits ---------------------------------------------------------
+
+
+def model_scenario(url: str) -> dict:
+    model = {"backend": "openai", "base_url": url, "model": "mock-model", "seed": 1, "temperature": 0,
+             "backoff": 0.01, "timeout": 20}
+    return {"name": "models", "seed": 5, "agents": {"alice": model, "bob": dict(model)},
+            "games": [{"game": "public_goods", "params": {"rounds": 1}}],
+            "tournament": {"format": "fixed", "repeats": 2},  # two matches: one per worker
+            "concurrency": {"matches": 2}, "limits": {"openai": {"calls": 1}}}
+
+
+@needs_ray
+async def test_ray_workers_send_a_model_what_one_process_sends_and_hold_the_run_s_limits(tmp_path, monkeypatch, cluster):
+    """``calls: 1`` is one request in flight for the whole run, not one per actor. Each of the two actors
+    plays a match whose two seats ask at once: the server holds the first request until the run's process
+    has a request of the other actor waiting for its place (the limit held), or a second request reaches
+    the server (the limit broken), whichever comes first."""
+    contended, lock = threading.Event(), threading.Lock()
+    in_flight, peak = [0], [0]
+    original = Workers._hold
+
+    async def hold(self, worker, held, *rest):
+        if len({w for (w, _), h in self._held.items() if not h.released.is_set()}) >= 2:
+            contended.set()  # requests of both actors wait at the run's process at once
+        await original(self, worker, held, *rest)
+
+    def answer(body):
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            if in_flight[0] > 1:
+                contended.set()
+        try:
+            if ray_run:
+                assert contended.wait(60), "the other actor never asked"
+            return coins(4)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(Workers, "_hold", hold)
+    seen = {}
+    for ray_run in (False, True):
+        with OpenAIMock(responder=answer) as mock:
+            raw = model_scenario(mock.base_url)
+            execution = Execution(executor="ray", workers=2) if ray_run else None
+            scenario = parse_scenario(raw)
+            store = RunStore.create_or_resume(tmp_path / str(ray_run), scenario.name, yaml.safe_dump(raw),
+                                              scenario.fingerprint())
+            try:
+                result = await run_tournament(scenario, store, use_cache=False, execution=execution)
+                calls = list(store.read.calls())
+            finally:
+                store.close()
+            seen[ray_run] = sorted(json.dumps(body, sort_keys=True) for body in mock.bodies())
+        assert result.count("finished") == 2 and len(calls) == 4
+    assert len(seen[True]) == 4 and seen[True] == seen[False]  # the same requests, byte for byte
+    assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
+
+
+# -- what cannot be ------------------------------------------------------------------------------
+
+
+@needs_ray
+def test_a_cluster_that_cannot_be_reached_is_said_before_anything_is_played(tmp_path):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    path = write(tmp_path / "s.yaml", public_goods())
+    done = arena_offline("run", path, "--quiet", "--executor", "ray", "--address", f"127.0.0.1:{port}",
+                         "--run-dir", tmp_path / "run", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"error: the Ray cluster at 127.0.0.1:{port} cannot be reached" in done.stderr
+    assert "nothing was played" in done.stderr
+    shown = arena_offline("export", tmp_path / "run", cwd=tmp_path)
+    assert shown.returncode == 0 and shown.stdout == ""
+
+
+def test_without_ray_the_ray_executor_is_a_sentence(monkeypatch):
+    from arena.run.ray_workers import connected
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if it were not installed
+    with pytest.raises(ExecutorError, match=r"executor: ray needs Ray, which is not installed here: "
+                                            r"pip install 'arena-eval\[ray\]'"):
+        with connected(None):
+            pass
+
+
+@needs_ray
+@pytest.mark.parametrize("address, said", [
+    ("ray://10.0.0.1:10001", "is a Ray client address, and a client is not a node"),
+    ("headnode", "is not a Ray cluster's address: give auto or HOST:PORT of its head"),
+])
+def test_an_address_that_is_no_cluster_s_is_said(monkeypatch, address, said):
+    from arena.run.ray_workers import connected
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Ray was asked to connect")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as in a new process: the module's instance is not used
+    monkeypatch.setattr(ray, "init", refuse)
+    with pytest.raises(ExecutorError, match=said):
+        with connected(address):
+            pass
+
+
+def base() -> dict:
+    return {"name": "x", "agents": {"a": {"backend": "scripted", "strategy": "free_rider"},
+                                    "b": {"backend": "scripted", "strategy": "free_rider"}},
+            "games": [{"game": "public_goods"}]}
+
+
+def test_the_execution_block_and_its_older_spelling():
+    assert parse_scenario(base()).execution_settings() == Execution()  # the run's own process
+    assert parse_scenario(base() | {"concurrency": {"processes": 3}}).execution_settings() == \
+        Execution(executor="processes", workers=3)  # concurrency.processes still means what it meant
+    same = {"concurrency": {"processes": 3}, "execution": {"executor": "processes", "workers": 3}}
+    assert parse_scenario(base() | same).execution_settings() == Execution(executor="processes", workers=3)
+    ray_ = {"execution": {"executor": "ray", "address": "auto", "workers": 4}}
+    assert parse_scenario(base() | ray_).execution_settings(processes=2) == Execution(executor="processes", workers=2)
+    for wrong, said in [
+        ({"execution": {"executor": "ray"}, "concurrency": {"processes": 2}}, "concurrency.processes: 2 is the older "
+         "spelling of execution: {executor: processes, workers: 2}, and this scenario's execution block says otherwise"),
+        ({"execution": {"executor": "local", "workers": 2}}, "executor: local plays every match in the run's own process"),
+        ({"execution": {"executor": "processes", "address": "auto"}}, "address is where a Ray cluster is, for executor: ray"),
+        ({"execution": {"executor": "spark"}}, "expected 'local', 'processes' or 'ray'"),
+        ({"execution": {"workers": 0}}, "execution.workers"),
+        ({"execution": {"exeutor": "ray"}}, "did you mean 'executor'"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            parse_scenario(base() | wrong)
+        assert said in str(caught.value)
+
+
+def test_the_command_line_s_executor_options_are_checked_like_the_scenario(tmp_path, capsys):
+    path = write(tmp_path / "s.yaml", base())
+    for args, said in [
+        (["--executor", "local", "--workers", "2"], "error: the command line: execution: executor: local plays every "
+         "match in the run's own process"),
+        (["--address", "auto"], "address is where a Ray cluster is, for executor: ray, not local"),
+        (["--executor", "ray", "--processes", "2"], "--processes N is the older spelling of --executor processes "
+         "--workers N: give one of them"),
+    ]:
+        assert cli("run", path, "--quiet", "--run-dir", tmp_path / "run", *args) == 2
+        err = capsys.readouterr().err
+        assert said in " ".join(err.split()) and "Traceback" not in err
