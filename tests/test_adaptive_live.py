@@ -224,9 +224,11 @@ async def test_a_contestant_whose_server_is_down_is_given_up_on_and_no_compariso
         raw["agents"]["pangolin"]["retries"] = 0
         result, reviews, _ = await run(tmp_path, raw)
         judged = judge_requests(mock.answered())
-    assert result.outages and result.unplayed
-    assert all(MatchIdentity.parse(k).role_places("Contestant") == (CONTESTANTS.index("pangolin"),)
-               for k in result.unplayed)
+    # left for the next run: its answer matches either never started or failed on the outage (which of
+    # the two depends on how many had started when the first 500 came back)
+    left = set(result.unplayed) | {k for k, status in result.statuses.items() if status != "finished"}
+    assert result.outages and left
+    assert all(MatchIdentity.parse(k).role_places("Contestant") == (CONTESTANTS.index("pangolin"),) for k in left)
     assert "pangolin" not in {r.a for r in reviews} | {r.b for r in reviews}
     assert not any(answer_text("pangolin-model", q) in json.dumps(r.body) for r in judged for q in QUESTIONS.values())
 
