@@ -125,8 +125,8 @@ class ChatEvalDebate(Game, HasCases, ReportsReviews, Summarized):
     Params = DebateParams
     min_seats = 2
     rotating_roles = ("Debater",)  # a role swap changes the speaking order; the summarizer keeps its seat
-    summary_fields = ("verdict",)  # the group verdict on a pair, which debate_verdicts scores against its label
     answers_field = "answers"  # the two answers debated, by source: style control measures them
+    summary_fields = ("verdict",)  # the group verdict on a pair, which debate_verdicts scores against its label
 
     @classmethod
     def summaries(cls, notices: list[FinalNotice]) -> list[Summary]:

@@ -303,8 +303,9 @@ def test_a_default_referee_the_game_cannot_serve_is_reported_on_the_game():
 
 
 def test_the_engine_and_the_planner_name_no_game_no_referee_and_the_engine_no_capability():
-    # "rules" is also the kind of message that carries a game's rules: the engine posts those
-    games, referees = set(plugins.names("game")), set(plugins.names("referee")) - {"rules"}
+    # "rules" is also the kind of message that carries a game's rules: the engine posts those; and
+    # "execution" is also the scenario's block that says where matches are played
+    games, referees = set(plugins.names("game")), set(plugins.names("referee")) - {"rules", "execution"}
     capabilities = {"Judged", "WritesCode", "ReportsReviews", "HasCases", "JudgeRequest", "Program",
                     "judge_request", "programs", "cases"}
     # dryrun.py is being reworked elsewhere (its judge special case goes with that work)
