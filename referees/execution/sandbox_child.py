@@ -50,6 +50,7 @@ CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWNET = 0x40000000
+PF_EXITING = 0x00000004  # in /proc/PID/stat's flags: the process has begun to exit
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -741,6 +742,8 @@ class Run:
         seconds = time.monotonic() - started
         live = self.count_tasks(proc_fd)
         self.reap()
+        if tester is not None and pid is not None:
+            self.await_exiting(pid, proc_fd)
         # The program's own end, if it came before the run's: with a tester, the program is
         # still answering calls when the tests finish, and that is no failure of its own.
         ended = self.statuses.get(pid) if pid is not None else None
@@ -897,6 +900,30 @@ class Run:
             # A program that made itself our tracee reports its stops too; only its end counts.
             if got in self.children and not os.WIFSTOPPED(status):
                 self.statuses[got] = (status, usage)
+
+    def await_exiting(self, pid: int, proc_fd: int) -> None:
+        """Note the program's end when it is already on its way out. Its pipe to the tests closes
+        early in its exit, before the kernel makes it a zombie: the tests can see it gone, give their
+        verdict and end in that moment, and the signal that ended it (a CPU limit's) must still count."""
+        if pid in self.statuses:
+            return
+        try:
+            fd = os.open(f"{pid}/stat", os.O_RDONLY, dir_fd=proc_fd)
+            try:
+                fields = os.read(fd, 4096).rpartition(b")")[2].split()
+            finally:
+                os.close(fd)
+            exiting = fields[0] in (b"Z", b"X") or int(fields[6]) & PF_EXITING
+        except (OSError, IndexError, ValueError):
+            return
+        while exiting:  # only a process already exiting is waited for: it cannot keep us here
+            try:
+                got, status, usage = os.wait4(pid, 0)
+            except ChildProcessError:
+                return
+            if not os.WIFSTOPPED(status):
+                self.statuses[got] = (status, usage)
+                return
 
     def count_tasks(self, proc_fd: int) -> int | None:
         """Threads of the sandbox uid, every process's included: what RLIMIT_NPROC counts."""
