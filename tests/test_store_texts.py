@@ -1,5 +1,5 @@
-"""Format 8: each distinct text stored once. What a user checks: the export of a run is the same byte for
-byte whether the run was written by this format, upgraded to it from format 7, or caught half way
+"""Formats 8 and 9: each distinct text (and name) stored once. What a user checks: the export of a run is the same byte for
+byte whether the run was written by this format, upgraded to it from format 7 or 8, or caught half way
 through that upgrade by a kill; the texts a row refers to are there as soon as the row is; a store
 holds each text once."""
 
@@ -15,12 +15,13 @@ import pytest
 import trio
 
 from arena.contract import open_run
+from arena.contract.runs.schema import SCHEMA_VERSION
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
 from arena.store.texts import event_rest
 
-from store_kit import TINY, as_format7, cli
+from store_kit import TINY, as_format7, as_format8, cli
 
 PUBLIC_GOODS = {**TINY, "agents": {**TINY["agents"], "copy": {"backend": "scripted", "strategy": "tit_for_tat"}},
                 "games": [{"game": "public_goods", "params": {"rounds": 3}}], "tournament": {"repeats": 2}}
@@ -66,20 +67,33 @@ def test_each_distinct_text_is_stored_once(tmp_path):
     assert rules[0] >= 6 and rules[1] < rules[0]  # the rules went to every seat of every match: kept once
 
 
-def test_a_store_upgraded_from_format_7_exports_byte_for_byte_what_it_did(tmp_path, capsys):
+OLD_LAYOUTS = {7: as_format7, 8: as_format8}
+
+
+@pytest.mark.parametrize("old", sorted(OLD_LAYOUTS))
+def test_an_older_store_upgraded_exports_byte_for_byte_what_it_did(tmp_path, capsys, old):
     run_dir = played(tmp_path / "run")
     written = export(capsys, run_dir)
-    as_format7(run_dir / "run.sqlite")
-    assert version(run_dir) == 7 and export(capsys, run_dir) == written  # read as it is, not upgraded
-    assert version(run_dir) == 7
+    OLD_LAYOUTS[old](run_dir / "run.sqlite")
+    assert version(run_dir) == old and export(capsys, run_dir) == written  # read as it is, not upgraded
+    assert version(run_dir) == old
     RunStore.open(run_dir).close()  # a writer upgrades it
-    assert version(run_dir) == 8 and export(capsys, run_dir) == written
+    assert version(run_dir) == SCHEMA_VERSION and export(capsys, run_dir) == written
     db = sqlite3.connect(run_dir / "run.sqlite")
     try:
-        kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN ('messages', 'events')"))
+        kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN "
+                                "('messages', 'events', 'outcomes', 'metrics')"))
+        texts = [t for (t,) in db.execute("SELECT text FROM texts")]
+        unused = db.execute("SELECT COUNT(*) FROM texts WHERE id NOT IN (SELECT body FROM happened UNION "
+                            "SELECT rest FROM happened WHERE rest IS NOT NULL UNION SELECT content FROM posted "
+                            "UNION SELECT sender FROM posted UNION SELECT kind FROM posted UNION SELECT type FROM happened "
+                            "UNION SELECT recipients FROM posted UNION SELECT data FROM posted WHERE data IS NOT NULL "
+                            "UNION SELECT seat FROM seat_outcomes UNION SELECT agent FROM seat_outcomes "
+                            "UNION SELECT role FROM seat_outcomes UNION SELECT metric FROM seat_metrics)").fetchone()[0]
     finally:
         db.close()
-    assert kinds == {"messages": "view", "events": "view"}
+    assert kinds == dict.fromkeys(("messages", "events", "outcomes", "metrics"), "view")
+    assert len(texts) == len(set(texts)) and unused == 0  # format 8's whole event bodies went with the move
 
 
 def test_the_format_5_fixture_upgraded_exports_what_it_did(tmp_path, capsys):
@@ -90,7 +104,7 @@ def test_the_format_5_fixture_upgraded_exports_what_it_did(tmp_path, capsys):
     shutil.copytree(source, run_dir)
     written = export(capsys, run_dir)
     RunStore.open(run_dir).close()
-    assert version(run_dir) == 8 and export(capsys, run_dir) == written
+    assert version(run_dir) == SCHEMA_VERSION and export(capsys, run_dir) == written
 
 
 KILL_IN_THE_MOVE = """
@@ -110,15 +124,16 @@ RunStore.open(sys.argv[1])
 """
 
 
-def test_a_kill_in_the_middle_of_the_upgrade_loses_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("old", sorted(OLD_LAYOUTS))
+def test_a_kill_in_the_middle_of_the_upgrade_loses_nothing(tmp_path, capsys, old):
     run_dir = played(tmp_path / "run")
     written = export(capsys, run_dir)
-    as_format7(run_dir / "run.sqlite")
+    OLD_LAYOUTS[old](run_dir / "run.sqlite")
     killed = subprocess.run([sys.executable, "-c", KILL_IN_THE_MOVE, str(run_dir)], capture_output=True)
     assert killed.returncode == -9, killed.stderr.decode()
-    assert version(run_dir) == 7 and export(capsys, run_dir) == written  # the old store, whole
+    assert version(run_dir) == old and export(capsys, run_dir) == written  # the old store, whole
     RunStore.open(run_dir).close()
-    assert version(run_dir) == 8 and export(capsys, run_dir) == written
+    assert version(run_dir) == SCHEMA_VERSION and export(capsys, run_dir) == written
 
 
 def test_a_follower_never_sees_a_row_before_its_texts(tmp_path):
