@@ -183,20 +183,19 @@ def stored_notes(run_dir: Path) -> list[str]:
 
 
 def as_format7(store_file: Path) -> None:
-    """Lay a store of today's format out as format 7 did: messages, events, outcomes and metrics in tables
-    of their own, each row holding its texts (the rows as the views give them, under the same row ids),
-    and each match's spec whole."""
-    from arena.contract.runs.schema import OLD_TABLES, SPEC
+    """Lay a store of today's format out as format 7 did: matches, messages, events, outcomes and metrics
+    in tables of their own, each row holding its texts (the rows as the views give them, under the same
+    row ids)."""
+    from arena.contract.runs.schema import OLD_TABLES
 
     db = sqlite3.connect(store_file, isolation_level=None)
     try:
         rows = {name: db.execute(f"SELECT * FROM {name}").fetchall()  # the views give the row id first
-                for name in ("messages", "events", "outcomes", "metrics")}
-        specs = db.execute(f"SELECT {SPEC}, m.key FROM matches m").fetchall()
-        db.executescript("BEGIN; DROP VIEW messages; DROP VIEW events; DROP VIEW outcomes; DROP VIEW metrics; "
-                         "DROP TABLE posted; DROP TABLE happened; DROP TABLE seat_outcomes; DROP TABLE seat_metrics; "
-                         f"DROP TABLE texts; DROP TABLE match_ids; ALTER TABLE matches DROP COLUMN spec_rest; {OLD_TABLES}")
-        db.executemany("UPDATE matches SET spec = ? WHERE key = ?", specs)
+                for name in ("matches", "messages", "events", "outcomes", "metrics")}
+        db.executescript("BEGIN; DROP VIEW matches; DROP VIEW messages; DROP VIEW events; DROP VIEW outcomes; "
+                         "DROP VIEW metrics; DROP TABLE match_rows; DROP TABLE posted; DROP TABLE happened; "
+                         "DROP TABLE seat_outcomes; DROP TABLE seat_metrics; DROP TABLE texts; DROP TABLE match_ids; "
+                         f"{OLD_TABLES} CREATE INDEX matches_status ON matches (status);")
         for name, found in rows.items():
             if found:
                 columns = ", ".join(c[0] for c in db.execute(f"SELECT * FROM {name}").description)

@@ -1,7 +1,7 @@
-"""Formats 8 and 9: each distinct text (and name) stored once. What a user checks: the export of a run is the same byte for
-byte whether the run was written by this format, upgraded to it from format 7 or 8, or caught half way
-through that upgrade by a kill; the texts a row refers to are there as soon as the row is; a store
-holds each text once."""
+"""Formats 8 and 9: each distinct text (and name) stored once. What a user checks: the export of a run
+is the same byte for byte whether the run was written by this format, upgraded to it from format 7 or
+8, or caught half way through that upgrade by a kill; the texts a row refers to are there as soon as
+the row is; a store holds each text once."""
 
 from __future__ import annotations
 
@@ -82,17 +82,18 @@ def test_an_older_store_upgraded_exports_byte_for_byte_what_it_did(tmp_path, cap
     db = sqlite3.connect(run_dir / "run.sqlite")
     try:
         kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN "
-                                "('messages', 'events', 'outcomes', 'metrics')"))
+                                "('matches', 'messages', 'events', 'outcomes', 'metrics')"))
         texts = [t for (t,) in db.execute("SELECT text FROM texts")]
         unused = db.execute("SELECT COUNT(*) FROM texts WHERE id NOT IN (SELECT body FROM happened UNION "
                             "SELECT rest FROM happened WHERE rest IS NOT NULL UNION SELECT content FROM posted "
                             "UNION SELECT sender FROM posted UNION SELECT kind FROM posted UNION SELECT type FROM happened "
                             "UNION SELECT recipients FROM posted UNION SELECT data FROM posted WHERE data IS NOT NULL "
                             "UNION SELECT seat FROM seat_outcomes UNION SELECT agent FROM seat_outcomes "
-                            "UNION SELECT role FROM seat_outcomes UNION SELECT metric FROM seat_metrics)").fetchone()[0]
+                            "UNION SELECT role FROM seat_outcomes UNION SELECT metric FROM seat_metrics "
+                            "UNION SELECT spec_rest FROM match_rows WHERE spec_rest IS NOT NULL)").fetchone()[0]
     finally:
         db.close()
-    assert kinds == dict.fromkeys(("messages", "events", "outcomes", "metrics"), "view")
+    assert kinds == dict.fromkeys(("matches", "messages", "events", "outcomes", "metrics"), "view")
     assert len(texts) == len(set(texts)) and unused == 0  # format 8's whole event bodies went with the move
 
 

@@ -164,12 +164,14 @@ class Interned:
 
 
 # Moving a store of formats 2 to 8 to format 9, in the upgrade's transaction. The writer first copies
-# the old rows, whether tables (formats 2 to 7) or format 8's views over numbered texts, to temporary
+# the old rows (and the matches), whether tables (formats 2 to 7) or format 8's views over numbered texts, to temporary
 # tables (``old_*``) and drops the old ones; then every text, name and match key they hold goes into
 # ``texts`` and ``match_ids``, each row into the new tables under its own row id (a follower's marks
 # stay good), and the texts no row refers to any more (format 8's whole event bodies) are deleted.
-# ``text_hash``, ``event_head`` and ``event_tail`` are the functions below, given to the connection.
+# ``text_hash``, ``event_head``, ``event_tail``, ``spec_head`` and ``spec_tail``: the functions below.
 SNAPSHOT = """
+CREATE TEMP TABLE old_matches AS SELECT rowid AS rid, key, position, grp, repeat, game, spec, status, seats, params,
+    rounds, error, started, ended FROM main.matches;
 CREATE TEMP TABLE old_messages AS SELECT rowid AS rid, match_key, seq, idx, round, sender, recipients, kind, content,
     data, shown FROM main.messages;
 CREATE TEMP TABLE old_events AS SELECT rowid AS rid, match_key, seq, type, body, at FROM main.events;
@@ -185,7 +187,13 @@ INSERT OR IGNORE INTO texts (hash, text) SELECT text_hash(t), t FROM (
     UNION SELECT type FROM old_events UNION SELECT event_head(match_key, type, body) FROM old_events
     UNION SELECT event_tail(match_key, type, body) FROM old_events WHERE event_tail(match_key, type, body) IS NOT NULL
     UNION SELECT seat FROM old_outcomes UNION SELECT agent FROM old_outcomes UNION SELECT role FROM old_outcomes
-    UNION SELECT metric FROM old_metrics UNION SELECT seat FROM old_metrics);
+    UNION SELECT metric FROM old_metrics UNION SELECT seat FROM old_metrics
+    UNION SELECT spec_tail(spec) FROM old_matches WHERE spec_tail(spec) IS NOT NULL);
+INSERT INTO match_rows (rowid, key, position, grp, repeat, game, spec, spec_rest, status, seats, params, rounds, error,
+                        started, ended)
+    SELECT rid, key, position, grp, repeat, game, spec_head(spec), (SELECT id FROM texts WHERE hash = text_hash(spec_tail(spec))),
+           status, seats, params, rounds, error, started, ended
+    FROM old_matches ORDER BY rid;
 INSERT INTO posted (rowid, match, seq, idx, round, sender, recipients, kind, content, data, shown)
     SELECT m.rid, k.id, m.seq, m.idx, m.round, (SELECT id FROM texts WHERE hash = text_hash(m.sender)),
            (SELECT id FROM texts WHERE hash = text_hash(m.recipients)), (SELECT id FROM texts WHERE hash = text_hash(m.kind)),
@@ -211,7 +219,8 @@ DELETE FROM texts WHERE id NOT IN (SELECT n FROM (
     UNION SELECT content FROM posted UNION SELECT data FROM posted UNION SELECT type FROM happened
     UNION SELECT body FROM happened UNION SELECT rest FROM happened UNION SELECT seat FROM seat_outcomes
     UNION SELECT agent FROM seat_outcomes UNION SELECT role FROM seat_outcomes UNION SELECT metric FROM seat_metrics
-    UNION SELECT seat FROM seat_metrics UNION SELECT spec_rest FROM matches) WHERE n IS NOT NULL);
+    UNION SELECT seat FROM seat_metrics UNION SELECT spec_rest FROM match_rows) WHERE n IS NOT NULL);
+DROP TABLE old_matches;
 DROP TABLE old_messages;
 DROP TABLE old_events;
 DROP TABLE old_outcomes;
@@ -231,8 +240,18 @@ def _event_tail(key: str, type_: str, body: str) -> str | None:
     return event_parts(key, type_, body)[1]
 
 
+def _spec_head(spec: str) -> str:
+    return spec_parts(spec)[0]
+
+
+def _spec_tail(spec: str) -> str | None:
+    return spec_parts(spec)[1]
+
+
 def ready_to_move(db: sqlite3.Connection) -> None:
     """Give a writer's connection the functions ``MOVE_TO_TEXTS`` calls."""
     db.create_function("text_hash", 1, _hash, deterministic=True)
     db.create_function("event_head", 3, _event_head, deterministic=True)
     db.create_function("event_tail", 3, _event_tail, deterministic=True)
+    db.create_function("spec_head", 1, _spec_head, deterministic=True)
+    db.create_function("spec_tail", 1, _spec_tail, deterministic=True)

@@ -48,17 +48,17 @@ from arena.store.texts import MOVE_TO_TEXTS, SNAPSHOT, Interned, ready_to_move, 
 # written; "starts" maps a key to its row, so that a match ending before the write drops it and
 # says when it started in its last row.
 _WRITES = {
-    "matches": "INSERT INTO matches (key, position, grp, repeat, game, spec, spec_rest, status) "
+    "matches": "INSERT INTO match_rows (key, position, grp, repeat, game, spec, spec_rest, status) "
                "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending') "
                "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
                "started = NULL, ended = NULL",
-    "starts": "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
+    "starts": "UPDATE match_rows SET status = 'running', started = ?, seats = ? WHERE key = ?",
     "messages": "INSERT INTO posted VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # texts by number: arena.store.texts
     "events": "INSERT INTO happened VALUES (?, ?, ?, ?, ?, ?)",
     "outcomes": "INSERT INTO seat_outcomes VALUES (?, ?, ?, ?, ?)",
     "metrics": "INSERT INTO seat_metrics VALUES (?, ?, ?, ?)",
     "reviews": f"INSERT INTO reviews ({REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "ends": "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
+    "ends": "UPDATE match_rows SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
             "started = coalesce(?, started) WHERE key = ?",
 }
 _KEYED = ("matches", "starts")
@@ -84,11 +84,10 @@ def _connect(path: Path) -> sqlite3.Connection:
             # views, move to the tables that number their texts, in the upgrade's one transaction (a crash
             # leaves the old store whole); a table an old format never had is made empty to move from.
             kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN "
-                                    "('messages', 'events', 'outcomes', 'metrics', 'posted', 'happened')"))
-            missing = "".join(TABLES[name] + ";" for name in ("messages", "events", "outcomes", "metrics")
-                              if name not in kinds)
-            drop = "".join(f"DROP {kinds.get(name, 'table').upper()} {name}; "
-                           for name in ("messages", "events", "outcomes", "metrics"))
+                                    "('matches', 'messages', 'events', 'outcomes', 'metrics', 'posted', 'happened')"))
+            moved = ("matches", "messages", "events", "outcomes", "metrics")
+            missing = "".join(TABLES[name] + ";" for name in moved if name not in kinds)
+            drop = "".join(f"DROP {kinds.get(name, 'table').upper()} {name}; " for name in moved)
             drop += "".join(f"DROP TABLE {name}; " for name in ("posted", "happened") if name in kinds)
             ready_to_move(db)
             db.executescript(f"BEGIN; {alter} {missing} {SNAPSHOT} {drop} {SCHEMA} {MOVE_TO_TEXTS} {VIEWS} "

@@ -29,7 +29,7 @@ from arena.contract.events import Event, MessagePosted, SeatInfo
 from arena.contract.messages import REFEREE, Message
 from arena.contract.records import KEPT, EventLog, KeyScheme, MatchRecord, MatchSpec
 from arena.contract.runs.opening import open_readonly
-from arena.contract.runs.schema import (OLD_KEY_SCHEME, SPEC, EventRow, MatchRow, MessageRow, ScoreRow, StoredTranscript,
+from arena.contract.runs.schema import (OLD_KEY_SCHEME, EventRow, MatchRow, MessageRow, ScoreRow, StoredTranscript,
                                         Transcript, TurnRow)
 from arena.contract.summaries import FinalNotice
 
@@ -108,7 +108,7 @@ class RunReader:
         return {k for (k,) in self.db.execute(f"SELECT key FROM matches WHERE status IN ({marks})", KEPT)}
 
     # -- matches -------------------------------------------------------------------
-    _MATCH = f"m.key, m.grp, m.repeat, m.game, m.status, {SPEC}, m.seats, m.params, m.rounds, m.error"
+    _MATCH = "m.key, m.grp, m.repeat, m.game, m.status, m.spec, m.seats, m.params, m.rounds, m.error"
 
     def matches(self, status: str | None = None, key: str | None = None, group: str | None = None) -> Iterator[MatchRow]:
         """The run's matches (those of one status, one entry, or one key), with their payoffs and
@@ -308,7 +308,7 @@ class RunReader:
 
     def spec(self, key: str) -> MatchSpec | None:
         """The specification of a match the store has, or None."""
-        row = self.db.execute(f"SELECT {SPEC} FROM matches m WHERE m.key = ?", (key,)).fetchone()
+        row = self.db.execute("SELECT spec FROM matches WHERE key = ?", (key,)).fetchone()
         return MatchSpec.model_validate_json(row[0]) if row else None
 
     def match_keys(self) -> list[tuple[str, str]]:

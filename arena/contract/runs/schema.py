@@ -22,10 +22,8 @@ UPGRADABLE = {2, 3, 4, 5, 6, 7, 8}  # versions whose tables are a subset of thes
 # columns added since format 2, added to older stores; a review's structure (format 5) is NULL in
 # reviews stored before it, which peer rank reads as battles of their own, as it did then; the run's
 # key scheme (format 6) is NULL in runs begun before it, whose keys name agents ("agents"); why a
-# stability check stopped and its width limit (format 7) are NULL in checks made before it; the shared
-# part of a match's specification (format 9) is NULL in matches stored before it, whose spec is whole
+# stability check stopped and its width limit (format 7) are NULL in checks made before it
 ADDED_COLUMNS = {"messages": {"shown": "TEXT"},
-                 "matches": {"spec_rest": "INTEGER"},
                  "reviews": {"sample": "INTEGER", "shown_order": "INTEGER", "difference": "REAL"},
                  "run": {"key_scheme": "TEXT"},
                  "stability": {"stopped": "TEXT", "width_limit": "REAL"}}
@@ -38,7 +36,7 @@ CREATE TABLE IF NOT EXISTS run (
     created REAL, updated REAL, status TEXT NOT NULL, planned INTEGER NOT NULL DEFAULT 0,
     pid INTEGER, host TEXT, key_scheme TEXT
 );
-CREATE TABLE IF NOT EXISTS matches (
+CREATE TABLE IF NOT EXISTS match_rows (
     key TEXT PRIMARY KEY, position INTEGER NOT NULL, grp TEXT NOT NULL, repeat INTEGER NOT NULL, game TEXT NOT NULL,
     spec TEXT NOT NULL, status TEXT NOT NULL, seats TEXT, params TEXT, rounds INTEGER,
     error TEXT, started REAL, ended REAL, spec_rest INTEGER
@@ -90,7 +88,7 @@ CREATE TABLE IF NOT EXISTS stability (
 CREATE TABLE IF NOT EXISTS sessions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, overrides TEXT NOT NULL, match_limit INTEGER
 );
-CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
+CREATE INDEX IF NOT EXISTS match_rows_status ON match_rows (status);
 """
 
 # Format 8 stores each distinct text once (``texts``, found by a hash of it) and each match key once
@@ -101,10 +99,26 @@ CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 # whole (it opens with "{", a shortened one with "," or "}"). Format 9 numbers the names too (a
 # message's sender and kind, an event's type, an outcome's seat, agent and role, a metric's name and
 # seat: texts like any other), keys outcomes and metrics by the match's number (``seat_outcomes``,
-# ``seat_metrics``), and cuts an event's body in two (``body`` then ``rest``: arena.store.texts), each
-# part stored once. The views ``messages``, ``events``, ``outcomes`` and ``metrics`` give the rows as
-# the formats before stored them, under the same row ids, which is what every reader reads.
+# ``seat_metrics``), and cuts an event's body in two (``body`` then ``rest``: arena.store.texts), and a
+# match's specification (``match_rows``: its own part in ``spec``, the part its entry's matches share,
+# settings and scrub list, in ``spec_rest``), each part stored once. The views ``matches``,
+# ``messages``, ``events``, ``outcomes`` and ``metrics`` give the rows as the formats before stored
+# them, under the same row ids, which is what every reader reads; a change made through ``matches``
+# (a tool setting a status by hand) goes to its row.
 VIEWS = """
+CREATE VIEW IF NOT EXISTS matches AS
+    SELECT m.rowid AS rowid, m.key AS key, m.position AS position, m.grp AS grp, m.repeat AS repeat, m.game AS game,
+           m.spec || coalesce((SELECT text FROM texts WHERE id = m.spec_rest), '') AS spec, m.status AS status,
+           m.seats AS seats, m.params AS params, m.rounds AS rounds, m.error AS error, m.started AS started,
+           m.ended AS ended
+    FROM match_rows m;
+CREATE TRIGGER IF NOT EXISTS matches_changed INSTEAD OF UPDATE ON matches BEGIN
+    UPDATE match_rows SET key = NEW.key, position = NEW.position, grp = NEW.grp, repeat = NEW.repeat, game = NEW.game,
+        spec = CASE WHEN NEW.spec IS OLD.spec THEN spec ELSE NEW.spec END,
+        spec_rest = CASE WHEN NEW.spec IS OLD.spec THEN spec_rest END, status = NEW.status, seats = NEW.seats,
+        params = NEW.params, rounds = NEW.rounds, error = NEW.error, started = NEW.started, ended = NEW.ended
+    WHERE rowid = OLD.rowid;
+END;
 CREATE VIEW IF NOT EXISTS messages AS
     SELECT p.rowid AS rowid, k.key AS match_key, p.seq AS seq, p.idx AS idx, p.round AS round, s.text AS sender,
            r.text AS recipients, t.text AS kind, c.text AS content, d.text AS data, p.shown AS shown
@@ -126,13 +140,14 @@ CREATE VIEW IF NOT EXISTS metrics AS
     FROM seat_metrics x JOIN match_ids k ON k.id = x.match JOIN texts n ON n.id = x.metric JOIN texts s ON s.id = x.seat;
 """
 
-# A match's specification as stored: its own part, then the part it shares with its entry's matches
-# (format 9; NULL before it, when the spec was whole)
-SPEC = "m.spec || coalesce((SELECT text FROM texts WHERE id = m.spec_rest), '')"
-
-# the message, event, outcome and metric tables of formats 2 to 7 (outcomes and metrics to 8), which an
-# upgrade moves into the tables above
+# the match, message, event, outcome and metric tables of formats 2 to 7 (matches, outcomes and metrics
+# to 8), which an upgrade moves into the tables above
 OLD_TABLES = """
+CREATE TABLE IF NOT EXISTS matches (
+    key TEXT PRIMARY KEY, position INTEGER NOT NULL, grp TEXT NOT NULL, repeat INTEGER NOT NULL, game TEXT NOT NULL,
+    spec TEXT NOT NULL, status TEXT NOT NULL, seats TEXT, params TEXT, rounds INTEGER,
+    error TEXT, started REAL, ended REAL
+);
 CREATE TABLE IF NOT EXISTS messages (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
     sender TEXT NOT NULL, recipients TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL, data TEXT,
