@@ -19,7 +19,7 @@ from arena.contract.runs.schema import SCHEMA_VERSION
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
-from arena.store.texts import event_rest
+from arena.store.texts import event_parts, event_rest, spec_parts
 
 from store_kit import TINY, as_format7, as_format8, cli
 
@@ -218,3 +218,71 @@ def test_a_reader_of_a_finished_run_gets_the_rows_as_stored(tmp_path, kind):
         assert [m.content for m in transcript.messages] == [m.content for m in record.messages] and record.messages
     else:
         assert {e.type for e in transcript.events} >= {"match_started", "match_ended"}
+
+
+def test_names_and_the_shared_part_of_each_spec_are_stored_once(tmp_path):
+    """Format 9: a message's sender and kind, an event's type and an outcome's seat, agent and role are
+    numbers of texts; the settings and scrub list every match of an entry shares are one text."""
+    run_dir = played(tmp_path / "run")
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        kinds = set(db.execute("SELECT typeof(sender), typeof(kind) FROM posted UNION "
+                               "SELECT typeof(type), typeof(body) FROM happened UNION "
+                               "SELECT typeof(seat), typeof(agent) FROM seat_outcomes"))
+        shared = db.execute("SELECT COUNT(*), COUNT(DISTINCT spec_rest), COUNT(spec_rest) FROM match_rows").fetchone()
+        referee = db.execute("SELECT COUNT(*) FROM texts WHERE text = 'Referee'").fetchone()[0]
+        specs = [json.loads(spec) for (spec,) in db.execute("SELECT spec FROM matches")]
+        own = [spec for (spec,) in db.execute("SELECT spec FROM match_rows")]
+    finally:
+        db.close()
+    assert kinds == {("integer", "integer")}
+    assert shared[0] >= 2 and shared[1] == 1 and shared[2] == shared[0]
+    assert referee == 1
+    assert all("scrub" in spec and "settings" in spec for spec in specs)  # the view gives the spec whole
+    assert not any("scrub" in spec for spec in own)
+
+
+def test_a_change_made_through_the_matches_view_reaches_its_row(tmp_path):
+    """A tool (or a person with sqlite3) that sets a match's fields through ``matches`` changes the row."""
+    run_dir = played(tmp_path / "run")
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        key, spec = db.execute("SELECT key, spec FROM matches WHERE position = 0").fetchone()
+        db.execute("UPDATE matches SET status = 'running', error = 'by hand' WHERE key = ?", (key,))
+        assert db.execute("SELECT status, error, spec FROM matches WHERE key = ?", (key,)).fetchone() == (
+            "running", "by hand", spec)  # the spec, not touched, is still whole
+        edited = spec.replace('"scrub_material":false', '"scrub_material":true')
+        db.execute("UPDATE matches SET spec = ? WHERE key = ?", (edited, key))
+        assert db.execute("SELECT spec FROM matches WHERE key = ?", (key,)).fetchone()[0] == edited != spec
+        db.commit()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("body", [
+    {"round": 1, "seat": "Player 1", "action": {"coins": 3}, "reply": '{"a": 1}, "x": 2'},
+    {"game": "g", "seed": 2 ** 64 - 1, "seats": [{"label": "a\\\"b", "agent": ",\"k\":"}]},
+    {"payoffs": {"a": 1}, "status": "finished"},
+    {"round": 1},
+    {"note": "a \\ back slash, \"quotes\", and ,\"commas\":"},
+    {},
+])
+def test_an_event_cut_in_two_reads_back_byte_for_byte(tmp_path, body):
+    key = "k"
+    text = json.dumps({"match": key, "type": "t", **body}, separators=(",", ":"))
+    head, tail = event_parts(key, "t", text)
+    assert head + (tail or "") == event_rest(key, "t", text)
+    store = RunStore.create_or_resume(tmp_path / "run", "cut", "{}", "cut")
+    try:
+        store.add_rows([("events", (key, 0, "t", text, 1.0))])
+        store.flush()
+        assert store.db.execute("SELECT body FROM events").fetchone()[0] == text
+    finally:
+        store.close()
+
+
+def test_a_spec_cut_in_two_reads_back_byte_for_byte():
+    for spec in ('{"key":"k","params":{"shuffle_seats":1},"seed":1,"shuffle_seats":true,"scrub":[]}',
+                 '{"key":"k","seed":1}', '{"key":",\\"shuffle_seats\\":","shuffle_seats":false}'):
+        own, shared = spec_parts(spec)
+        assert own + (shared or "") == spec
