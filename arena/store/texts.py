@@ -4,7 +4,10 @@ A run posts the same rules and prompts to every seat of every match, and its age
 same replies: before format 8, nine in ten of a public goods run's message texts were copies. The
 writer now keeps each text once in ``texts``, found again by a hash of it, and each match key once in
 ``match_ids``; the message and event rows hold their numbers, and the views ``messages`` and
-``events`` (``arena.contract.runs.schema``) read them back as they were. A text is written in the
+``events`` (``arena.contract.runs.schema``) read them back as they were. Format 9 does the same for
+the names rows repeat (senders, kinds, event types, seats, agents, roles, metrics), for the parts of
+event bodies that repeat (``event_parts``) and for the part of a match's spec its entry shares
+(``spec_parts``), and keys outcomes and metrics by the match's number. A text is written in the
 transaction of the first row that refers to it, before that row: a reader never finds a row whose
 text is not there yet.
 """
