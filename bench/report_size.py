@@ -119,11 +119,11 @@ def synthetic_run(run_dir: Path, matches: int = 10_000, seed: int = 0) -> Path:
         rows["matches"].append((key, i, "duel", spec["repeat"], "synthetic_duel", json.dumps(spec),
                                 "failed" if failed else "finished", json.dumps(seats), json.dumps(spec["params"]),
                                 rounds, "the judge's backend stopped answering" if failed else None, 0.0, 0.0))
-    # messages and events as the run writes them (their texts stored once, in the store's transaction)
-    store.add_rows([(table, row) for table in ("messages", "events") for row in rows.pop(table)])
-    for table, values in rows.items():
-        if values:
-            db.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(values[0]))})", values)
+    # messages, events, outcomes and reviews as the run writes them (texts and names stored once, in the
+    # store's transaction); the matches' rows as they are, each spec whole
+    store.add_rows([(table, row) for table in ("messages", "events", "outcomes", "reviews") for row in rows.pop(table)])
+    db.executemany("INSERT INTO match_rows (key, position, grp, repeat, game, spec, status, seats, params, rounds, error, "
+                   "started, ended) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows["matches"])
     db.execute("UPDATE run SET status = 'finished', planned = ? WHERE id = 1", (matches,))
     store.flush()
     store.close()

@@ -183,20 +183,84 @@ def stored_notes(run_dir: Path) -> list[str]:
 
 
 def as_format7(store_file: Path) -> None:
-    """Lay a store of today's format out as format 7 did: messages and events in tables of their own,
-    each row holding its texts (the rows as the views give them, under the same row ids)."""
+    """Lay a store of today's format out as format 7 did: matches, messages, events, outcomes and metrics
+    in tables of their own, each row holding its texts (the rows as the views give them, under the same
+    row ids)."""
     from arena.contract.runs.schema import OLD_TABLES
 
     db = sqlite3.connect(store_file, isolation_level=None)
     try:
-        messages = db.execute("SELECT * FROM messages").fetchall()  # the views give the row id first
-        events = db.execute("SELECT * FROM events").fetchall()
-        db.executescript("BEGIN; DROP VIEW messages; DROP VIEW events; DROP TABLE posted; DROP TABLE happened; "
-                         f"DROP TABLE texts; DROP TABLE match_ids; {OLD_TABLES}")
-        db.executemany("INSERT INTO messages (rowid, match_key, seq, idx, round, sender, recipients, kind, content, "
-                       "data, shown) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", messages)
-        db.executemany("INSERT INTO events (rowid, match_key, seq, type, body, at) VALUES (?, ?, ?, ?, ?, ?)", events)
+        rows = {name: db.execute(f"SELECT * FROM {name}").fetchall()  # the views give the row id first
+                for name in ("matches", "messages", "events", "outcomes", "metrics")}
+        db.executescript("BEGIN; DROP VIEW matches; DROP VIEW messages; DROP VIEW events; DROP VIEW outcomes; "
+                         "DROP VIEW metrics; DROP TABLE match_rows; DROP TABLE posted; DROP TABLE happened; "
+                         "DROP TABLE seat_outcomes; DROP TABLE seat_metrics; DROP TABLE texts; DROP TABLE match_ids; "
+                         f"{OLD_TABLES} CREATE INDEX matches_status ON matches (status);")
+        for name, found in rows.items():
+            if found:
+                columns = ", ".join(c[0] for c in db.execute(f"SELECT * FROM {name}").description)
+                db.executemany(f"INSERT INTO {name} (rowid, {columns}) VALUES ({', '.join('?' * len(found[0]))})", found)
         db.execute("PRAGMA user_version = 7")
         db.execute("COMMIT")
+    finally:
+        db.close()
+
+
+# Format 8 as it was laid out: texts and match keys numbered, a message's sender and kind, an event's type
+# and outcomes and metrics as plain text, an event's rest in one text (arena.store.texts before format 9)
+_FORMAT8 = """
+CREATE TABLE texts (id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, text TEXT NOT NULL);
+CREATE TABLE match_ids (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+CREATE TABLE posted (
+    match INTEGER NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
+    sender TEXT NOT NULL, recipients INTEGER NOT NULL, kind TEXT NOT NULL, content INTEGER NOT NULL, data INTEGER,
+    shown TEXT, PRIMARY KEY (match, seq)
+);
+CREATE TABLE happened (
+    match INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, body INTEGER NOT NULL, at REAL,
+    PRIMARY KEY (match, seq)
+);
+INSERT INTO match_ids (key) SELECT match_key FROM messages UNION SELECT match_key FROM events;
+INSERT OR IGNORE INTO texts (hash, text) SELECT text_hash(content), content FROM messages;
+INSERT OR IGNORE INTO texts (hash, text) SELECT text_hash(recipients), recipients FROM messages;
+INSERT OR IGNORE INTO texts (hash, text) SELECT text_hash(data), data FROM messages WHERE data IS NOT NULL;
+INSERT OR IGNORE INTO texts (hash, text)
+    SELECT text_hash(rest), rest FROM (SELECT event_rest(match_key, type, body) AS rest FROM events);
+INSERT INTO posted (rowid, match, seq, idx, round, sender, recipients, kind, content, data, shown)
+    SELECT m.rowid, k.id, m.seq, m.idx, m.round, m.sender,
+           (SELECT id FROM texts WHERE hash = text_hash(m.recipients)), m.kind,
+           (SELECT id FROM texts WHERE hash = text_hash(m.content)),
+           CASE WHEN m.data IS NOT NULL THEN (SELECT id FROM texts WHERE hash = text_hash(m.data)) END, m.shown
+    FROM messages m JOIN match_ids k ON k.key = m.match_key ORDER BY m.rowid;
+INSERT INTO happened (rowid, match, seq, type, body, at)
+    SELECT e.rowid, k.id, e.seq, e.type,
+           (SELECT id FROM texts WHERE hash = text_hash(event_rest(e.match_key, e.type, e.body))), e.at
+    FROM events e JOIN match_ids k ON k.key = e.match_key ORDER BY e.rowid;
+DROP TABLE messages;
+DROP TABLE events;
+CREATE VIEW messages AS
+    SELECT p.rowid AS rowid, k.key AS match_key, p.seq AS seq, p.idx AS idx, p.round AS round, p.sender AS sender,
+           r.text AS recipients, p.kind AS kind, c.text AS content, d.text AS data, p.shown AS shown
+    FROM posted p JOIN match_ids k ON k.id = p.match JOIN texts r ON r.id = p.recipients
+    JOIN texts c ON c.id = p.content LEFT JOIN texts d ON d.id = p.data;
+CREATE VIEW events AS
+    SELECT h.rowid AS rowid, k.key AS match_key, h.seq AS seq, h.type AS type,
+           CASE WHEN substr(b.text, 1, 1) = '{' THEN b.text
+                ELSE '{"match":"' || k.key || '","type":"' || h.type || '"' || b.text END AS body, h.at AS at
+    FROM happened h JOIN match_ids k ON k.id = h.match JOIN texts b ON b.id = h.body;
+PRAGMA user_version = 8;
+"""
+
+
+def as_format8(store_file: Path) -> None:
+    """Lay a store of today's format out as format 8 did (by way of format 7's tables)."""
+    from arena.store.texts import event_rest, text_hash
+
+    as_format7(store_file)
+    db = sqlite3.connect(store_file, isolation_level=None)
+    try:
+        db.create_function("text_hash", 1, text_hash)
+        db.create_function("event_rest", 3, event_rest)
+        db.executescript(f"BEGIN; {_FORMAT8} COMMIT;")
     finally:
         db.close()

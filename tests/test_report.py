@@ -315,11 +315,15 @@ def test_hostile_replies_and_names_stay_text(browser, tmp_path):
     evil_name = '<img src=y onerror="alert(\'name\')">'
     db = sqlite3.connect(run_dir / "run.sqlite")
     with db:
-        from arena.store.texts import text_hash  # a message's text is stored once, and the row holds its number
+        from arena.store.texts import text_hash  # a text or name is stored once, and the row holds its number
 
-        evil = db.execute("INSERT INTO texts (hash, text) VALUES (?, ?)", (text_hash(evil_reply), evil_reply)).lastrowid
-        db.execute("UPDATE posted SET content = ? WHERE kind = 'reply'", (evil,))
-        for table, column in (("outcomes", "agent"), ("reviews", "a"), ("reviews", "b"), ("reviews", "reviewer")):
+        def number(text: str) -> int:
+            return db.execute("INSERT INTO texts (hash, text) VALUES (?, ?) ON CONFLICT (hash) DO UPDATE SET text = text "
+                              "RETURNING id", (text_hash(text), text)).fetchone()[0]
+
+        db.execute("UPDATE posted SET content = ? WHERE kind = ?", (number(evil_reply), number("reply")))
+        db.execute("UPDATE seat_outcomes SET agent = ? WHERE agent = ?", (number(evil_name), number("ada")))
+        for table, column in (("reviews", "a"), ("reviews", "b"), ("reviews", "reviewer")):
             db.execute(f"UPDATE {table} SET {column} = ? WHERE {column} = 'ada'", (evil_name,))
         db.execute("UPDATE matches SET seats = replace(seats, '\"ada\"', ?)", (json.dumps(evil_name),))
     db.close()

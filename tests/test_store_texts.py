@@ -1,7 +1,7 @@
-"""Format 8: each distinct text stored once. What a user checks: the export of a run is the same byte for
-byte whether the run was written by this format, upgraded to it from format 7, or caught half way
-through that upgrade by a kill; the texts a row refers to are there as soon as the row is; a store
-holds each text once."""
+"""Formats 8 and 9: each distinct text (and name) stored once. What a user checks: the export of a run
+is the same byte for byte whether the run was written by this format, upgraded to it from format 7 or
+8, or caught half way through that upgrade by a kill; the texts a row refers to are there as soon as
+the row is; a store holds each text once."""
 
 from __future__ import annotations
 
@@ -15,12 +15,13 @@ import pytest
 import trio
 
 from arena.contract import open_run
+from arena.contract.runs.schema import SCHEMA_VERSION
 from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
 from arena.store import RunStore
-from arena.store.texts import event_rest
+from arena.store.texts import event_parts, event_rest, spec_parts
 
-from store_kit import TINY, as_format7, cli
+from store_kit import TINY, as_format7, as_format8, cli
 
 PUBLIC_GOODS = {**TINY, "agents": {**TINY["agents"], "copy": {"backend": "scripted", "strategy": "tit_for_tat"}},
                 "games": [{"game": "public_goods", "params": {"rounds": 3}}], "tournament": {"repeats": 2}}
@@ -66,20 +67,34 @@ def test_each_distinct_text_is_stored_once(tmp_path):
     assert rules[0] >= 6 and rules[1] < rules[0]  # the rules went to every seat of every match: kept once
 
 
-def test_a_store_upgraded_from_format_7_exports_byte_for_byte_what_it_did(tmp_path, capsys):
+OLD_LAYOUTS = {7: as_format7, 8: as_format8}
+
+
+@pytest.mark.parametrize("old", sorted(OLD_LAYOUTS))
+def test_an_older_store_upgraded_exports_byte_for_byte_what_it_did(tmp_path, capsys, old):
     run_dir = played(tmp_path / "run")
     written = export(capsys, run_dir)
-    as_format7(run_dir / "run.sqlite")
-    assert version(run_dir) == 7 and export(capsys, run_dir) == written  # read as it is, not upgraded
-    assert version(run_dir) == 7
+    OLD_LAYOUTS[old](run_dir / "run.sqlite")
+    assert version(run_dir) == old and export(capsys, run_dir) == written  # read as it is, not upgraded
+    assert version(run_dir) == old
     RunStore.open(run_dir).close()  # a writer upgrades it
-    assert version(run_dir) == 8 and export(capsys, run_dir) == written
+    assert version(run_dir) == SCHEMA_VERSION and export(capsys, run_dir) == written
     db = sqlite3.connect(run_dir / "run.sqlite")
     try:
-        kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN ('messages', 'events')"))
+        kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN "
+                                "('matches', 'messages', 'events', 'outcomes', 'metrics')"))
+        texts = [t for (t,) in db.execute("SELECT text FROM texts")]
+        unused = db.execute("SELECT COUNT(*) FROM texts WHERE id NOT IN (SELECT body FROM happened UNION "
+                            "SELECT rest FROM happened WHERE rest IS NOT NULL UNION SELECT content FROM posted "
+                            "UNION SELECT sender FROM posted UNION SELECT kind FROM posted UNION SELECT type FROM happened "
+                            "UNION SELECT recipients FROM posted UNION SELECT data FROM posted WHERE data IS NOT NULL "
+                            "UNION SELECT seat FROM seat_outcomes UNION SELECT agent FROM seat_outcomes "
+                            "UNION SELECT role FROM seat_outcomes UNION SELECT metric FROM seat_metrics "
+                            "UNION SELECT spec_rest FROM match_rows WHERE spec_rest IS NOT NULL)").fetchone()[0]
     finally:
         db.close()
-    assert kinds == {"messages": "view", "events": "view"}
+    assert kinds == dict.fromkeys(("matches", "messages", "events", "outcomes", "metrics"), "view")
+    assert len(texts) == len(set(texts)) and unused == 0  # format 8's whole event bodies went with the move
 
 
 def test_the_format_5_fixture_upgraded_exports_what_it_did(tmp_path, capsys):
@@ -90,7 +105,7 @@ def test_the_format_5_fixture_upgraded_exports_what_it_did(tmp_path, capsys):
     shutil.copytree(source, run_dir)
     written = export(capsys, run_dir)
     RunStore.open(run_dir).close()
-    assert version(run_dir) == 8 and export(capsys, run_dir) == written
+    assert version(run_dir) == SCHEMA_VERSION and export(capsys, run_dir) == written
 
 
 KILL_IN_THE_MOVE = """
@@ -110,15 +125,16 @@ RunStore.open(sys.argv[1])
 """
 
 
-def test_a_kill_in_the_middle_of_the_upgrade_loses_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("old", sorted(OLD_LAYOUTS))
+def test_a_kill_in_the_middle_of_the_upgrade_loses_nothing(tmp_path, capsys, old):
     run_dir = played(tmp_path / "run")
     written = export(capsys, run_dir)
-    as_format7(run_dir / "run.sqlite")
+    OLD_LAYOUTS[old](run_dir / "run.sqlite")
     killed = subprocess.run([sys.executable, "-c", KILL_IN_THE_MOVE, str(run_dir)], capture_output=True)
     assert killed.returncode == -9, killed.stderr.decode()
-    assert version(run_dir) == 7 and export(capsys, run_dir) == written  # the old store, whole
+    assert version(run_dir) == old and export(capsys, run_dir) == written  # the old store, whole
     RunStore.open(run_dir).close()
-    assert version(run_dir) == 8 and export(capsys, run_dir) == written
+    assert version(run_dir) == SCHEMA_VERSION and export(capsys, run_dir) == written
 
 
 def test_a_follower_never_sees_a_row_before_its_texts(tmp_path):
@@ -202,3 +218,71 @@ def test_a_reader_of_a_finished_run_gets_the_rows_as_stored(tmp_path, kind):
         assert [m.content for m in transcript.messages] == [m.content for m in record.messages] and record.messages
     else:
         assert {e.type for e in transcript.events} >= {"match_started", "match_ended"}
+
+
+def test_names_and_the_shared_part_of_each_spec_are_stored_once(tmp_path):
+    """Format 9: a message's sender and kind, an event's type and an outcome's seat, agent and role are
+    numbers of texts; the settings and scrub list every match of an entry shares are one text."""
+    run_dir = played(tmp_path / "run")
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        kinds = set(db.execute("SELECT typeof(sender), typeof(kind) FROM posted UNION "
+                               "SELECT typeof(type), typeof(body) FROM happened UNION "
+                               "SELECT typeof(seat), typeof(agent) FROM seat_outcomes"))
+        shared = db.execute("SELECT COUNT(*), COUNT(DISTINCT spec_rest), COUNT(spec_rest) FROM match_rows").fetchone()
+        referee = db.execute("SELECT COUNT(*) FROM texts WHERE text = 'Referee'").fetchone()[0]
+        specs = [json.loads(spec) for (spec,) in db.execute("SELECT spec FROM matches")]
+        own = [spec for (spec,) in db.execute("SELECT spec FROM match_rows")]
+    finally:
+        db.close()
+    assert kinds == {("integer", "integer")}
+    assert shared[0] >= 2 and shared[1] == 1 and shared[2] == shared[0]
+    assert referee == 1
+    assert all("scrub" in spec and "settings" in spec for spec in specs)  # the view gives the spec whole
+    assert not any("scrub" in spec for spec in own)
+
+
+def test_a_change_made_through_the_matches_view_reaches_its_row(tmp_path):
+    """A tool (or a person with sqlite3) that sets a match's fields through ``matches`` changes the row."""
+    run_dir = played(tmp_path / "run")
+    db = sqlite3.connect(run_dir / "run.sqlite")
+    try:
+        key, spec = db.execute("SELECT key, spec FROM matches WHERE position = 0").fetchone()
+        db.execute("UPDATE matches SET status = 'running', error = 'by hand' WHERE key = ?", (key,))
+        assert db.execute("SELECT status, error, spec FROM matches WHERE key = ?", (key,)).fetchone() == (
+            "running", "by hand", spec)  # the spec, not touched, is still whole
+        edited = spec.replace('"scrub_material":false', '"scrub_material":true')
+        db.execute("UPDATE matches SET spec = ? WHERE key = ?", (edited, key))
+        assert db.execute("SELECT spec FROM matches WHERE key = ?", (key,)).fetchone()[0] == edited != spec
+        db.commit()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("body", [
+    {"round": 1, "seat": "Player 1", "action": {"coins": 3}, "reply": '{"a": 1}, "x": 2'},
+    {"game": "g", "seed": 2 ** 64 - 1, "seats": [{"label": "a\\\"b", "agent": ",\"k\":"}]},
+    {"payoffs": {"a": 1}, "status": "finished"},
+    {"round": 1},
+    {"note": "a \\ back slash, \"quotes\", and ,\"commas\":"},
+    {},
+])
+def test_an_event_cut_in_two_reads_back_byte_for_byte(tmp_path, body):
+    key = "k"
+    text = json.dumps({"match": key, "type": "t", **body}, separators=(",", ":"))
+    head, tail = event_parts(key, "t", text)
+    assert head + (tail or "") == event_rest(key, "t", text)
+    store = RunStore.create_or_resume(tmp_path / "run", "cut", "{}", "cut")
+    try:
+        store.add_rows([("events", (key, 0, "t", text, 1.0))])
+        store.flush()
+        assert store.db.execute("SELECT body FROM events").fetchone()[0] == text
+    finally:
+        store.close()
+
+
+def test_a_spec_cut_in_two_reads_back_byte_for_byte():
+    for spec in ('{"key":"k","params":{"shuffle_seats":1},"seed":1,"shuffle_seats":true,"scrub":[]}',
+                 '{"key":"k","seed":1}', '{"key":",\\"shuffle_seats\\":","shuffle_seats":false}'):
+        own, shared = spec_parts(spec)
+        assert own + (shared or "") == spec

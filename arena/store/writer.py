@@ -37,26 +37,28 @@ from arena.contract.runs.opening import (check_folder, connect_readonly, examine
                                          sqlite_reason, sqlite_refused)
 from arena.contract.runs.reader import RunReader
 from arena.contract.runs.schema import (ADDED_COLUMNS, REVIEW_COLUMNS, SCENARIO_FILE, SCHEMA, SCHEMA_VERSION, STORE_FILE,
+                                        TABLES,
                                         UPGRADABLE, VIEWS, DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat,
                                         StoreError)
 from arena.store.lock import RunLock
-from arena.store.texts import MOVE_TO_TEXTS, Interned, ready_to_move
+from arena.store.texts import MOVE_TO_TEXTS, SNAPSHOT, Interned, ready_to_move, spec_parts
 
 # What the rows waiting for a commit are written with, in this order: a match's row before what
 # updates it. "matches" maps a key to (spec, position), which `RunStore.spec` reads before it is
 # written; "starts" maps a key to its row, so that a match ending before the write drops it and
 # says when it started in its last row.
 _WRITES = {
-    "matches": "INSERT INTO matches (key, position, grp, repeat, game, spec, status) VALUES (?, ?, ?, ?, ?, ?, 'pending') "
+    "matches": "INSERT INTO match_rows (key, position, grp, repeat, game, spec, spec_rest, status) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?, 'pending') "
                "ON CONFLICT (key) DO UPDATE SET status = 'pending', seats = NULL, rounds = NULL, error = NULL, "
                "started = NULL, ended = NULL",
-    "starts": "UPDATE matches SET status = 'running', started = ?, seats = ? WHERE key = ?",
+    "starts": "UPDATE match_rows SET status = 'running', started = ?, seats = ? WHERE key = ?",
     "messages": "INSERT INTO posted VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",  # texts by number: arena.store.texts
-    "events": "INSERT INTO happened VALUES (?, ?, ?, ?, ?)",
-    "outcomes": "INSERT INTO outcomes VALUES (?, ?, ?, ?, ?)",
-    "metrics": "INSERT INTO metrics VALUES (?, ?, ?, ?)",
+    "events": "INSERT INTO happened VALUES (?, ?, ?, ?, ?, ?)",
+    "outcomes": "INSERT INTO seat_outcomes VALUES (?, ?, ?, ?, ?)",
+    "metrics": "INSERT INTO seat_metrics VALUES (?, ?, ?, ?)",
     "reviews": f"INSERT INTO reviews ({REVIEW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    "ends": "UPDATE matches SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
+    "ends": "UPDATE match_rows SET status = ?, rounds = ?, error = ?, params = ?, ended = ?, seats = ?, "
             "started = coalesce(?, started) WHERE key = ?",
 }
 _KEYED = ("matches", "starts")
@@ -78,13 +80,18 @@ def _connect(path: Path) -> sqlite3.Connection:
                 present = {row[1] for row in db.execute(f"PRAGMA table_info({table})")}  # none: SCHEMA creates it whole
                 alter += "".join(f"ALTER TABLE {table} ADD COLUMN {c} {kind}; " for c, kind in columns.items()
                                  if present and c not in present)
-            # before format 8, messages and events were tables of their own: their rows move to the tables
-            # that number their texts, in the upgrade's one transaction (a crash leaves the old store whole)
-            move = ""
-            if db.execute("SELECT 1 FROM sqlite_master WHERE name = 'messages' AND type = 'table'").fetchone():
-                ready_to_move(db)
-                move = MOVE_TO_TEXTS
-            db.executescript(f"BEGIN; {SCHEMA} {alter} {move} {VIEWS} PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
+            # The rows of messages, events, outcomes and metrics, as tables (formats 2 to 7) or format 8's
+            # views, move to the tables that number their texts, in the upgrade's one transaction (a crash
+            # leaves the old store whole); a table an old format never had is made empty to move from.
+            kinds = dict(db.execute("SELECT name, type FROM sqlite_master WHERE name IN "
+                                    "('matches', 'messages', 'events', 'outcomes', 'metrics', 'posted', 'happened')"))
+            moved = ("matches", "messages", "events", "outcomes", "metrics")
+            missing = "".join(TABLES[name] + ";" for name in moved if name not in kinds)
+            drop = "".join(f"DROP {kinds.get(name, 'table').upper()} {name}; " for name in moved)
+            drop += "".join(f"DROP TABLE {name}; " for name in ("posted", "happened") if name in kinds)
+            ready_to_move(db)
+            db.executescript(f"BEGIN; {alter} {missing} {SNAPSHOT} {drop} {SCHEMA} {MOVE_TO_TEXTS} {VIEWS} "
+                             f"PRAGMA user_version = {SCHEMA_VERSION}; COMMIT;")
             version = SCHEMA_VERSION
     except sqlite3.DatabaseError as exc:
         db.close()
@@ -385,10 +392,11 @@ class RunStore:
             self._keys = {key for (key,) in self.db.execute("SELECT key FROM matches")}
         if spec.key in self._keys:
             self._write_rows()  # an earlier attempt's last rows go before they are wiped
-            for table in ("posted", "happened"):  # their texts stay: the match played again posts them again
+            for table in ("posted", "happened"):  # texts stay: the match played again posts them again
                 self.db.execute(f"DELETE FROM {table} WHERE match = (SELECT id FROM match_ids WHERE key = ?)", (spec.key,))
-            for table in ("outcomes", "metrics", "reviews"):  # calls stay: they were paid for
-                self.db.execute(f"DELETE FROM {table} WHERE match_key = ?", (spec.key,))
+            for table in ("seat_outcomes", "seat_metrics"):  # calls stay: they were paid for
+                self.db.execute(f"DELETE FROM {table} WHERE match = (SELECT id FROM match_ids WHERE key = ?)", (spec.key,))
+            self.db.execute("DELETE FROM reviews WHERE match_key = ?", (spec.key,))
         self._keys.add(spec.key)
         self._rows["matches"][spec.key] = (spec, position)  # its row is written with the others; `spec` reads it meanwhile
         self._encoder.start(spec.key)
@@ -427,15 +435,21 @@ class RunStore:
     def _write_each(self) -> None:
         for table, rows in self._rows.items():
             if rows:
-                if table == "matches":
-                    rows = [(spec.key, position, spec.group, spec.repeat, spec.game, spec.model_dump_json())
-                            for spec, position in rows.values()]
+                if table == "matches":  # a spec's part shared with its entry's matches is a text, stored once
+                    parts = [(spec, position, *spec_parts(spec.model_dump_json())) for spec, position in rows.values()]
+                    shared = self._interned.spec_rests({rest for *_, rest in parts if rest is not None})
+                    rows = [(spec.key, position, spec.group, spec.repeat, spec.game, own, shared.get(rest))
+                            for spec, position, own, rest in parts]
                 elif table == "starts":
                     rows = rows.values()
                 elif table == "messages":  # each text found or stored first, in this same transaction
                     rows = self._interned.messages(rows)
                 elif table == "events":
                     rows = self._interned.events(rows)
+                elif table == "outcomes":
+                    rows = self._interned.outcomes(rows)
+                elif table == "metrics":
+                    rows = self._interned.metrics(rows)
                 self.db.executemany(_WRITES[table], rows)
                 self._rows[table] = {} if table in _KEYED else []
 

@@ -17,8 +17,8 @@ from arena.contract.records import MatchRecord
 STORE_FILE = "run.sqlite"
 SCENARIO_FILE = "scenario.yaml"
 
-SCHEMA_VERSION = 8  # bump when the tables change; older stores are upgraded when they can be, else refused
-UPGRADABLE = {2, 3, 4, 5, 6, 7}  # versions whose tables are a subset of these: opening one adds what is missing
+SCHEMA_VERSION = 9  # bump when the tables change; older stores are upgraded when they can be, else refused
+UPGRADABLE = {2, 3, 4, 5, 6, 7, 8}  # versions whose tables are a subset of these: opening one adds what is missing
 # columns added since format 2, added to older stores; a review's structure (format 5) is NULL in
 # reviews stored before it, which peer rank reads as battles of their own, as it did then; the run's
 # key scheme (format 6) is NULL in runs begun before it, whose keys name agents ("agents"); why a
@@ -36,10 +36,10 @@ CREATE TABLE IF NOT EXISTS run (
     created REAL, updated REAL, status TEXT NOT NULL, planned INTEGER NOT NULL DEFAULT 0,
     pid INTEGER, host TEXT, key_scheme TEXT
 );
-CREATE TABLE IF NOT EXISTS matches (
+CREATE TABLE IF NOT EXISTS match_rows (
     key TEXT PRIMARY KEY, position INTEGER NOT NULL, grp TEXT NOT NULL, repeat INTEGER NOT NULL, game TEXT NOT NULL,
     spec TEXT NOT NULL, status TEXT NOT NULL, seats TEXT, params TEXT, rounds INTEGER,
-    error TEXT, started REAL, ended REAL
+    error TEXT, started REAL, ended REAL, spec_rest INTEGER
 );
 CREATE TABLE IF NOT EXISTS texts (
     id INTEGER PRIMARY KEY, hash BLOB NOT NULL UNIQUE, text TEXT NOT NULL
@@ -49,20 +49,20 @@ CREATE TABLE IF NOT EXISTS match_ids (
 );
 CREATE TABLE IF NOT EXISTS posted (
     match INTEGER NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
-    sender TEXT NOT NULL, recipients INTEGER NOT NULL, kind TEXT NOT NULL, content INTEGER NOT NULL, data INTEGER,
+    sender INTEGER NOT NULL, recipients INTEGER NOT NULL, kind INTEGER NOT NULL, content INTEGER NOT NULL, data INTEGER,
     shown TEXT, PRIMARY KEY (match, seq)
 );
 CREATE TABLE IF NOT EXISTS happened (
-    match INTEGER NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, body INTEGER NOT NULL, at REAL,
+    match INTEGER NOT NULL, seq INTEGER NOT NULL, type INTEGER NOT NULL, body INTEGER NOT NULL, rest INTEGER, at REAL,
     PRIMARY KEY (match, seq)
 );
-CREATE TABLE IF NOT EXISTS outcomes (
-    match_key TEXT NOT NULL, seat TEXT NOT NULL, agent TEXT NOT NULL, role TEXT NOT NULL, payoff REAL NOT NULL,
-    PRIMARY KEY (match_key, seat)
+CREATE TABLE IF NOT EXISTS seat_outcomes (
+    match INTEGER NOT NULL, seat INTEGER NOT NULL, agent INTEGER NOT NULL, role INTEGER NOT NULL, payoff REAL NOT NULL,
+    PRIMARY KEY (match, seat)
 );
-CREATE TABLE IF NOT EXISTS metrics (
-    match_key TEXT NOT NULL, metric TEXT NOT NULL, seat TEXT NOT NULL, value REAL NOT NULL,
-    PRIMARY KEY (match_key, metric, seat)
+CREATE TABLE IF NOT EXISTS seat_metrics (
+    match INTEGER NOT NULL, metric INTEGER NOT NULL, seat INTEGER NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (match, metric, seat)
 );
 CREATE TABLE IF NOT EXISTS reviews (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, question TEXT NOT NULL, a TEXT NOT NULL, b TEXT NOT NULL,
@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS stability (
 CREATE TABLE IF NOT EXISTS sessions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, overrides TEXT NOT NULL, match_limit INTEGER
 );
-CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
+CREATE INDEX IF NOT EXISTS match_rows_status ON match_rows (status);
 """
 
 # Format 8 stores each distinct text once (``texts``, found by a hash of it) and each match key once
@@ -96,23 +96,58 @@ CREATE INDEX IF NOT EXISTS matches_status ON matches (status);
 # and prompts go to every seat of every match, and scripted agents give the same replies: most of a
 # run's text repeats. An event's body is stored without its opening match and type (the row has both),
 # which is what makes most bodies repeat; a body that does not open with them as plain text is kept
-# whole (it opens with "{", a shortened one with "," or "}"). The views ``messages`` and ``events``
-# give the rows as the formats before stored them, which is what every reader reads.
+# whole (it opens with "{", a shortened one with "," or "}"). Format 9 numbers the names too (a
+# message's sender and kind, an event's type, an outcome's seat, agent and role, a metric's name and
+# seat: texts like any other), keys outcomes and metrics by the match's number (``seat_outcomes``,
+# ``seat_metrics``), and cuts an event's body in two (``body`` then ``rest``: arena.store.texts), and a
+# match's specification (``match_rows``: its own part in ``spec``, the part its entry's matches share,
+# settings and scrub list, in ``spec_rest``), each part stored once. The views ``matches``,
+# ``messages``, ``events``, ``outcomes`` and ``metrics`` give the rows as the formats before stored
+# them, under the same row ids, which is what every reader reads; a change made through ``matches``
+# (a tool setting a status by hand) goes to its row.
 VIEWS = """
+CREATE VIEW IF NOT EXISTS matches AS
+    SELECT m.rowid AS rowid, m.key AS key, m.position AS position, m.grp AS grp, m.repeat AS repeat, m.game AS game,
+           m.spec || coalesce((SELECT text FROM texts WHERE id = m.spec_rest), '') AS spec, m.status AS status,
+           m.seats AS seats, m.params AS params, m.rounds AS rounds, m.error AS error, m.started AS started,
+           m.ended AS ended
+    FROM match_rows m;
+CREATE TRIGGER IF NOT EXISTS matches_changed INSTEAD OF UPDATE ON matches BEGIN
+    UPDATE match_rows SET key = NEW.key, position = NEW.position, grp = NEW.grp, repeat = NEW.repeat, game = NEW.game,
+        spec = CASE WHEN NEW.spec IS OLD.spec THEN spec ELSE NEW.spec END,
+        spec_rest = CASE WHEN NEW.spec IS OLD.spec THEN spec_rest END, status = NEW.status, seats = NEW.seats,
+        params = NEW.params, rounds = NEW.rounds, error = NEW.error, started = NEW.started, ended = NEW.ended
+    WHERE rowid = OLD.rowid;
+END;
 CREATE VIEW IF NOT EXISTS messages AS
-    SELECT p.rowid AS rowid, k.key AS match_key, p.seq AS seq, p.idx AS idx, p.round AS round, p.sender AS sender,
-           r.text AS recipients, p.kind AS kind, c.text AS content, d.text AS data, p.shown AS shown
-    FROM posted p JOIN match_ids k ON k.id = p.match JOIN texts r ON r.id = p.recipients
-    JOIN texts c ON c.id = p.content LEFT JOIN texts d ON d.id = p.data;
+    SELECT p.rowid AS rowid, k.key AS match_key, p.seq AS seq, p.idx AS idx, p.round AS round, s.text AS sender,
+           r.text AS recipients, t.text AS kind, c.text AS content, d.text AS data, p.shown AS shown
+    FROM posted p JOIN match_ids k ON k.id = p.match JOIN texts s ON s.id = p.sender JOIN texts r ON r.id = p.recipients
+    JOIN texts t ON t.id = p.kind JOIN texts c ON c.id = p.content LEFT JOIN texts d ON d.id = p.data;
 CREATE VIEW IF NOT EXISTS events AS
-    SELECT h.rowid AS rowid, k.key AS match_key, h.seq AS seq, h.type AS type,
-           CASE WHEN substr(b.text, 1, 1) = '{' THEN b.text
-                ELSE '{"match":"' || k.key || '","type":"' || h.type || '"' || b.text END AS body, h.at AS at
-    FROM happened h JOIN match_ids k ON k.id = h.match JOIN texts b ON b.id = h.body;
+    SELECT h.rowid AS rowid, k.key AS match_key, h.seq AS seq, t.text AS type,
+           CASE WHEN substr(b.text, 1, 1) = '{' THEN b.text || coalesce(r.text, '')
+                ELSE '{"match":"' || k.key || '","type":"' || t.text || '"' || b.text || coalesce(r.text, '') END AS body,
+           h.at AS at
+    FROM happened h JOIN match_ids k ON k.id = h.match JOIN texts t ON t.id = h.type JOIN texts b ON b.id = h.body
+    LEFT JOIN texts r ON r.id = h.rest;
+CREATE VIEW IF NOT EXISTS outcomes AS
+    SELECT o.rowid AS rowid, k.key AS match_key, s.text AS seat, a.text AS agent, r.text AS role, o.payoff AS payoff
+    FROM seat_outcomes o JOIN match_ids k ON k.id = o.match JOIN texts s ON s.id = o.seat JOIN texts a ON a.id = o.agent
+    JOIN texts r ON r.id = o.role;
+CREATE VIEW IF NOT EXISTS metrics AS
+    SELECT x.rowid AS rowid, k.key AS match_key, n.text AS metric, s.text AS seat, x.value AS value
+    FROM seat_metrics x JOIN match_ids k ON k.id = x.match JOIN texts n ON n.id = x.metric JOIN texts s ON s.id = x.seat;
 """
 
-# the message and event tables of formats 2 to 7, which an upgrade to format 8 moves into the tables above
+# the match, message, event, outcome and metric tables of formats 2 to 7 (matches, outcomes and metrics
+# to 8), which an upgrade moves into the tables above
 OLD_TABLES = """
+CREATE TABLE IF NOT EXISTS matches (
+    key TEXT PRIMARY KEY, position INTEGER NOT NULL, grp TEXT NOT NULL, repeat INTEGER NOT NULL, game TEXT NOT NULL,
+    spec TEXT NOT NULL, status TEXT NOT NULL, seats TEXT, params TEXT, rounds INTEGER,
+    error TEXT, started REAL, ended REAL
+);
 CREATE TABLE IF NOT EXISTS messages (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, idx INTEGER NOT NULL, round INTEGER NOT NULL,
     sender TEXT NOT NULL, recipients TEXT NOT NULL, kind TEXT NOT NULL, content TEXT NOT NULL, data TEXT,
@@ -121,6 +156,14 @@ CREATE TABLE IF NOT EXISTS messages (
 CREATE TABLE IF NOT EXISTS events (
     match_key TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL, at REAL,
     PRIMARY KEY (match_key, seq)
+);
+CREATE TABLE IF NOT EXISTS outcomes (
+    match_key TEXT NOT NULL, seat TEXT NOT NULL, agent TEXT NOT NULL, role TEXT NOT NULL, payoff REAL NOT NULL,
+    PRIMARY KEY (match_key, seat)
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    match_key TEXT NOT NULL, metric TEXT NOT NULL, seat TEXT NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (match_key, metric, seat)
 );
 """
 
