@@ -1,0 +1,92 @@
+"""What a run holds for all its Ray workers, and the faults a cluster adds: the driver killed with
+``kill -9`` and run again, the limits and the budget held by the run's process for every actor, the
+response cache read and filled over the workers' sockets, and a worker gone silent (its process
+frozen, as a lost node's is) whose matches are played again elsewhere.
+
+One local Ray instance (127.0.0.1, no dashboard, 2 CPUs) serves the module; the driver-kill test's
+own run starts its own instance, as `arena run` does with no cluster around. Nothing leaves
+127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import trio
+import yaml
+
+from arena.run.runner import Observer, run_tournament
+from arena.run.scenario import Execution, parse_scenario
+from arena.run.tournament import count
+from arena.store import RunStore
+
+from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from helpers import coins
+from mock_llm import OpenAIMock
+from test_chaos import LAUNCH, W, finished
+from test_ray_executor import cli, cluster, exported, model_scenario, needs_ray, no_workers_left, public_goods, ray, write  # noqa: F401
+
+pytestmark = needs_ray
+
+
+# -- the driver killed with kill -9, then run again ------------------------------------------------
+
+
+def _marked(marker: str) -> dict[int, str]:
+    """The processes whose environment holds ``marker`` (a run's and every Ray process it started, which
+    inherit it), by id, with their command line."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker.encode() in (entry / "environ").read_bytes().split(b"\0"):
+                    found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                pass  # gone meanwhile, or not ours to read
+    return found
+
+
+# Ray's two helper processes of a node (its dashboard and runtime-env agents) see their raylet die at
+# once, then spend a fixed minute trying to tell the dead cluster before they exit (Ray's own
+# publish_error timeout); they hold no worker, no match and no CPU meanwhile.
+RAY_AGENTS = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def test_the_driver_killed_under_ray_leaves_no_worker_behind_and_resumes_to_the_same_export(tmp_path, capsys, cluster):
+    raw = public_goods()
+    path = write(tmp_path / "s.yaml", raw)
+    assert cli("run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
+    expected = exported(tmp_path / "local", capsys)
+    total = len(expected[0].splitlines())
+
+    marker = f"ARENA_TEST_RUN={os.getpid()}-{time.monotonic_ns()}"
+    env = {**os.environ, "NO_PROXY": LOCAL, "no_proxy": LOCAL, marker.split("=")[0]: marker.split("=")[1]}
+    for name in ("RAY_ADDRESS",):  # `arena run` with no address starts its own local instance
+        env.pop(name, None)
+    crashed = tmp_path / "crashed"
+    killed = subprocess.run([sys.executable, str(LAUNCH), W + "finish", "6", "after", "--", "run", str(path), "--quiet",
+                             "--executor", "ray", "--workers", "2", "--run-dir", str(crashed)],
+                            capture_output=True, text=True, timeout=300, env=env)
+    assert killed.returncode == -9, killed.stderr  # killed where aimed: six matches played, the others under way
+    assert finished(crashed) < total  # (the last few stored were not yet committed)
+    gone_at = time.monotonic()
+
+    deadline = time.monotonic() + 60
+    while any(not line.startswith(RAY_AGENTS) for line in _marked(marker).values()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _marked(marker)
+    assert all(line.startswith(RAY_AGENTS) for line in left.values()), f"outlived the killed driver: {left}"
+    print(f"the killed run's workers and Ray instance were gone {time.monotonic() - gone_at:.1f} s after it")
+    for pid in left:  # not wait a minute for Ray's agents: this test's own processes, by id
+        os.kill(pid, signal.SIGKILL)
+
+    assert cli("run", path, "--quiet", "--executor", "ray", "--workers", 2, "--run-dir", crashed) == 0
+    assert exported(crashed, capsys) == expected  # each match once, unchanged
+    assert no_workers_left()
