@@ -90,3 +90,59 @@ def test_the_driver_killed_under_ray_leaves_no_worker_behind_and_resumes_to_the_
     assert cli("run", path, "--quiet", "--executor", "ray", "--workers", 2, "--run-dir", crashed) == 0
     assert exported(crashed, capsys) == expected  # each match once, unchanged
     assert no_workers_left()
+
+
+# -- the limits and the budget, held for every actor by the run's process ------------------------------
+
+
+async def _run(tmp_path: Path, name: str, raw: dict, ray_run: bool, **options):
+    scenario = parse_scenario(raw)
+    store = RunStore.create_or_resume(tmp_path / name, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+    try:
+        execution = Execution(executor="ray", workers=2) if ray_run else None
+        result = await run_tournament(scenario, store, execution=execution, **options)
+        return result, list(store.read.calls())
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("limit, per_window", [({"rpm": 2}, 2), ({"tpm": 1}, 1)], ids=["rpm", "tpm"])
+async def test_requests_and_tokens_per_minute_hold_across_ray_workers(tmp_path, monkeypatch, cluster, limit, per_window):
+    """The per-minute window is the run's (its process holds the limits for every actor), shortened here
+    to a second so that a test sees several. rpm: 2 lets two requests of the whole run into a window;
+    tpm: 1 one (a request larger than the whole budget goes alone). Two actors with a limit each would
+    send all four requests at once."""
+    window = 1.0
+    monkeypatch.setattr("arena.services.ratelimit.WINDOW", window)
+    arrived: list[float] = []
+    lock = threading.Lock()
+
+    def answer(body):
+        with lock:
+            arrived.append(time.monotonic())
+        return coins(4)
+
+    with OpenAIMock(responder=answer) as mock:
+        raw = model_scenario(mock.base_url) | {"limits": {"openai": limit}}
+        result, calls = await _run(tmp_path, "ray", raw, True, use_cache=False)
+    assert result.count("finished") == 2 and len(calls) == len(arrived) == 4
+    # the (per_window + 1)-th request after any one waits for that one's window to pass (less its own
+    # trip to the server, which a loaded machine can stretch)
+    gaps = [later - first for first, later in zip(arrived, arrived[per_window:])]
+    assert min(gaps) >= window - 0.4, f"requests reached the server {gaps} s apart under {limit} a {window} s window"
+
+
+async def test_the_budget_counts_every_ray_worker_s_calls(tmp_path, cluster):
+    """A budget of one token is spent by the first two matches' calls (both actors', started at once):
+    no further match starts, as in a run played by one process."""
+    seen = {}
+    for ray_run in (False, True):
+        with OpenAIMock(responder=lambda body: coins(4)) as mock:
+            raw = model_scenario(mock.base_url) | {"budget": {"tokens": 1}}
+            raw["tournament"]["repeats"] = 6
+            result, calls = await _run(tmp_path, str(ray_run), raw, ray_run, use_cache=False)
+            seen[ray_run] = (result.count("finished"), len(result.not_started), result.budget_note.split(" (")[0],
+                             len(calls), mock.count)  # (what was spent when it was seen depends on timing)
+    assert seen[True] == seen[False]
+    assert seen[True][:2] == (2, 4) and seen[True][3:] == (4, 4)  # two matches of two requests each, then none
+    assert seen[True][2] == "the budget of 1 tokens is used"
