@@ -146,3 +146,43 @@ async def test_the_budget_counts_every_ray_worker_s_calls(tmp_path, cluster):
     assert seen[True] == seen[False]
     assert seen[True][:2] == (2, 4) and seen[True][3:] == (4, 4)  # two matches of two requests each, then none
     assert seen[True][2] == "the budget of 1 tokens is used"
+
+
+# -- the response cache, shared with actors that cannot open its file -----------------------------
+
+
+async def test_ray_workers_on_another_node_share_the_run_s_cache_over_their_socket(tmp_path, monkeypatch, capsys, cluster):
+    """On one machine every actor could open the cache file; the run is told its node is another one, so
+    each actor takes the path of a worker on another machine: saved replies come from the run with its
+    turn at a request, new ones go to the run to be saved. The run's own process does every read and
+    write of the file, and a rerun asks the server nothing."""
+    from arena.services.cache import ResponseCache
+
+    monkeypatch.setattr("arena.run.ray_workers._this_node", lambda ray: "the run's node")
+    saved, found = [], []
+    put, get = ResponseCache.put, ResponseCache.get
+
+    def counted_put(self, key, reply):
+        saved.append(key)
+        put(self, key, reply)
+
+    def counted_get(self, key):
+        reply = get(self, key)
+        if reply is not None:
+            found.append(key)
+        return reply
+
+    monkeypatch.setattr(ResponseCache, "put", counted_put)  # in the run's process only: the actors' code is their own
+    monkeypatch.setattr(ResponseCache, "get", counted_get)
+    with OpenAIMock(responder=lambda body: coins(4)) as mock:
+        raw = model_scenario(mock.base_url) | {"cache": str(tmp_path / "responses.sqlite")}
+        first, asked = await _run(tmp_path, "first", raw, True)
+        paid = mock.count  # the two matches' seats ask the same two requests: each asked once, by either actor
+        assert len(asked) == 4 and paid == sum(not call.cached for call in asked) == 2
+        assert len(saved) == len(set(saved)) == paid  # each reply sent back and saved by the run, once
+        found.clear()
+        again, answered = await _run(tmp_path, "again", raw, True)
+        assert mock.count == paid  # the rerun on the cluster asked nothing
+    assert again.count("finished") == 2 and len(answered) == 4 and all(call.cached for call in answered)
+    assert sorted(found) == sorted(saved * 2)  # each seat's reply read by the run and sent with the actor's turn
+    assert exported(tmp_path / "again", capsys) == exported(tmp_path / "first", capsys)

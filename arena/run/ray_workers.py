@@ -12,7 +12,9 @@ takes one (a worker plays many matches, never one task each).
 The run listens on 127.0.0.1 when every node of the cluster is this machine (a local instance), and
 otherwise on the address Ray gives this node, which the other nodes reach. An actor that dies (its
 process killed, its node lost) ends its socket: its unfinished matches are played again by the
-others, their rows wiped first, so nothing is stored twice (``Workers.replay_lost``).
+others, their rows wiped first, so nothing is stored twice (``Workers.replay_lost``). An actor on
+another node than the run's cannot open the run's response cache: it asks the run for saved replies
+and sends new ones back over its socket, so a rerun on the cluster asks the models nothing again.
 """
 
 from __future__ import annotations
@@ -99,7 +101,8 @@ class _Actor:
     def serve(self, host: str, port: int, job: Job) -> None:
         sock = socket.create_connection((host, port))
         sock.sendall(_PID.pack(os.getpid()))
-        trio.run(_serve, sock, job)  # returns when the run closes the socket
+        elsewhere = job.cache_node is not None and job.cache_node != _this_node(_ray())
+        trio.run(_serve, sock, job, elsewhere)  # returns when the run closes the socket
 
 
 class RayWorkers(Workers):
@@ -122,8 +125,8 @@ class RayWorkers(Workers):
         nodes = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
         here = ray.util.get_node_ip_address()
         host = "127.0.0.1" if nodes <= {here, "127.0.0.1"} else here
-        if job.cache is not None:  # an actor's working folder is not the run's
-            job = dataclasses.replace(job, cache=job.cache.absolute())
+        if job.cache is not None:  # an actor's working folder is not the run's; an actor on another node asks the run
+            job = dataclasses.replace(job, cache=job.cache.absolute(), cache_node=_this_node(ray))
         actor = ray.remote(num_cpus=1, max_concurrency=2, max_restarts=0)(_Actor)  # 2: pid() answers while serve() runs
         run = uuid.uuid4().hex[:8]
         with socket.create_server((host, 0)) as listener:
@@ -167,6 +170,11 @@ class RayWorkers(Workers):
             ray.kill(actor)
         gone = [actor.pid.remote() for actor in self._actors]  # answered by an error once the cluster knows it is dead
         await trio.to_thread.run_sync(lambda: ray.wait(gone, num_returns=len(gone), timeout=10))
+
+
+def _this_node(ray: Any) -> str:
+    """The Ray node this process runs on (a test makes the run's differ, to play "another node" on one)."""
+    return ray.get_runtime_context().get_node_id()
 
 
 def _keep_alive(sock: socket.socket) -> None:
