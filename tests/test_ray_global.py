@@ -10,6 +10,7 @@ own run starts its own instance, as `arena run` does with no cluster around. Not
 from __future__ import annotations
 
 import json
+from collections import Counter
 import os
 import signal
 import subprocess
@@ -186,3 +187,88 @@ async def test_ray_workers_on_another_node_share_the_run_s_cache_over_their_sock
     assert again.count("finished") == 2 and len(answered) == 4 and all(call.cached for call in answered)
     assert sorted(found) == sorted(saved * 2)  # each seat's reply read by the run and sent with the actor's turn
     assert exported(tmp_path / "again", capsys) == exported(tmp_path / "first", capsys)
+
+
+# -- a worker gone silent ------------------------------------------------------------------------------
+
+
+class FreezesAWorker(Observer):
+    """At the first thing a match says, stops one of the run's actors with SIGSTOP: its socket stays open
+    and the system still answers for it, as for a process stuck or a node cut off without a word; only
+    its silence tells. Counts every match's starts."""
+
+    def __init__(self):
+        self.starts: Counter[str] = Counter()
+        self.earlier = set(ray.util.list_named_actors())
+        self.victim: int | None = None
+        self.frozen = False
+        self.notes: list[str] = []
+
+    def planned(self, total: int) -> None:
+        if self.victim is None:
+            names = sorted(n for n in set(ray.util.list_named_actors()) - self.earlier if n.startswith("arena-worker"))
+            self.victim = ray.get(ray.get_actor(names[0]).pid.remote())
+
+    def event(self, event) -> None:
+        if event.type == "match_started":
+            self.starts[event.match] += 1
+        if not self.frozen:
+            os.kill(self.victim, signal.SIGSTOP)
+            self.frozen = True
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+async def test_a_worker_gone_silent_has_its_matches_played_again_and_nothing_stored_twice(tmp_path, capsys, cluster):
+    raw = public_goods()
+    for agent in raw["agents"].values():  # a match takes a few turns of 20 ms: the worker stops in the middle
+        agent["delay"] = 0.02
+    path = write(tmp_path / "s.yaml", raw)
+    assert await trio.to_thread.run_sync(cli, "run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
+    scenario = parse_scenario(raw)
+    store = RunStore.create_or_resume(tmp_path / "ray", scenario.name, path.read_text(), scenario.fingerprint())
+    freezer = FreezesAWorker()
+    try:
+        result = await run_tournament(scenario, store, freezer,
+                                      execution=Execution(executor="ray", workers=2, lost_after=2))
+    finally:
+        store.close()
+    assert result.count("finished") == count(scenario) == 30
+    said = [n for n in freezer.notes if n.startswith(f"worker process {freezer.victim} went silent mid-run (nothing "
+                                                      "for 2 s: its node lost, or its process frozen): its ")]
+    assert len(said) == 1 and said[0].endswith("unfinished matches are played again by the 1 other worker(s)"), freezer.notes
+    assert 1 <= int(said[0].split("frozen): its ")[1].split()[0]) <= 4  # its half of the 8 at once, none finished
+    assert max(freezer.starts.values()) <= 2  # a match it had begun started once more, on the other worker
+    assert exported(tmp_path / "ray", capsys) == exported(tmp_path / "local", capsys)  # each match once, unchanged
+    deadline = time.monotonic() + 30
+    while _alive(freezer.victim) and time.monotonic() < deadline:  # the run had Ray end it: it never wakes to play on
+        await trio.sleep(0.05)
+    assert not _alive(freezer.victim)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] if Path(f"/proc/{pid}/stat").exists() else "X"
+    return state not in ("Z", "X")  # a zombie has ended
+
+
+def test_how_long_a_worker_may_be_silent_is_a_ray_setting(tmp_path, capsys):
+    from arena.contract.errors import ConfigError
+
+    base = {"name": "x", "agents": {"a": {"backend": "scripted", "strategy": "free_rider"},
+                                    "b": {"backend": "scripted", "strategy": "free_rider"}},
+            "games": [{"game": "public_goods"}]}
+    ray_ = {"execution": {"executor": "ray", "lost_after": 5}}
+    assert parse_scenario(base | ray_).execution_settings() == Execution(executor="ray", lost_after=5)
+    assert Execution(executor="ray").lost_after == 40
+    with pytest.raises(ConfigError) as caught:
+        parse_scenario(base | {"execution": {"executor": "processes", "lost_after": 5}})
+    assert "lost_after is how long a Ray worker may be silent, for executor: ray, not processes" in str(caught.value)
+    # the command line's --workers over a processes block leaves lost_after unsaid, and so allowed
+    path = write(tmp_path / "s.yaml", base | {"execution": {"executor": "processes", "workers": 2}})
+    assert cli("run", path, "--quiet", "--workers", 1, "--run-dir", tmp_path / "run") == 0
+    assert capsys.readouterr().err == ""

@@ -51,7 +51,7 @@ import threading
 import traceback
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +94,7 @@ class Job:
     cache: Path | None  # the run's response cache, a file every worker on the run's machine opens
     use_cache: bool
     cache_node: str | None = None  # Ray: the node whose disk holds the cache; a worker elsewhere asks the run
+    heartbeat: float | None = None  # Ray: seconds between a worker's "alive", so the run hears a silent one
 
 
 class _Outbox:
@@ -119,13 +120,24 @@ class _Outbox:
             pass  # the other end is gone: its reader says so, once
 
 
-async def _frames(stream: trio.SocketStream) -> AsyncIterator[list[tuple]]:
-    """The stream's frames until it closes."""
+@dataclass
+class _Ended:
+    silent: bool = False  # the other end sent nothing for longer than it may
+
+
+async def _frames(stream: trio.SocketStream, silence: Callable[[], float | None] = lambda: None,
+                  ended: _Ended | None = None) -> AsyncIterator[list[tuple]]:
+    """The stream's frames until it closes, or until nothing comes for ``silence()`` seconds (said in ``ended``)."""
     buffer = bytearray()
     while True:
         try:
-            data = await stream.receive_some(1 << 18)
+            with trio.fail_after(silence() or float("inf")):
+                data = await stream.receive_some(1 << 18)
         except trio.BrokenResourceError:  # reset, or timed out by keepalive (a machine gone silent): ended too
+            return
+        except trio.TooSlowError:
+            if ended is not None:
+                ended.silent = True
             return
         if not data:
             return
@@ -180,6 +192,9 @@ class Workers:
     # the machine, as the run itself would); True plays its unfinished matches again on the others (a
     # cluster's worker lost with its node), and only the last one's end stops the run.
     replay_lost = False
+    # Seconds a prepared worker may send nothing before the run takes it for lost (None: as long as its
+    # socket is open). A frozen process or a stuck loop keeps its socket open: only its silence shows it.
+    lost_after: float | None = None
 
     def __init__(self, workers: list[_Worker]):
         self._workers = workers
@@ -265,7 +280,10 @@ class Workers:
 
     async def _read(self, worker: _Worker, stream: trio.SocketStream, services: Services) -> None:
         pending_of = self._pending.get
-        async for items in _frames(stream):
+        # counted once it is ready: preparing its agents (loading a model) may hold a worker's loop a while
+        silence = lambda: self.lost_after if worker.ready.is_set() else None  # noqa: E731
+        ended = _Ended()
+        async for items in _frames(stream, silence, ended):
             for item in items:
                 kind = item[0]
                 if kind == "message":  # ("message", store rows, recipients, data)
@@ -317,14 +335,18 @@ class Workers:
                     raise FatalAgentError(item[1])
                 elif kind == "crash":
                     raise WorkerFailed(f"worker process {worker.pid} crashed:\n{item[1]}")
+                # "alive" says only that: its arrival is what counts
+        if ended.silent:
+            await stream.aclose()  # should it wake, it finds the run gone and ends
         if not self._closing:
-            self._lost(worker, services)
+            self._lost(worker, services, f"went silent mid-run (nothing for {self.lost_after:g} s: its node lost, or its "
+                       "process frozen)" if ended.silent else "ended mid-run")
 
-    def _lost(self, worker: _Worker, services: Services) -> None:
+    def _lost(self, worker: _Worker, services: Services, why: str) -> None:
         """A worker ended mid-run: stop the run, or (``replay_lost``) give back what it held and hand its
         matches back to the run (``play`` returns None), which wipes their rows and plays them again."""
         if not self.replay_lost:
-            raise WorkerFailed(f"worker process {worker.pid} ended while the run needed it")
+            raise WorkerFailed(f"worker process {worker.pid} ended while the run needed it")  # (forked: never silent)
         self._alive.remove(worker)
         if not self._alive:
             raise WorkerFailed(f"every worker ended while the run needed them (the last: process {worker.pid})")
@@ -333,7 +355,7 @@ class Workers:
         for pending in lost:
             pending.played = None
             pending.done.set()
-        services.note(None, None, "worker", f"worker process {worker.pid} ended mid-run: its {len(lost)} unfinished "
+        services.note(None, None, "worker", f"worker process {worker.pid} {why}: its {len(lost)} unfinished "
                       f"matches are played again by the {len(self._alive)} other worker(s)")
         for place in [place for place in self._held if place[0] is worker]:
             self._unslot(worker, place[1], 0)
@@ -516,6 +538,13 @@ class _CacheOverSocket:
         pass
 
 
+async def _beat(outbox: _Outbox, every: float) -> None:
+    """Tell the run this worker is alive, however long its matches go without saying anything."""
+    while True:
+        await trio.sleep(every)
+        outbox.put("alive")
+
+
 async def _serve(sock: socket.socket, job: Job, cache_over_socket: bool = False) -> None:
     """Play what the run sends on ``sock``; ``cache_over_socket``: the run's cache file is out of reach."""
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
@@ -553,6 +582,8 @@ async def _serve(sock: socket.socket, job: Job, cache_over_socket: bool = False)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(outbox.pump)
+                if job.heartbeat:
+                    nursery.start_soon(_beat, outbox, job.heartbeat)
                 try:
                     for agent in agents.values():
                         await agent.prepare()
