@@ -9,14 +9,13 @@ own run starts its own instance, as `arena run` does with no cluster around. Not
 
 from __future__ import annotations
 
-import json
-from collections import Counter
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -28,7 +27,7 @@ from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
 from arena.store import RunStore
 
-from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from conformance_kit import LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
 from helpers import coins
 from mock_llm import OpenAIMock
 from test_chaos import LAUNCH, W, finished
@@ -67,10 +66,10 @@ def test_the_driver_killed_under_ray_leaves_no_worker_behind_and_resumes_to_the_
     expected = exported(tmp_path / "local", capsys)
     total = len(expected[0].splitlines())
 
-    marker = f"ARENA_TEST_RUN={os.getpid()}-{time.monotonic_ns()}"
-    env = {**os.environ, "NO_PROXY": LOCAL, "no_proxy": LOCAL, marker.split("=")[0]: marker.split("=")[1]}
-    for name in ("RAY_ADDRESS",):  # `arena run` with no address starts its own local instance
-        env.pop(name, None)
+    tag = f"{os.getpid()}-{time.monotonic_ns()}"  # marks the run's processes, and the Ray processes it starts
+    env = {**os.environ, "NO_PROXY": LOCAL, "no_proxy": LOCAL, "ARENA_TEST_RUN": tag}
+    env.pop("RAY_ADDRESS", None)  # `arena run` with no address starts its own local instance
+    marker = f"ARENA_TEST_RUN={tag}"
     crashed = tmp_path / "crashed"
     killed = subprocess.run([sys.executable, str(LAUNCH), W + "finish", "6", "after", "--", "run", str(path), "--quiet",
                              "--executor", "ray", "--workers", "2", "--run-dir", str(crashed)],
@@ -127,10 +126,10 @@ async def test_requests_and_tokens_per_minute_hold_across_ray_workers(tmp_path, 
         raw = model_scenario(mock.base_url) | {"limits": {"openai": limit}}
         result, calls = await _run(tmp_path, "ray", raw, True, use_cache=False)
     assert result.count("finished") == 2 and len(calls) == len(arrived) == 4
-    # the (per_window + 1)-th request after any one waits for that one's window to pass (less its own
-    # trip to the server, which a loaded machine can stretch)
+    # the (per_window + 1)-th request after any one waits for that one's window to pass (less the first
+    # one's trip to the server, which a loaded machine can stretch: all at once, were the limit per actor)
     gaps = [later - first for first, later in zip(arrived, arrived[per_window:])]
-    assert min(gaps) >= window - 0.4, f"requests reached the server {gaps} s apart under {limit} a {window} s window"
+    assert min(gaps) >= window / 2, f"requests reached the server {gaps} s apart under {limit} a {window} s window"
 
 
 async def test_the_budget_counts_every_ray_worker_s_calls(tmp_path, cluster):
