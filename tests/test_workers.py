@@ -226,8 +226,8 @@ async def test_workers_ask_a_model_what_one_process_asks_and_share_a_request_ask
     doubled = []
     original = Workers._claim
 
-    def claim(self, worker, digest):
-        original(self, worker, digest)
+    def claim(self, worker, digest, *rest):
+        original(self, worker, digest, *rest)
         if len(self._claims[digest]) == 2:
             doubled.append(digest)
             if len(doubled) == 2:

@@ -430,7 +430,7 @@ def _execution(args: argparse.Namespace, scenario):
         raise ConfigError([Problem(("--processes",), "--processes N is the older spelling of --executor processes "
                                    "--workers N: give one of them")], "the command line")
     base = scenario.execution_settings()
-    kept = base.model_dump() if given.get("executor", base.executor) == base.executor else {}  # another executor: its own defaults
+    kept = base.model_dump(exclude_unset=True) if given.get("executor", base.executor) == base.executor else {}  # another executor: its own defaults
     try:
         return Execution.model_validate(kept | given)
     except ValidationError as exc:

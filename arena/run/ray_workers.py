@@ -11,8 +11,12 @@ takes one (a worker plays many matches, never one task each).
 
 The run listens on 127.0.0.1 when every node of the cluster is this machine (a local instance), and
 otherwise on the address Ray gives this node, which the other nodes reach. An actor that dies (its
-process killed, its node lost) ends its socket: its unfinished matches are played again by the
-others, their rows wiped first, so nothing is stored twice (``Workers.replay_lost``).
+process killed) ends its socket, and one that sends nothing for ``execution.lost_after`` seconds
+(its node cut off, its process frozen: it says it is alive 4 times in that span) is taken for lost
+and killed: either way its unfinished matches are played again by the others, their rows wiped
+first, so nothing is stored twice (``Workers.replay_lost``). An actor on
+another node than the run's cannot open the run's response cache: it asks the run for saved replies
+and sends new ones back over its socket, so a rerun on the cluster asks the models nothing again.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from arena.run.workers import Job, WorkerFailed, Workers, _serve, _Worker
 ACTOR_PREFIX = "arena-worker"  # its actors' names: ACTOR_PREFIX-RUN-N, so a person (or a test) can find them
 _PID = struct.Struct(">Q")  # the first thing an actor sends: the id of its process
 START_WITHIN = 120  # seconds for every actor to be placed and connect: past it the cluster lacks room
+LOST_AFTER = 40.0  # seconds an actor may send nothing before its matches are played elsewhere (execution.lost_after)
 
 
 def _ray() -> Any:
@@ -99,7 +104,8 @@ class _Actor:
     def serve(self, host: str, port: int, job: Job) -> None:
         sock = socket.create_connection((host, port))
         sock.sendall(_PID.pack(os.getpid()))
-        trio.run(_serve, sock, job)  # returns when the run closes the socket
+        elsewhere = job.cache_node is not None and job.cache_node != _this_node(_ray())
+        trio.run(_serve, sock, job, elsewhere)  # returns when the run closes the socket
 
 
 class RayWorkers(Workers):
@@ -107,13 +113,16 @@ class RayWorkers(Workers):
 
     replay_lost = True
 
-    def __init__(self, workers: list[_Worker], ray: Any, actors: list[Any], serving: list[Any]):
+    def __init__(self, workers: list[_Worker], ray: Any, actors: list[Any], serving: list[Any], lost_after: float):
         super().__init__(workers)
         self._ray, self._actors, self._serving = ray, actors, serving
+        self.lost_after = lost_after
+        self._actor_of: dict[int, Any] = {}  # a worker's process -> its actor
 
     @classmethod
-    def start(cls, ray: Any, job: Job) -> RayWorkers:
-        """Place ``job.workers`` actors (default: one per CPU of the cluster) and wait for each to connect."""
+    def start(cls, ray: Any, job: Job, lost_after: float = LOST_AFTER) -> RayWorkers:
+        """Place ``job.workers`` actors (default: one per CPU of the cluster) and wait for each to connect.
+        An actor says it is alive 4 times per ``lost_after``; one silent for that long is lost."""
         cpus = int(ray.cluster_resources().get("CPU", 0))
         count = job.workers or cpus
         if count > cpus:
@@ -122,8 +131,9 @@ class RayWorkers(Workers):
         nodes = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
         here = ray.util.get_node_ip_address()
         host = "127.0.0.1" if nodes <= {here, "127.0.0.1"} else here
-        if job.cache is not None:  # an actor's working folder is not the run's
-            job = dataclasses.replace(job, cache=job.cache.absolute())
+        job = dataclasses.replace(job, heartbeat=lost_after / 4)
+        if job.cache is not None:  # an actor's working folder is not the run's; an actor on another node asks the run
+            job = dataclasses.replace(job, cache=job.cache.absolute(), cache_node=_this_node(ray))
         actor = ray.remote(num_cpus=1, max_concurrency=2, max_restarts=0)(_Actor)  # 2: pid() answers while serve() runs
         run = uuid.uuid4().hex[:8]
         with socket.create_server((host, 0)) as listener:
@@ -146,7 +156,7 @@ class RayWorkers(Workers):
                                                f"{START_WITHIN} s: the cluster has no room for them") from None
                         continue
                     sock.settimeout(None)
-                    _keep_alive(sock)
+                    _keep_alive(sock, lost_after)
                     workers.append(_Worker(_PID.unpack(_receive(sock, _PID.size))[0], sock))
             except BaseException as exc:
                 for sock in (w.sock for w in workers):
@@ -156,7 +166,15 @@ class RayWorkers(Workers):
                 if isinstance(exc, ray.exceptions.RayError):
                     raise WorkerFailed(f"a Ray worker could not start: {exc}") from None
                 raise
-        return cls(workers, ray, actors, serving)
+        started = cls(workers, ray, actors, serving, lost_after)
+        started._actor_of = dict(zip(ray.get([a.pid.remote() for a in actors]), actors))
+        return started
+
+    def _lost(self, worker: _Worker, services: Any, why: str) -> None:
+        super()._lost(worker, services, why)
+        actor = self._actor_of.get(worker.pid)
+        if actor is not None:  # one that went silent is not trusted to wake: it would play on for no one
+            self._ray.kill(actor)
 
     async def _reap(self) -> None:
         for worker in self._workers:
@@ -169,11 +187,19 @@ class RayWorkers(Workers):
         await trio.to_thread.run_sync(lambda: ray.wait(gone, num_returns=len(gone), timeout=10))
 
 
-def _keep_alive(sock: socket.socket) -> None:
-    """A worker's machine that goes silent (a lost node closes nothing) ends its connection within a
-    minute, and its matches are played again elsewhere, instead of the run waiting for them forever."""
+def _this_node(ray: Any) -> str:
+    """The Ray node this process runs on (a test makes the run's differ, to play "another node" on one)."""
+    return ray.get_runtime_context().get_node_id()
+
+
+def _keep_alive(sock: socket.socket, lost_after: float) -> None:
+    """A worker's machine that goes silent (a lost node closes nothing) ends its connection within about
+    ``lost_after``, and its matches are played again elsewhere, instead of the run waiting for them
+    forever. The system answers these probes for a process that is frozen, or still preparing its
+    agents: the run hears a prepared one's silence by the "alive" it sends (``Workers.lost_after``)."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    for option, value in (("TCP_KEEPIDLE", 20), ("TCP_KEEPINTVL", 5), ("TCP_KEEPCNT", 4)):
+    idle, every = max(1, round(lost_after / 2)), max(1, round(lost_after / 8))  # idle + 4 probes: lost_after
+    for option, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", every), ("TCP_KEEPCNT", 4)):
         if hasattr(socket, option):  # Linux's names; elsewhere the system's defaults
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, option), value)
 

@@ -323,7 +323,7 @@ async def run_tournament(
                 from arena.run.ray_workers import RayWorkers, connected
 
                 ray = cluster.enter_context(connected(execution.address))  # unreachable: said before anything is played
-                executor = await trio.to_thread.run_sync(RayWorkers.start, ray, job)
+                executor = await trio.to_thread.run_sync(RayWorkers.start, ray, job, execution.lost_after)
             async with executor.serving(services):
                 await executor.ready()  # a missing key or model stops the run before any match starts
                 while wave:

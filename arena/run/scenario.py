@@ -211,11 +211,16 @@ class Execution(BaseModel):
                                 "for the run and stops it after.")
     workers: int | None = Field(None, ge=1, le=256, description="Worker processes or Ray actors, each building the "
                                 "scenario's agents once (default: this machine's cores; with ray, the cluster's CPUs).")
+    lost_after: float = Field(40, gt=0, le=3600, description="ray only: seconds a Ray worker may send nothing (its "
+                              "node lost, its process frozen) before its unfinished matches are played again by the "
+                              "others; each worker says it is alive 4 times in that span.")
 
     @model_validator(mode="after")
     def _fits_the_executor(self) -> Execution:
         if self.address is not None and self.executor != "ray":
             raise ValueError(f"address is where a Ray cluster is, for executor: ray, not {self.executor}")
+        if "lost_after" in self.model_fields_set and self.executor != "ray":
+            raise ValueError(f"lost_after is how long a Ray worker may be silent, for executor: ray, not {self.executor}")
         if self.executor == "local" and (self.workers or 1) > 1:
             raise ValueError("executor: local plays every match in the run's own process; for several workers "
                              "say executor: processes (or ray)")

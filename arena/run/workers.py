@@ -16,7 +16,9 @@ own process, so the store, the export and the figures are the same whatever the 
 
 What the workers share goes through the run: a request another worker is asking right now waits
 for that reply (the cache is one SQLite file), notes are said once, and the budget counts every
-worker's calls. The rate limits are the run's: a worker asks the run's process for a place under
+worker's calls. A worker on another machine than the run's (a Ray actor on another node) cannot
+open that file: it asks the run for a saved reply as it claims its turn at a request, and sends
+each new reply back for the run to save, so the cluster shares one cache. The rate limits are the run's: a worker asks the run's process for a place under
 an endpoint's limits before each request and gives it back after, with the tokens the request
 used, so the calls at once, requests and tokens per minute of all workers together are those the
 scenario allows (a round trip on the socket per request). A forked worker that dies stops the run
@@ -31,7 +33,9 @@ from one process, and it keeps what was sent as it was (tuples, numbers) at a fr
 cost. To a worker: ``play`` a spec, ``turn`` at a claimed request. From it: ``ready``, ``fatal``
 (an agent cannot play), ``crash``, ``message`` and ``event`` (an event's store rows, and what the
 run needs to make the event again), ``played``, ``call``, ``started``, ``note``, ``claim`` and
-``release`` of a request, ``slot`` and ``unslot`` of a place under the limits (to it: ``granted``).
+``release`` of a request (to it: ``turn``, with the run's saved reply for a worker that asked for
+it), ``remember`` a new reply (a worker without the cache file), ``slot`` and ``unslot`` of a place
+under the limits (to it: ``granted``).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import threading
 import traceback
 import warnings
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +62,7 @@ from pydantic import TypeAdapter
 
 from arena.contract import plugins
 from arena.contract.agent import FatalAgentError
-from arena.contract.calls import Services, Slot
+from arena.contract.calls import CachedReply, Services, Slot
 from arena.contract.errors import ArenaError, BackendUnavailable, leaves
 from arena.contract.events import Event, MessagePosted
 from arena.contract.messages import Message
@@ -87,8 +91,10 @@ class Job:
 
     scenario: Scenario
     workers: int | None  # None: one per core (of this machine, or of the Ray cluster)
-    cache: Path | None  # the run's response cache, a file every worker opens
+    cache: Path | None  # the run's response cache, a file every worker on the run's machine opens
     use_cache: bool
+    cache_node: str | None = None  # Ray: the node whose disk holds the cache; a worker elsewhere asks the run
+    heartbeat: float | None = None  # Ray: seconds between a worker's "alive", so the run hears a silent one
 
 
 class _Outbox:
@@ -114,13 +120,24 @@ class _Outbox:
             pass  # the other end is gone: its reader says so, once
 
 
-async def _frames(stream: trio.SocketStream) -> AsyncIterator[list[tuple]]:
-    """The stream's frames until it closes."""
+@dataclass
+class _Ended:
+    silent: bool = False  # the other end sent nothing for longer than it may
+
+
+async def _frames(stream: trio.SocketStream, silence: Callable[[], float | None] = lambda: None,
+                  ended: _Ended | None = None) -> AsyncIterator[list[tuple]]:
+    """The stream's frames until it closes, or until nothing comes for ``silence()`` seconds (said in ``ended``)."""
     buffer = bytearray()
     while True:
         try:
-            data = await stream.receive_some(1 << 18)
+            with trio.fail_after(silence() or float("inf")):
+                data = await stream.receive_some(1 << 18)
         except trio.BrokenResourceError:  # reset, or timed out by keepalive (a machine gone silent): ended too
+            return
+        except trio.TooSlowError:
+            if ended is not None:
+                ended.silent = True
             return
         if not data:
             return
@@ -145,6 +162,7 @@ class _Worker:
     ready: trio.Event = field(default_factory=trio.Event)
     playing: int = 0
     outbox: _Outbox | None = None
+    wants_reply: bool = False  # it cannot open the run's cache: its turns at a request bring the saved reply
 
 
 @dataclass(eq=False)
@@ -174,6 +192,9 @@ class Workers:
     # the machine, as the run itself would); True plays its unfinished matches again on the others (a
     # cluster's worker lost with its node), and only the last one's end stops the run.
     replay_lost = False
+    # Seconds a prepared worker may send nothing before the run takes it for lost (None: as long as its
+    # socket is open). A frozen process or a stuck loop keeps its socket open: only its silence shows it.
+    lost_after: float | None = None
 
     def __init__(self, workers: list[_Worker]):
         self._workers = workers
@@ -182,6 +203,7 @@ class Workers:
         self._claims: dict[str, deque[_Worker]] = {}  # a request being asked -> the workers in line, the asker first
         self._held: dict[tuple[_Worker, int], _Held] = {}  # (worker, its number for the request) -> its place
         self._nursery: trio.Nursery | None = None
+        self._services: Services | None = None  # the run's: its cache answers workers that cannot open it
         self._closing = False
 
     @classmethod
@@ -220,6 +242,7 @@ class Workers:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery  # where the places under the limits are held
+                self._services = services
                 for worker in self._workers:
                     stream = trio.SocketStream(trio.socket.from_stdlib_socket(worker.sock))
                     worker.outbox = _Outbox(stream)
@@ -257,7 +280,10 @@ class Workers:
 
     async def _read(self, worker: _Worker, stream: trio.SocketStream, services: Services) -> None:
         pending_of = self._pending.get
-        async for items in _frames(stream):
+        # counted once it is ready: preparing its agents (loading a model) may hold a worker's loop a while
+        silence = lambda: self.lost_after if worker.ready.is_set() else None  # noqa: E731
+        ended = _Ended()
+        async for items in _frames(stream, silence, ended):
             for item in items:
                 kind = item[0]
                 if kind == "message":  # ("message", store rows, recipients, data)
@@ -292,8 +318,11 @@ class Workers:
                     services.call_started(item[1])
                 elif kind == "note":
                     services.note(*item[1:])
-                elif kind == "claim":
-                    self._claim(worker, item[1])
+                elif kind == "claim":  # ("claim", digest, whether the worker wants the run's saved reply)
+                    self._claim(worker, item[1], item[2])
+                elif kind == "remember":  # ("remember", digest, reply): a reply a worker without the cache got
+                    if services.cache is not None:
+                        services.cache.put(item[1], item[2])
                 elif kind == "release":
                     self._release(item[1])
                 elif kind == "slot":  # ("slot", number, backend, endpoint, tokens)
@@ -306,14 +335,18 @@ class Workers:
                     raise FatalAgentError(item[1])
                 elif kind == "crash":
                     raise WorkerFailed(f"worker process {worker.pid} crashed:\n{item[1]}")
+                # "alive" says only that: its arrival is what counts
+        if ended.silent:
+            await stream.aclose()  # should it wake, it finds the run gone and ends
         if not self._closing:
-            self._lost(worker, services)
+            self._lost(worker, services, f"went silent mid-run (nothing for {self.lost_after:g} s: its node lost, or its "
+                       "process frozen)" if ended.silent else "ended mid-run")
 
-    def _lost(self, worker: _Worker, services: Services) -> None:
+    def _lost(self, worker: _Worker, services: Services, why: str) -> None:
         """A worker ended mid-run: stop the run, or (``replay_lost``) give back what it held and hand its
         matches back to the run (``play`` returns None), which wipes their rows and plays them again."""
         if not self.replay_lost:
-            raise WorkerFailed(f"worker process {worker.pid} ended while the run needed it")
+            raise WorkerFailed(f"worker process {worker.pid} ended while the run needed it")  # (forked: never silent)
         self._alive.remove(worker)
         if not self._alive:
             raise WorkerFailed(f"every worker ended while the run needed them (the last: process {worker.pid})")
@@ -322,7 +355,7 @@ class Workers:
         for pending in lost:
             pending.played = None
             pending.done.set()
-        services.note(None, None, "worker", f"worker process {worker.pid} ended mid-run: its {len(lost)} unfinished "
+        services.note(None, None, "worker", f"worker process {worker.pid} {why}: its {len(lost)} unfinished "
                       f"matches are played again by the {len(self._alive)} other worker(s)")
         for place in [place for place in self._held if place[0] is worker]:
             self._unslot(worker, place[1], 0)
@@ -333,7 +366,7 @@ class Workers:
                 if not line:
                     del self._claims[digest]
                 elif asking:
-                    line[0].outbox.put("turn", digest)
+                    self._turn(line[0], digest)
 
     def _played(self, record: dict, outage: tuple[str, str, str, str] | None) -> None:
         pending = self._pending.get(record["key"])
@@ -365,19 +398,26 @@ class Workers:
                 finally:
                     reservation.tokens = held.tokens or reservation.tokens
 
-    def _claim(self, worker: _Worker, digest: str) -> None:
+    def _claim(self, worker: _Worker, digest: str, wants_reply: bool) -> None:
+        worker.wants_reply = wants_reply
         line = self._claims.setdefault(digest, deque())
         line.append(worker)
         if len(line) == 1:
-            worker.outbox.put("turn", digest)
+            self._turn(worker, digest)
 
     def _release(self, digest: str) -> None:
         line = self._claims[digest]
         line.popleft()
         if line:
-            line[0].outbox.put("turn", digest)
+            self._turn(line[0], digest)
         else:
             del self._claims[digest]
+
+    def _turn(self, worker: _Worker, digest: str) -> None:
+        """The worker's turn at asking a request; with the reply the run's cache holds for it, to a worker
+        that cannot open the cache (read now: the one before it in line may have just saved it)."""
+        cache = self._services.cache if worker.wants_reply and self._services is not None else None
+        worker.outbox.put("turn", (digest, None if cache is None else cache.get(digest)))
 
     async def _reap(self) -> None:
         for worker in self._workers:
@@ -454,31 +494,65 @@ class _Places:
 class _Claims:
     """This worker's side of taking turns with the others at asking one request."""
 
-    def __init__(self, outbox: _Outbox):
+    def __init__(self, outbox: _Outbox, cache: _CacheOverSocket | None):
         self.outbox = outbox
+        self.cache = cache  # None: the worker opens the run's cache file itself
         self.turns: dict[str, trio.Event] = {}
 
     @asynccontextmanager
     async def claim(self, digest: str) -> AsyncIterator[None]:
         turn = self.turns[digest] = trio.Event()  # the worker's own matches already take turns: one at a time here
-        self.outbox.put("claim", digest)
+        self.outbox.put("claim", digest, self.cache is not None)
         try:
             await turn.wait()
             yield
         finally:
             del self.turns[digest]
+            if self.cache is not None:
+                self.cache.replies.pop(digest, None)  # unread if the claim was given up
             self.outbox.put("release", digest)  # given up while waiting too: the run then passes the turn on
 
-    def granted(self, digest: str) -> None:
+    def granted(self, digest: str, reply: CachedReply | None) -> None:
+        if reply is not None and self.cache is not None:
+            self.cache.replies[digest] = reply
         self.turns[digest].set()
 
 
-async def _serve(sock: socket.socket, job: Job) -> None:
+class _CacheOverSocket:
+    """The run's response cache for a worker that cannot open its file (on another machine): what the
+    run found for a request comes with the worker's turn at asking it (``_Claims``), and a new reply
+    goes to the run, which saves it. Every request is claimed before it is asked, so nothing is kept
+    here but the replies not yet read."""
+
+    def __init__(self, outbox: _Outbox):
+        self.outbox = outbox
+        self.replies: dict[str, CachedReply] = {}
+
+    def get(self, key: str) -> CachedReply | None:
+        return self.replies.pop(key, None)
+
+    def put(self, key: str, reply: CachedReply) -> None:
+        self.outbox.put("remember", key, reply)
+
+    def close(self) -> None:
+        pass
+
+
+async def _beat(outbox: _Outbox, every: float) -> None:
+    """Tell the run this worker is alive, however long its matches go without saying anything."""
+    while True:
+        await trio.sleep(every)
+        outbox.put("alive")
+
+
+async def _serve(sock: socket.socket, job: Job, cache_over_socket: bool = False) -> None:
+    """Play what the run sends on ``sock``; ``cache_over_socket``: the run's cache file is out of reach."""
     stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
     outbox = _Outbox(stream)
-    claims, places = _Claims(outbox), _Places(outbox)
+    remote = _CacheOverSocket(outbox) if cache_over_socket and job.cache is not None else None
+    claims, places = _Claims(outbox, remote), _Places(outbox)
     scenario = job.scenario
-    cache = None if job.cache is None else ResponseCache.open_or_none(job.cache)[0]
+    cache = remote if remote is not None else None if job.cache is None else ResponseCache.open_or_none(job.cache)[0]
     services = RunServices(
         cache=cache, use_cache=job.use_cache, held_slot=places.slot,
         prices={model: (p.input, p.output) for model, p in scenario.prices.items()},
@@ -508,6 +582,8 @@ async def _serve(sock: socket.socket, job: Job) -> None:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(outbox.pump)
+                if job.heartbeat:
+                    nursery.start_soon(_beat, outbox, job.heartbeat)
                 try:
                     for agent in agents.values():
                         await agent.prepare()
@@ -520,7 +596,7 @@ async def _serve(sock: socket.socket, job: Job) -> None:
                         if kind == "play":
                             nursery.start_soon(play, value)
                         elif kind == "turn":
-                            claims.granted(value)
+                            claims.granted(*value)
                         elif kind == "granted":
                             places.grant(value)
                 nursery.cancel_scope.cancel()  # the run has ended, or is gone: nobody reads what is left
