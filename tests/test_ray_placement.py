@@ -155,6 +155,9 @@ def test_agents_and_referees_ask_for_resources_which_a_worker_adds_up():
     whole = parse_scenario(raw | {"execution": {"executor": "ray", "resources": {"cpus": 2}}}).worker_need()
     assert (whole.cpus, whole.gpus, whole.memory, whole.asked_by) == (2, 0, None, "execution.resources")
     assert parse_scenario(scripted()).worker_need() == Need()  # nothing asked: one CPU a worker, as before
+    beside_params = scripted() | {"games": [{"game": "public_goods", "params": {"rounds": 1},
+                                             "referee": [{"use": "rules", "params": {}, "resources": {"gpus": 0.5}}]}]}
+    assert parse_scenario(beside_params).worker_need().gpus == 0.5
 
 
 @pytest.mark.parametrize("change, said", [
