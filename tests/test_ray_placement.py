@@ -21,7 +21,7 @@ import yaml
 
 from arena.cli import main
 from arena.contract.errors import ConfigError
-from arena.run.placement import Need, Resources
+from arena.run.placement import Need, Resources, workers_that_fit
 from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
@@ -176,6 +176,21 @@ def test_a_resources_block_that_is_wrong_is_a_sentence(change, said):
     with pytest.raises(ConfigError) as caught:
         parse_scenario(raw)
     assert said in str(caught.value)
+
+
+def test_workers_go_where_a_node_has_all_they_ask_for():
+    nodes = [{"Alive": True, "Resources": {"CPU": 8.0, "memory": 32e9}},
+             {"Alive": True, "Resources": {"CPU": 4.0, "GPU": 1.0, "memory": 16e9}},
+             {"Alive": False, "Resources": {"CPU": 64.0, "GPU": 8.0}}]  # a lost node has no room
+    assert workers_that_fit(nodes, Need(), None) == 12  # one CPU each
+    assert workers_that_fit(nodes, Need(cpus=3), None) == 3  # 2 + 1: a worker is not split over nodes
+    assert workers_that_fit(nodes, Need(gpus=0.5), None) == 2  # two share the one GPU
+    assert workers_that_fit(nodes, Need(memory=10**10), 4) == 4
+    with pytest.raises(ValueError, match=r"^each Ray worker asks for 1 CPU, 2 GPUs \(x\), and no node of the cluster "
+                                         r"can give that: the most GPUs a node has is 1\. Ask for less"):
+        workers_that_fit(nodes, Need(gpus=2, asked_by="x"), None)
+    with pytest.raises(ValueError, match=r"^5 Ray workers were asked for, and the cluster has room for 3"):
+        workers_that_fit(nodes, Need(cpus=3), 5)
 
 
 @needs_ray
