@@ -100,12 +100,12 @@ class CountsWorkers(Observer):
                                  if n.startswith("arena-worker"))
 
 
-async def run(raw: dict, where: Path, observer: Observer | None = None, workers: int | None = None):
+async def run(raw: dict, where: Path, observer: Observer | None = None, workers: int | None = None, use_cache=True):
     scenario = parse_scenario(raw)
     store = RunStore.create_or_resume(where, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
     try:
         execution = Execution(executor="ray", workers=workers, resources=scenario.execution.resources)
-        return await run_tournament(scenario, store, observer or Observer(), execution=execution)
+        return await run_tournament(scenario, store, observer or Observer(), execution=execution, use_cache=use_cache)
     finally:
         store.close()
 
@@ -123,15 +123,18 @@ async def test_an_embedded_model_is_loaded_once_per_worker_not_once_per_match(tm
            "tournament": {"format": "fixed", "repeats": 24}}
     cluster.write_text("")
     counter = CountsWorkers()
-    result = await run(raw, tmp_path / "run", counter, workers=2)
+    result = await run(raw, tmp_path / "run", counter, workers=2, use_cache=False)  # every reply asked of a model
     assert result.count("finished") == 24
     assert len(counter.actors) == 2
     loads = Counter(tuple(line.split()) for line in cluster.read_text().splitlines())
-    played = [(pid, n_ctx) for pid, n_ctx in loads if n_ctx == "4096"]  # 256: the check a child makes first, once
+    played = [(pid, what) for pid, what in loads if what == "4096"]  # 256: the check a child makes first, once
     # two workers, two loads of the one model both agents use, for 24 matches of 4 replies each
     assert len(played) == 2 and all(loads[load] == 1 for load in played)
     assert str(os.getpid()) not in {pid for pid, _ in played}  # never in the run's own process
-    assert sum(n_ctx == "256" for _, n_ctx in loads) == 2  # the library's crash check: once per worker as well
+    assert sum(what == "256" for _, what in loads) == 2  # the library's crash check: once per worker as well
+    chats = Counter(pid for pid, what in loads.elements() if what == "chat")
+    assert sum(chats.values()) == 24 * 2 * 2  # every reply of every match came from a loaded model
+    assert set(chats) == {pid for pid, _ in played}  # both workers' models played
 
 
 # -- resources: what a worker asks for, and a cluster that cannot give it ---------------------------
