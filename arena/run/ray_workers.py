@@ -35,6 +35,7 @@ from typing import Any
 import trio
 
 from arena.run.executor import ExecutorError
+from arena.run.placement import workers_that_fit
 from arena.run.workers import Job, WorkerFailed, Workers, _serve, _Worker
 
 ACTOR_PREFIX = "arena-worker"  # its actors' names: ACTOR_PREFIX-RUN-N, so a person (or a test) can find them
@@ -121,20 +122,21 @@ class RayWorkers(Workers):
 
     @classmethod
     def start(cls, ray: Any, job: Job, lost_after: float = LOST_AFTER) -> RayWorkers:
-        """Place ``job.workers`` actors (default: one per CPU of the cluster) and wait for each to connect.
+        """Place ``job.workers`` actors (default: as many as the cluster has room for, each with what the
+        scenario's agents and referees ask for: ``arena.run.placement``) and wait for each to connect.
         An actor says it is alive 4 times per ``lost_after``; one silent for that long is lost."""
-        cpus = int(ray.cluster_resources().get("CPU", 0))
-        count = job.workers or cpus
-        if count > cpus:
-            raise ExecutorError(f"{count} Ray workers were asked for, and the cluster has {cpus} CPUs (a worker takes "
-                              "one): ask for fewer")
+        need = job.scenario.worker_need()
+        try:  # before any actor is asked for: Ray would wait for ever for room that never comes
+            count = workers_that_fit(ray.nodes(), need, job.workers)
+        except ValueError as exc:
+            raise ExecutorError(str(exc)) from None
         nodes = {node["NodeManagerAddress"] for node in ray.nodes() if node["Alive"]}
         here = ray.util.get_node_ip_address()
         host = "127.0.0.1" if nodes <= {here, "127.0.0.1"} else here
         job = dataclasses.replace(job, heartbeat=lost_after / 4)
         if job.cache is not None:  # an actor's working folder is not the run's; an actor on another node asks the run
             job = dataclasses.replace(job, cache=job.cache.absolute(), cache_node=_this_node(ray))
-        actor = ray.remote(num_cpus=1, max_concurrency=2, max_restarts=0)(_Actor)  # 2: pid() answers while serve() runs
+        actor = ray.remote(**need.actor_options(), max_concurrency=2, max_restarts=0)(_Actor)  # 2: pid() answers while serve() runs
         run = uuid.uuid4().hex[:8]
         with socket.create_server((host, 0)) as listener:
             listener.settimeout(1)

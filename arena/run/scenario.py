@@ -12,7 +12,7 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from arena.contract import plugins
 from arena.contract.agent import Agent, AgentConfig
@@ -26,6 +26,7 @@ from arena.contract.referee import RefereeSpec
 from arena.engine.anonymity import VENDOR_TERMS, identity_names  # noqa: F401  (VENDOR_TERMS: read from here too)
 from arena.rank.adaptive import swiss_rounds
 from arena.run.overrides import Override, apply_overrides, mark_problems
+from arena.run.placement import RESOURCES, Need, Resources, need
 from arena.run.seating import orders_per_table, tables_count
 from arena.run.yamlfile import read_yaml
 
@@ -151,6 +152,8 @@ class GameEntry(BaseModel):
         "(the first gives the payoff, the others add metrics).",
     )
     tournament: Tournament | None = Field(None, description="Replaces the scenario's tournament block for this game.")
+    # referee number -> what it asks a Ray worker for (its `resources:`, taken out of its parameters when checked)
+    _referee_resources: dict[int, Resources] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="before")
     @classmethod
@@ -176,6 +179,10 @@ class GameEntry(BaseModel):
                 specs.append({"use": item})
             elif isinstance(item, dict) and "use" in item and "params" not in item:
                 specs.append({"use": item["use"], "params": {k: v for k, v in item.items() if k != "use"}})
+            elif isinstance(item, dict) and RESOURCES in item and isinstance(item.get("params"), dict):
+                # beside `params`, as beside the flat form's parameters: taken out again when checked
+                specs.append({k: v for k, v in item.items() if k != RESOURCES}
+                             | {"params": item["params"] | {RESOURCES: item[RESOURCES]}})
             else:
                 specs.append(item)  # let the model say what is wrong with it
         return specs
@@ -210,7 +217,10 @@ class Execution(BaseModel):
                                 "HOST:PORT the cluster whose head listens there; none starts a local Ray instance "
                                 "for the run and stops it after.")
     workers: int | None = Field(None, ge=1, le=256, description="Worker processes or Ray actors, each building the "
-                                "scenario's agents once (default: this machine's cores; with ray, the cluster's CPUs).")
+                                "scenario's agents once (default: this machine's cores; with ray, as many as the "
+                                "cluster has room for).")
+    resources: Resources | None = Field(None, description="ray only: what each worker asks the cluster for (cpus, "
+                                        "gpus, memory), instead of the sum of its agents' and referees' resources.")
     lost_after: float = Field(40, gt=0, le=3600, description="ray only: seconds a Ray worker may send nothing (its "
                               "node lost, its process frozen) before its unfinished matches are played again by the "
                               "others; each worker says it is alive 4 times in that span.")
@@ -221,6 +231,9 @@ class Execution(BaseModel):
             raise ValueError(f"address is where a Ray cluster is, for executor: ray, not {self.executor}")
         if "lost_after" in self.model_fields_set and self.executor != "ray":
             raise ValueError(f"lost_after is how long a Ray worker may be silent, for executor: ray, not {self.executor}")
+        if self.resources is not None and self.executor != "ray":
+            raise ValueError(f"resources are what each Ray worker asks the cluster for, for executor: ray, not "
+                             f"{self.executor}")
         if self.executor == "local" and (self.workers or 1) > 1:
             raise ValueError("executor: local plays every match in the run's own process; for several workers "
                              "say executor: processes (or ray)")
@@ -274,6 +287,8 @@ class Scenario(BaseModel):
     # Not in the fingerprint: where a run's replies came from does not change which matches it plays.
     rescored_from: str | None = Field(None, description="The run whose recorded replies this run replays "
                                       "(written by `arena rescore`).")
+    # agent -> what it asks a Ray worker for (its `resources:`, taken out of its block when checked)
+    _agent_resources: dict[str, Resources] = PrivateAttr(default_factory=dict)
 
     @field_validator("name")
     @classmethod
@@ -325,6 +340,13 @@ class Scenario(BaseModel):
         raw = self.agents[name]
         backend = plugins.load("agent backend", raw["backend"])
         return backend, backend.Config.model_validate(raw)
+
+    def worker_need(self) -> Need:
+        """What one Ray worker asks the cluster for: it builds every agent and runs every referee."""
+        asks = [(f"agent {name}", r) for name, r in self._agent_resources.items()]
+        asks += [(f"the {entry.referee[i].use} referee of {entry.name}", r)
+                 for entry in self.games for i, r in entry._referee_resources.items()]
+        return need(asks, self.execution.resources)
 
     def scrub_terms(self) -> tuple[str, ...]:
         """What the anonymity filter removes: agent names, their models, and (by default) vendor names."""
@@ -614,6 +636,12 @@ def _check_agents(scenario: Scenario, base: Path | None) -> list[Problem]:
     problems: list[Problem] = []
     for name, raw in scenario.agents.items():
         loc = ("agents", name)
+        if isinstance(raw, dict) and RESOURCES in raw:  # where the agent is placed, not how it plays: not the backend's
+            asked, problem = _resources(raw[RESOURCES], loc + (RESOURCES,))
+            problems += problem
+            if asked is not None:
+                scenario._agent_resources[name] = asked
+            raw = scenario.agents[name] = {k: v for k, v in raw.items() if k != RESOURCES}
         if "backend" not in raw:
             close = difflib.get_close_matches("backend", [str(k) for k in raw], n=1, cutoff=0.6)
             if close:  # `backnd: openai` is a misspelling, not a missing backend
@@ -800,6 +828,12 @@ def _check_referees(scenario: Scenario, entry: GameEntry, loc, base: Path | None
         except plugins.UnknownPlugin as exc:
             problems.append(Problem(where + ("use",), str(exc)))
             continue
+        if RESOURCES in spec.params:  # where the referee runs, not how it scores: not the referee's parameter
+            asked, problem = _resources(spec.params[RESOURCES], where + (RESOURCES,))
+            problems += problem
+            if asked is not None:
+                entry._referee_resources[i] = asked
+            spec = spec.model_copy(update={"params": {k: v for k, v in spec.params.items() if k != RESOURCES}})
         spec = entry.referee[i] = spec.model_copy(update={"params": resolve_paths(referee.Params, spec.params, base)})
         problems += numbers_not_booleans(referee.Params, spec.params, where)
         try:
@@ -819,6 +853,15 @@ def _check_referees(scenario: Scenario, entry: GameEntry, loc, base: Path | None
                 hint = f"; did you mean {', '.join(map(repr, close))}?" if close else "; define it under `agents`"
                 problems.append(Problem(where + ("agent",), f"no agent named {agent!r}{hint}"))
     return problems
+
+
+def _resources(raw: Any, loc: tuple) -> tuple[Resources | None, list[Problem]]:
+    """An agent's or a referee's ``resources:`` block, or the problems with it."""
+    problems = numbers_not_booleans(Resources, raw, loc) if isinstance(raw, dict) else []
+    try:
+        return Resources.model_validate(raw), problems
+    except ValidationError as exc:
+        return None, problems + ConfigError.from_validation(exc, prefix=loc, hint=spelling_hint(Resources.model_fields)).problems
 
 
 def _check_needs(entry: GameEntry, game: type[Game], loc) -> list[Problem]:

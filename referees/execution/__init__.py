@@ -37,9 +37,11 @@ class ExecutionReferee(Referee):
             for seat in program.seats:
                 scores[seat] = min(scores.get(seat, 1.0), float(outcome.passed))
             verdict = "all tests passed" if outcome.passed else f"tests not passed: {outcome.reason}"
+            # no wall time here: the transcript holds what the match came to, the same wherever and whenever it
+            # is played (a Ray worker's run exports what the run's own process does, byte for byte)
             self.desk.post_verdict(f"Execution of {program.entry_point}: {verdict}.", {
                 "referee": "execution", "metric": p.metric, "status": outcome.status, "reason": outcome.reason,
-                "seconds": round(outcome.seconds, 3), "seats": list(program.seats), "passed": outcome.passed,
+                "seats": list(program.seats), "passed": outcome.passed,
                 "stderr": outcome.stderr[-2000:], "missing_protections": outcome.missing,
             })
         return {p.metric: scores}

@@ -1,0 +1,1 @@
+"""No chat formatter: every layout is taken to keep its system messages."""
