@@ -1,19 +1,27 @@
 """The Ray executor against the run's own process and forked workers, measured in one run.
 
-Three figures. (1) What a Ray call costs: the round trip of an empty actor method, against the
+Four figures. (1) What a Ray call costs: the round trip of an empty actor method, against the
 time a scripted match takes; it is why a worker plays many matches over one socket, never one
-Ray task per match. (2) A CPU-bound tournament (public goods, 4 scripted seats that answer at
-once, 20 rounds, 16 matches at once, the store on): local, 2 forked processes, then 1 and 2 Ray
-actors; wall seconds include placing the actors (measured apart: "start s"). (3) An I/O-bound
-one: 5-round matches of agents that wait 100 ms a turn, 128 at once, whose ideal wall time is
-matches / 128 × 5 × 0.1 s; local against 2 Ray actors (the overhead) and wall / ideal.
+Ray task per match. (2) A CPU-bound tournament whose work is the workers': code review with
+sandboxed tests (scripted programmer, reviewer and judge; each match runs the final program
+against its HumanEval tests in the sandbox), one match per worker at a time, on 1 and on 2 Ray
+actors: the speed-up of the second worker (goal >= 1.7x). (3) A CPU-bound tournament whose work
+is the run's own process's: public goods, 4 scripted seats that answer at once, 20 rounds, 16
+at once, the store on, so the run's process, the one writer, stores about 400 rows a match:
+local, 2 forked processes, 1 and 2 Ray actors. "run ms/m" is the CPU the run's own process spent
+per match (all its threads, Ray's client included): under Ray, the one writer's cost of a match,
+which bounds how many matches a second one run can take in, however many workers it has.
+(4) An I/O-bound one in `bench/concurrency.py`'s shape: 1,000 one-round matches of two agents
+that wait 100 ms, 128 at once, ideal ceil(1000 / 128) x 0.1 s: local against 2 Ray actors (goal: overhead <= 1.15x, wall/ideal
+<= 1.30 with 2 workers). Wall seconds include placing the actors; "start s" is that part,
+measured apart, and "- start" lines take it out.
 
 A local Ray instance is started once for all of it (its start is printed, not counted). On a
-machine with 2 cores the run's process, the actors and Ray's own daemons share them, so the
-CPU-bound speed-up is bounded by the cores, not the executor.
+machine with 2 cores the run's process, the actors and Ray's own daemons share them, so a
+speed-up is bounded by the cores, not the executor.
 
-    python bench/distributed.py            # 200 CPU-bound matches, 1,000 I/O-bound
-    python bench/distributed.py --quick    # 60 and 256
+    python bench/distributed.py            # 120 code review matches, 200 public goods, 1,000 I/O-bound
+    python bench/distributed.py --quick    # 36, 60 and 256
 """
 
 from __future__ import annotations
@@ -32,11 +40,14 @@ import yaml
 from arena.run import ray_workers
 from arena.run.runner import run_tournament
 from arena.run.scenario import Execution, parse_scenario
+from arena.run.tournament import count
 from arena.store import RunStore
 from machine import load, machine_speed  # bench/machine.py: the load and a reference loop's speed
 
+ROOT = Path(__file__).resolve().parent.parent
 STRATEGIES = ("tit_for_tat", "free_rider", "always_all", "conditional_cooperator")
 PLACED: list[float] = []  # seconds each RayWorkers.start took
+RUN_CPU: list[float] = []  # CPU seconds of the run's own process (all its threads) in each play()
 
 
 def scenario_dict(matches: int, rounds: int, at_once: int, delay: float) -> dict:
@@ -49,17 +60,38 @@ def scenario_dict(matches: int, rounds: int, at_once: int, delay: float) -> dict
     }
 
 
+def waiting_dict(matches: int, at_once: int) -> dict:
+    """`bench/concurrency.py`'s matches: two seats that wait 100 ms, one round."""
+    return {
+        "name": "bench-distributed-io", "seed": 11,
+        "agents": {"left": {"backend": "scripted", "strategy": "tit_for_tat", "delay": 0.1},
+                   "right": {"backend": "scripted", "strategy": "free_rider", "delay": 0.1}},
+        "games": [{"game": "public_goods", "params": {"rounds": 1, "mode": 2}}],
+        "tournament": {"format": "fixed", "seating": "rotate", "repeats": matches},
+        "concurrency": {"matches": at_once},
+    }
+
+
+def code_review_dict(problems: int, at_once: int) -> dict:
+    """The offline code review scenario on its first ``problems`` HumanEval problems: 6 matches each."""
+    raw = yaml.safe_load((ROOT / "scenarios" / "code-review.yaml").read_text(encoding="utf-8"))
+    raw["games"][0]["params"]["limit"] = problems
+    raw["concurrency"] = {"matches": at_once}
+    return raw
+
+
 def play(raw: dict, execution: Execution) -> float:
     scenario = parse_scenario(raw)
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
         store = RunStore.create_or_resume(Path(tmp) / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
         try:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             result = trio.run(run_tournament, scenario, store, None, None, True, None, None, execution)
             seconds = time.perf_counter() - start
+            RUN_CPU.append(time.process_time() - cpu)
         finally:
             store.close()
-    matches = raw["tournament"]["repeats"]
+    matches = count(scenario)
     if result.count("finished") != matches:
         raise SystemExit(f"only {result.count('finished')} of {matches} matches finished")
     return seconds
@@ -68,21 +100,26 @@ def play(raw: dict, execution: Execution) -> float:
 def timed_start() -> None:
     original = ray_workers.RayWorkers.start.__func__
 
-    def start(cls, ray, job):
+    def start(cls, ray, job, *rest):
         begun = time.perf_counter()
         try:
-            return original(cls, ray, job)
+            return original(cls, ray, job, *rest)
         finally:
             PLACED.append(time.perf_counter() - begun)
 
     ray_workers.RayWorkers.start = classmethod(start)
 
 
+def row(name: str, seconds: float, placed: float, matches: int, base: float) -> str:
+    return (f"{name:>14} {seconds:>7.2f} {placed:>7.2f} {matches / seconds:>9.1f} {base / seconds:>7.2f}× "
+            f"{RUN_CPU[-1] / matches * 1000:>9.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="60 CPU-bound matches, 256 I/O-bound")
+    parser.add_argument("--quick", action="store_true", help="36 code review matches, 60 public goods, 256 I/O-bound")
     args = parser.parse_args()
-    cpu_matches, io_matches = (60, 256) if args.quick else (200, 1000)
+    problems, cpu_matches, io_matches = (6, 60, 256) if args.quick else (20, 200, 1000)
     import ray
 
     print(f"Python {sys.version.split()[0]}; Ray {ray.__version__}; {os.cpu_count()} cores; {load()}; "
@@ -93,6 +130,7 @@ def main() -> int:
              logging_level=logging.WARNING)
     print(f"a local Ray instance started in {time.perf_counter() - begun:.1f} s (not counted below)\n")
     timed_start()
+    header = f"{'executor':>14} {'wall s':>7} {'start s':>7} {'matches/s':>9} {'speed-up':>8} {'run ms/m':>9}"
     try:
         echo = ray.remote(num_cpus=0)(Echo).remote()
         ray.get(echo.ping.remote())
@@ -107,31 +145,48 @@ def main() -> int:
         print(f"(1) a Ray actor call's round trip: {round_trip:.2f} ms; a scripted 20-round match in the run's own "
               f"process: {local / cpu_matches * 1000 * 16:.1f} ms of wall at 16 at once, "
               f"{local / cpu_matches * 1000:.2f} ms of the run's time\n")
-        print(f"(2) CPU-bound: {cpu_matches} matches, 4 scripted seats, 20 rounds, 16 at once, store on")
-        header = f"{'executor':>12} {'wall s':>7} {'start s':>7} {'matches/s':>9} {'speed-up':>8}"
+
+        matches = problems * 6
+        print(f"(2) CPU-bound in the workers: {matches} code review matches with sandboxed tests, one match per "
+              f"worker at a time")
         print(header + "\n" + "-" * len(header))
-        print(f"{'local':>12} {local:>7.2f} {0:>7.2f} {cpu_matches / local:>9.1f} {1:>7.2f}×")
+        alone = play(code_review_dict(problems, 1), Execution())
+        print(row("local", alone, 0, matches, alone))
+        walls = {}
+        for workers in (1, 2):
+            PLACED.clear()
+            walls[workers] = play(code_review_dict(problems, workers), Execution(executor="ray", workers=workers))
+            print(row(f"ray {workers}", walls[workers], sum(PLACED), matches, alone))
+            walls[workers] -= sum(PLACED)
+        print(f"  2 workers against 1, placing the actors apart: {walls[1] / walls[2]:.2f}× (goal ≥ 1.70)\n")
+
+        print(f"(3) CPU-bound in the run's process: {cpu_matches} public goods matches, 4 scripted seats, 20 rounds, "
+              f"16 at once, store on")
+        print(header + "\n" + "-" * len(header))
+        print(row("local", local, 0, cpu_matches, local))
         for name, execution in (("processes 2", Execution(executor="processes", workers=2)),
                                 ("ray 1", Execution(executor="ray", workers=1)),
                                 ("ray 2", Execution(executor="ray", workers=2))):
             PLACED.clear()
-            seconds = play(raw, execution)
-            placed = sum(PLACED)
-            print(f"{name:>12} {seconds:>7.2f} {placed:>7.2f} {cpu_matches / seconds:>9.1f} {local / seconds:>7.2f}×")
-        raw = scenario_dict(io_matches, 5, 128, 0.1)
-        ideal = io_matches / 128 * 5 * 0.1
-        print(f"\n(3) I/O-bound: {io_matches} matches of 5 rounds, agents waiting 100 ms a turn, 128 at once; "
+            print(row(name, play(raw, execution), sum(PLACED), cpu_matches, local))
+
+        raw = waiting_dict(io_matches, 128)
+        ideal = -(-io_matches // 128) * 0.1
+        print(f"\n(4) I/O-bound: {io_matches} matches of one round, two agents waiting 100 ms, 128 at once; "
               f"ideal {ideal:.2f} s")
-        header = f"{'executor':>12} {'wall s':>7} {'start s':>7} {'wall/ideal':>10} {'vs local':>8}"
+        header = f"{'executor':>14} {'wall s':>7} {'start s':>7} {'wall/ideal':>10} {'vs local':>8} {'run ms/m':>9}"
         print(header + "\n" + "-" * len(header))
+        play(waiting_dict(128, 128), Execution())  # the first wave's imports and caches, as above
         local = play(raw, Execution())
-        print(f"{'local':>12} {local:>7.2f} {0:>7.2f} {local / ideal:>10.2f} {1:>7.2f}×")
+        print(f"{'local':>14} {local:>7.2f} {0:>7.2f} {local / ideal:>10.2f} {1:>7.2f}× "
+              f"{RUN_CPU[-1] / io_matches * 1000:>9.2f}")
         PLACED.clear()
         seconds = play(raw, Execution(executor="ray", workers=2))
         placed = sum(PLACED)
-        print(f"{'ray 2':>12} {seconds:>7.2f} {placed:>7.2f} {seconds / ideal:>10.2f} {seconds / local:>7.2f}×")
-        print(f"{'ray 2 − start':>12} {seconds - placed:>7.2f} {'':>7} {(seconds - placed) / ideal:>10.2f} "
-              f"{(seconds - placed) / local:>7.2f}×")
+        print(f"{'ray 2':>14} {seconds:>7.2f} {placed:>7.2f} {seconds / ideal:>10.2f} {seconds / local:>7.2f}× "
+              f"{RUN_CPU[-1] / io_matches * 1000:>9.2f}")
+        print(f"{'ray 2 − start':>14} {seconds - placed:>7.2f} {'':>7} {(seconds - placed) / ideal:>10.2f} "
+              f"{(seconds - placed) / local:>7.2f}×   (goals: wall/ideal ≤ 1.30, against local ≤ 1.15×)")
     finally:
         ray.shutdown()
     print("\n" + load())
