@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -29,11 +28,10 @@ from arena.run.executor import ExecutorError
 from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
-from arena.run.workers import Workers
 from arena.store import RunStore
 
 from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
-from helpers import ROOT, arena_offline, coins
+from helpers import ROOT, ContendedLimit, arena_offline, open_store
 from mock_llm import OpenAIMock
 
 try:
@@ -214,47 +212,23 @@ async def test_ray_workers_send_a_model_what_one_process_sends_and_hold_the_run_
     plays a match whose two seats ask at once: the server holds the first request until the run's process
     has a request of the other actor waiting for its place (the limit held), or a second request reaches
     the server (the limit broken), whichever comes first."""
-    contended, lock = threading.Event(), threading.Lock()
-    in_flight, peak = [0], [0]
-    original = Workers._hold
-
-    async def hold(self, worker, held, *rest):
-        if len({w for (w, _), h in self._held.items() if not h.released.is_set()}) >= 2:
-            contended.set()  # requests of both actors wait at the run's process at once
-        await original(self, worker, held, *rest)
-
-    def answer(body):
-        with lock:
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-            if in_flight[0] > 1:
-                contended.set()
-        try:
-            if ray_run:
-                assert contended.wait(60), "the other actor never asked"
-            return coins(4)
-        finally:
-            with lock:
-                in_flight[0] -= 1
-
-    monkeypatch.setattr(Workers, "_hold", hold)
+    limit = ContendedLimit(monkeypatch, "actor")
     seen = {}
     for ray_run in (False, True):
-        with OpenAIMock(responder=answer) as mock:
+        limit.holding = ray_run  # one process plays both matches: no other actor to wait for
+        with OpenAIMock(responder=limit.answer) as mock:
             raw = model_scenario(mock.base_url)
             execution = Execution(executor="ray", workers=2) if ray_run else None
-            scenario = parse_scenario(raw)
-            store = RunStore.create_or_resume(tmp_path / str(ray_run), scenario.name, yaml.safe_dump(raw),
-                                              scenario.fingerprint())
+            store = open_store(tmp_path / str(ray_run), raw)
             try:
-                result = await run_tournament(scenario, store, use_cache=False, execution=execution)
+                result = await run_tournament(parse_scenario(raw), store, use_cache=False, execution=execution)
                 calls = list(store.read.calls())
             finally:
                 store.close()
             seen[ray_run] = sorted(json.dumps(body, sort_keys=True) for body in mock.bodies())
         assert result.count("finished") == 2 and len(calls) == 4
     assert len(seen[True]) == 4 and seen[True] == seen[False]  # the same requests, byte for byte
-    assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
+    assert limit.peak == 1, f"{limit.peak} requests were in flight at once under calls: 1"
 
 
 # -- what cannot be ------------------------------------------------------------------------------
