@@ -317,3 +317,39 @@ def test_the_command_line_s_executor_options_are_checked_like_the_scenario(tmp_p
         assert cli("run", path, "--quiet", "--run-dir", tmp_path / "run", *args) == 2
         err = capsys.readouterr().err
         assert said in " ".join(err.split()) and "Traceback" not in err
+
+
+OLDER_FIELD = ("note: concurrency.processes: 2 is the older spelling of execution: {executor: processes, workers: 2}; "
+               "it still works")
+OLDER_FLAG = "note: --processes 2 is the older spelling of --executor processes --workers 2; it still works"
+
+
+def test_the_older_spellings_of_worker_processes_still_work_and_each_says_the_new_one_once(tmp_path, capsys):
+    """concurrency.processes and --processes play what execution's spelling plays, and each says once,
+    on stderr, what to write instead; the new spelling says nothing. Played as a user plays it (a
+    process of its own: this module's Ray instance stays out of the forked workers)."""
+    raw = base() | {"seed": 3, "games": [{"game": "public_goods", "params": {"rounds": 2}}],
+                    "tournament": {"format": "fixed", "repeats": 4}}
+    new = write(tmp_path / "new.yaml", raw | {"execution": {"executor": "processes", "workers": 2}})
+    old = write(tmp_path / "old.yaml", raw | {"concurrency": {"processes": 2}})
+    plain = write(tmp_path / "plain.yaml", raw)
+    ways = {"new": (new, []), "new flags": (plain, ["--executor", "processes", "--workers", "2"]),
+            "old field": (old, []), "old flag": (plain, ["--processes", "2"]), "both old": (old, ["--processes", "2"])}
+    said = {}
+    for way, (path, flags) in ways.items():
+        done = arena_offline("run", path, "--quiet", "--run-dir", tmp_path / way, *flags, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said[way] = [line for line in done.stderr.splitlines() if "older spelling" in line]
+    assert said == {"new": [], "new flags": [], "old field": [OLDER_FIELD], "old flag": [OLDER_FLAG],
+                    "both old": [OLDER_FIELD, OLDER_FLAG]}
+    played = exported(tmp_path / "new", capsys)
+    assert played[0].count("\n") == 4  # four matches
+    for way in ways:
+        assert exported(tmp_path / way, capsys) == played, way
+    for path, notes in ((old, [OLDER_FIELD]), (new, []), (plain, [])):
+        done = arena_offline("validate", path, cwd=tmp_path)
+        assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+        assert [line for line in done.stderr.splitlines() if line.strip()] == notes
+    assert parse_scenario(base() | {"concurrency": {"processes": 1}}).older_spellings() == [
+        "concurrency.processes: 1 is the older spelling of execution: {executor: local} (the default); it still works"]
+    assert parse_scenario(base() | {"concurrency": {"matches": 3}}).older_spellings() == []
