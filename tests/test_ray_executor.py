@@ -146,11 +146,13 @@ class KillsAWorker(Observer):
     """At the first thing a match says, kills the process of one of the run's actors (as the system or a
     lost node would: no clean-up, nothing said); counts every match's starts."""
 
+    SIGNAL = signal.SIGKILL  # what the actor's process is sent
+
     def __init__(self):
         self.starts: Counter[str] = Counter()
         self.earlier = set(ray.util.list_named_actors())  # another run's actors, if the cluster has not forgotten them yet
         self.victim: int | None = None
-        self.killed = False
+        self.struck = False
         self.notes: list[str] = []
 
     def planned(self, total: int) -> None:  # the actors are ready and no match has started: ask one its process
@@ -161,9 +163,9 @@ class KillsAWorker(Observer):
     def event(self, event) -> None:
         if event.type == "match_started":
             self.starts[event.match] += 1
-        if not self.killed:
-            os.kill(self.victim, signal.SIGKILL)
-            self.killed = True
+        if not self.struck:
+            os.kill(self.victim, self.SIGNAL)
+            self.struck = True
 
     def note(self, text: str) -> None:
         self.notes.append(text)
