@@ -45,8 +45,8 @@ drift of the machine's speed falls on all three alike; beside each, the same fig
 loop of 50 ms, to compare machines and days (``bench/scheduler_bound.py`` measures what CPU per
 match the scheduler allows at 128 at once).
 
-With ``--processes N`` the run forks N workers that play the matches (``concurrency.processes``)
-while the run's own process keeps the store; the CPU columns then count the workers too (their
+With ``--processes N`` the run forks N workers that play the matches (``execution: {executor:
+processes, workers: N}``) while the run's own process keeps the store; the CPU columns then count the workers too (their
 time is read when the run has reaped them). Work in several processes is bounded by the cores:
 wall/ideal ~ 1 + N * total_cpu_per_match / (cores * latency) in lock step, and by the run's own
 process, which still builds every event and writes every row (its "run CPU" column).
@@ -90,7 +90,8 @@ def scenario_dict(matches: int, at_once: int, delay: float, rounds: int, jitter:
         },
         "games": [{"game": "public_goods", "params": {"rounds": rounds, "mode": 2}}],
         "tournament": {"format": "fixed", "seating": "rotate", "repeats": matches},
-        "concurrency": {"matches": at_once, "processes": processes},  # no per_agent: nothing serialises the matches
+        "concurrency": {"matches": at_once},  # no per_agent: nothing serialises the matches
+        "execution": {"executor": "processes", "workers": processes} if processes > 1 else {"executor": "local"},
     }
 
 

@@ -86,7 +86,8 @@ def scenario_dict(backend: str, matches: int, at_once: int, url: str, processes:
         "agents": {"left": dict(agent), "right": dict(agent)},
         "games": [{"game": "public_goods", "params": {"rounds": 1, "mode": 2}}],
         "tournament": {"format": "fixed", "seating": "rotate", "repeats": matches},
-        "concurrency": {"matches": at_once, "processes": processes},
+        "concurrency": {"matches": at_once},
+        "execution": {"executor": "processes", "workers": processes} if processes > 1 else {"executor": "local"},
         "limits": {backend: {"calls": 2 * at_once}},  # the bench is about the run's CPU, not the limits
     }
 

@@ -3,7 +3,7 @@
 Matches whose agents answer at once (scripted, no delay), so that every second is Arena's own
 work: public goods with 4 seats and 20 rounds, about 290 events a match, the SQLite store on,
 16 matches at once. The same run is played with 1 process (the run's own) and then with 2, 3, ...
-worker processes (``concurrency.processes``), in this one invocation, and each is compared with
+worker processes (``execution: {executor: processes, workers: N}``), in this one invocation, and each is compared with
 the first: matches per second and the speed-up.
 
 The run's own process still builds every event a worker sends and writes every row; that part
@@ -41,7 +41,8 @@ def scenario_dict(matches: int, processes: int) -> dict:
         "agents": {f"p{i}": {"backend": "scripted", "strategy": s} for i, s in enumerate(STRATEGIES)},
         "games": [{"game": "public_goods", "params": {"rounds": 20}}],
         "tournament": {"format": "fixed", "seating": "rotate", "repeats": matches},
-        "concurrency": {"matches": 16, "processes": processes},
+        "concurrency": {"matches": 16},
+        "execution": {"executor": "processes", "workers": processes} if processes > 1 else {"executor": "local"},
     }
 
 

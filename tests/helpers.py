@@ -186,3 +186,68 @@ def store_and_reader(scenario, run_dir: Path):
     finally:
         reader.close()
         store.close()
+
+
+def open_store(path: Path, raw: dict):
+    """A run store for the scenario ``raw``, as `arena run` opens one."""
+    import yaml
+
+    from arena.run.scenario import parse_scenario
+    from arena.store import RunStore
+
+    scenario = parse_scenario(raw)
+    return RunStore.create_or_resume(path, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
+
+
+async def run_reviews(tmp_path: Path, raw: dict, folder: str = "run"):
+    """Play the scenario ``raw`` into a store in ``tmp_path / folder``; its result, the review rows
+    and the notes it stored."""
+    from arena.run.runner import run_tournament
+    from arena.run.scenario import parse_scenario
+
+    store = open_store(tmp_path / folder, raw)
+    try:
+        result = await run_tournament(parse_scenario(raw), store)
+        return result, store.read.review_rows(), store.read.notes()
+    finally:
+        store.close()
+
+
+class ContendedLimit:
+    """Proves a run's ``calls: 1`` holds across its workers, from a mock server's side. Its
+    ``answer`` (a mock's responder) counts the requests in flight and keeps the most seen
+    (``peak``); while ``holding``, it holds each request until requests of two workers wait at the
+    run's process at once (the limit held: ``watch`` sees that) or a second request reaches the
+    server (the limit broken), whichever comes first."""
+
+    def __init__(self, monkeypatch, who: str = "worker"):
+        import threading
+
+        from arena.run.workers import Workers
+
+        self.contended, self._lock = threading.Event(), threading.Lock()
+        self.in_flight = self.peak = 0
+        self.holding, self._who = True, who
+        original = Workers._hold
+
+        async def hold(workers, worker, held, *rest):
+            waiting = {w for (w, _), h in workers._held.items() if not h.released.is_set()}
+            if len(waiting) >= 2:  # requests of two workers outstanding at the run's process at once
+                self.contended.set()
+            await original(workers, worker, held, *rest)
+
+        monkeypatch.setattr(Workers, "_hold", hold)
+
+    def answer(self, body) -> str:
+        with self._lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            if self.in_flight > 1:
+                self.contended.set()
+        try:
+            if self.holding:
+                assert self.contended.wait(60), f"the other {self._who} never asked"
+            return coins(4)
+        finally:
+            with self._lock:
+                self.in_flight -= 1

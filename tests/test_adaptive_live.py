@@ -21,12 +21,10 @@ import yaml
 from arena.contract.errors import ConfigError
 from arena.contract.records import MatchIdentity
 from arena.run.dryrun import estimate
-from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
-from arena.store import RunStore
 
 from conformance_kit import current_prompt, local_only, mock_server, model_agent  # noqa: F401  (local_only: autouse)
-from helpers import ROOT
+from helpers import ROOT, run_reviews as run  # plays a scenario into a store: result, reviews, notes
 from mock_llm import is_probe
 
 QUESTIONS_FILE = ROOT / "scenarios" / "data" / "sample-questions.jsonl"
@@ -78,16 +76,6 @@ def live(mock, schedule: dict, dead=None, concurrency: int = 4) -> dict:
                        "params": {"questions": str(QUESTIONS_FILE), "contestants": len(CONTESTANTS)}}],
             "tournament": {"schedule": schedule}, "concurrency": concurrency,
             "match": {"turn_timeout": 600, "max_retries": 1}}
-
-
-async def run(tmp_path: Path, raw: dict, folder: str = "run"):
-    scenario = parse_scenario(raw)
-    store = RunStore.create_or_resume(tmp_path / folder, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
-    try:
-        result = await run_tournament(scenario, store)
-        return result, store.read.review_rows(), store.read.notes()
-    finally:
-        store.close()
 
 
 def question_of(prompt: str) -> str:

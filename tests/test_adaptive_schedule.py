@@ -18,12 +18,10 @@ import yaml
 from arena.contract.errors import ConfigError
 from arena.contract.records import MatchIdentity
 from arena.run.dryrun import estimate
-from arena.run.runner import run_tournament
 from arena.run.scenario import parse_scenario
-from arena.store import RunStore
 
 from conformance_kit import BACKENDS, current_prompt, local_only, mock_server, model_agent  # noqa: F401  (local_only: autouse)
-from helpers import ROOT
+from helpers import ROOT, run_reviews as run  # plays a scenario into a store: result, reviews, notes
 
 DATA = ROOT / "scenarios" / "data"
 QUESTIONS = DATA / "sample-questions.jsonl"
@@ -43,16 +41,6 @@ def adaptive(schedule: dict, agents: dict | None = None, **params) -> dict:
             "games": [{"game": "pairwise_review", "label": "pr",
                        "params": {"questions": str(QUESTIONS), "contestants": 0, "answers": ANSWERS, **params}}],
             "tournament": {"schedule": schedule}, "concurrency": 4}
-
-
-async def run(tmp_path: Path, raw: dict, folder: str = "run"):
-    scenario = parse_scenario(raw)
-    store = RunStore.create_or_resume(tmp_path / folder, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
-    try:
-        result = await run_tournament(scenario, store)
-        return result, store.read.review_rows(), store.read.notes()
-    finally:
-        store.close()
 
 
 def comparisons_played(reviews) -> dict[str, dict]:

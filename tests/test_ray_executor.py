@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import sys
-import threading
 from collections import Counter
 from pathlib import Path
 
@@ -29,11 +28,10 @@ from arena.run.executor import ExecutorError
 from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
-from arena.run.workers import Workers
 from arena.store import RunStore
 
 from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
-from helpers import ROOT, arena_offline, coins
+from helpers import ROOT, ContendedLimit, arena_offline, open_store
 from mock_llm import OpenAIMock
 
 try:
@@ -148,11 +146,13 @@ class KillsAWorker(Observer):
     """At the first thing a match says, kills the process of one of the run's actors (as the system or a
     lost node would: no clean-up, nothing said); counts every match's starts."""
 
+    SIGNAL = signal.SIGKILL  # what the actor's process is sent
+
     def __init__(self):
         self.starts: Counter[str] = Counter()
         self.earlier = set(ray.util.list_named_actors())  # another run's actors, if the cluster has not forgotten them yet
         self.victim: int | None = None
-        self.killed = False
+        self.struck = False
         self.notes: list[str] = []
 
     def planned(self, total: int) -> None:  # the actors are ready and no match has started: ask one its process
@@ -163,9 +163,9 @@ class KillsAWorker(Observer):
     def event(self, event) -> None:
         if event.type == "match_started":
             self.starts[event.match] += 1
-        if not self.killed:
-            os.kill(self.victim, signal.SIGKILL)
-            self.killed = True
+        if not self.struck:
+            os.kill(self.victim, self.SIGNAL)
+            self.struck = True
 
     def note(self, text: str) -> None:
         self.notes.append(text)
@@ -214,47 +214,23 @@ async def test_ray_workers_send_a_model_what_one_process_sends_and_hold_the_run_
     plays a match whose two seats ask at once: the server holds the first request until the run's process
     has a request of the other actor waiting for its place (the limit held), or a second request reaches
     the server (the limit broken), whichever comes first."""
-    contended, lock = threading.Event(), threading.Lock()
-    in_flight, peak = [0], [0]
-    original = Workers._hold
-
-    async def hold(self, worker, held, *rest):
-        if len({w for (w, _), h in self._held.items() if not h.released.is_set()}) >= 2:
-            contended.set()  # requests of both actors wait at the run's process at once
-        await original(self, worker, held, *rest)
-
-    def answer(body):
-        with lock:
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-            if in_flight[0] > 1:
-                contended.set()
-        try:
-            if ray_run:
-                assert contended.wait(60), "the other actor never asked"
-            return coins(4)
-        finally:
-            with lock:
-                in_flight[0] -= 1
-
-    monkeypatch.setattr(Workers, "_hold", hold)
+    limit = ContendedLimit(monkeypatch, "actor")
     seen = {}
     for ray_run in (False, True):
-        with OpenAIMock(responder=answer) as mock:
+        limit.holding = ray_run  # one process plays both matches: no other actor to wait for
+        with OpenAIMock(responder=limit.answer) as mock:
             raw = model_scenario(mock.base_url)
             execution = Execution(executor="ray", workers=2) if ray_run else None
-            scenario = parse_scenario(raw)
-            store = RunStore.create_or_resume(tmp_path / str(ray_run), scenario.name, yaml.safe_dump(raw),
-                                              scenario.fingerprint())
+            store = open_store(tmp_path / str(ray_run), raw)
             try:
-                result = await run_tournament(scenario, store, use_cache=False, execution=execution)
+                result = await run_tournament(parse_scenario(raw), store, use_cache=False, execution=execution)
                 calls = list(store.read.calls())
             finally:
                 store.close()
             seen[ray_run] = sorted(json.dumps(body, sort_keys=True) for body in mock.bodies())
         assert result.count("finished") == 2 and len(calls) == 4
     assert len(seen[True]) == 4 and seen[True] == seen[False]  # the same requests, byte for byte
-    assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
+    assert limit.peak == 1, f"{limit.peak} requests were in flight at once under calls: 1"
 
 
 # -- what cannot be ------------------------------------------------------------------------------
@@ -343,3 +319,39 @@ def test_the_command_line_s_executor_options_are_checked_like_the_scenario(tmp_p
         assert cli("run", path, "--quiet", "--run-dir", tmp_path / "run", *args) == 2
         err = capsys.readouterr().err
         assert said in " ".join(err.split()) and "Traceback" not in err
+
+
+OLDER_FIELD = ("note: concurrency.processes: 2 is the older spelling of execution: {executor: processes, workers: 2}; "
+               "it still works")
+OLDER_FLAG = "note: --processes 2 is the older spelling of --executor processes --workers 2; it still works"
+
+
+def test_the_older_spellings_of_worker_processes_still_work_and_each_says_the_new_one_once(tmp_path, capsys):
+    """concurrency.processes and --processes play what execution's spelling plays, and each says once,
+    on stderr, what to write instead; the new spelling says nothing. Played as a user plays it (a
+    process of its own: this module's Ray instance stays out of the forked workers)."""
+    raw = base() | {"seed": 3, "games": [{"game": "public_goods", "params": {"rounds": 2}}],
+                    "tournament": {"format": "fixed", "repeats": 4}}
+    new = write(tmp_path / "new.yaml", raw | {"execution": {"executor": "processes", "workers": 2}})
+    old = write(tmp_path / "old.yaml", raw | {"concurrency": {"processes": 2}})
+    plain = write(tmp_path / "plain.yaml", raw)
+    ways = {"new": (new, []), "new flags": (plain, ["--executor", "processes", "--workers", "2"]),
+            "old field": (old, []), "old flag": (plain, ["--processes", "2"]), "both old": (old, ["--processes", "2"])}
+    said = {}
+    for way, (path, flags) in ways.items():
+        done = arena_offline("run", path, "--quiet", "--run-dir", tmp_path / way, *flags, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said[way] = [line for line in done.stderr.splitlines() if "older spelling" in line]
+    assert said == {"new": [], "new flags": [], "old field": [OLDER_FIELD], "old flag": [OLDER_FLAG],
+                    "both old": [OLDER_FIELD, OLDER_FLAG]}
+    played = exported(tmp_path / "new", capsys)
+    assert played[0].count("\n") == 4  # four matches
+    for way in ways:
+        assert exported(tmp_path / way, capsys) == played, way
+    for path, notes in ((old, [OLDER_FIELD]), (new, []), (plain, [])):
+        done = arena_offline("validate", path, cwd=tmp_path)
+        assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+        assert [line for line in done.stderr.splitlines() if line.strip()] == notes
+    assert parse_scenario(base() | {"concurrency": {"processes": 1}}).older_spellings() == [
+        "concurrency.processes: 1 is the older spelling of execution: {executor: local} (the default); it still works"]
+    assert parse_scenario(base() | {"concurrency": {"matches": 3}}).older_spellings() == []

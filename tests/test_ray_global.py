@@ -15,14 +15,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 import trio
 import yaml
 
-from arena.run.runner import Observer, run_tournament
+from arena.run.runner import run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
 from arena.store import RunStore
@@ -32,6 +31,7 @@ from helpers import coins
 from mock_llm import OpenAIMock
 from test_chaos import LAUNCH, W, finished
 from test_ray_executor import cli, cluster, exported, model_scenario, needs_ray, no_workers_left, public_goods, ray, write  # noqa: F401
+from test_ray_executor import KillsAWorker
 
 pytestmark = needs_ray
 
@@ -191,32 +191,12 @@ async def test_ray_workers_on_another_node_share_the_run_s_cache_over_their_sock
 # -- a worker gone silent ------------------------------------------------------------------------------
 
 
-class FreezesAWorker(Observer):
+class FreezesAWorker(KillsAWorker):
     """At the first thing a match says, stops one of the run's actors with SIGSTOP: its socket stays open
     and the system still answers for it, as for a process stuck or a node cut off without a word; only
     its silence tells. Counts every match's starts."""
 
-    def __init__(self):
-        self.starts: Counter[str] = Counter()
-        self.earlier = set(ray.util.list_named_actors())
-        self.victim: int | None = None
-        self.frozen = False
-        self.notes: list[str] = []
-
-    def planned(self, total: int) -> None:
-        if self.victim is None:
-            names = sorted(n for n in set(ray.util.list_named_actors()) - self.earlier if n.startswith("arena-worker"))
-            self.victim = ray.get(ray.get_actor(names[0]).pid.remote())
-
-    def event(self, event) -> None:
-        if event.type == "match_started":
-            self.starts[event.match] += 1
-        if not self.frozen:
-            os.kill(self.victim, signal.SIGSTOP)
-            self.frozen = True
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
+    SIGNAL = signal.SIGSTOP
 
 
 async def test_a_worker_gone_silent_has_its_matches_played_again_and_nothing_stored_twice(tmp_path, capsys, cluster):

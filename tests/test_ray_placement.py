@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from arena.cli import main
 from arena.contract.errors import ConfigError
 from arena.run.placement import Need, Resources, workers_that_fit
 from arena.run.runner import Observer, run_tournament
@@ -29,13 +28,7 @@ from arena.store import RunStore
 
 from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
 from helpers import ROOT
-
-try:
-    import ray
-except ImportError:  # the test extras install it, so CI runs these
-    ray = None
-
-needs_ray = pytest.mark.skipif(ray is None, reason="Ray is not installed (pip install 'arena-eval[ray]')")
+from test_ray_executor import cli, exported, needs_ray, ray, write
 FAKE_LLAMA = Path(__file__).parent / "fake_llama_cpp"
 
 
@@ -58,24 +51,6 @@ def cluster(tmp_path_factory):
             yield loads
         finally:
             ray.shutdown()
-
-
-def write(path: Path, raw: dict) -> Path:
-    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
-    return path
-
-
-def cli(*args) -> int:
-    return main([str(a) for a in args])
-
-
-def exported(run_dir: Path, capsys) -> tuple[str, str]:
-    out = []
-    for form in ("jsonl", "csv"):
-        capsys.readouterr()
-        assert main(["export", str(run_dir), "--format", form]) == 0
-        out.append(capsys.readouterr().out)
-    return out[0], out[1]
 
 
 def scripted(**more) -> dict:

@@ -23,10 +23,9 @@ from arena.run.runner import KeepRecords, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.run.tournament import count
 from arena.run.workers import WorkerFailed, Workers
-from arena.store import RunStore
 
 from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
-from helpers import arena_offline, coins
+from helpers import ContendedLimit, arena_offline, coins, open_store
 from mock_llm import OpenAIMock
 
 
@@ -42,11 +41,6 @@ def exported(run_dir: Path, cwd: Path) -> tuple[str, str]:
         assert done.returncode == 0, done.stderr
         out.append(done.stdout)
     return out[0], out[1]
-
-
-def open_store(path: Path, raw: dict) -> RunStore:
-    scenario = parse_scenario(raw)
-    return RunStore.create_or_resume(path, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
 
 
 # -- the same run, whoever plays it ----------------------------------------------------------
@@ -265,31 +259,8 @@ async def test_the_rate_limits_hold_for_all_workers_together(tmp_path, monkeypat
     a match each, and each match asks both seats at once: the server holds the first request until
     the run's process has a request of the other worker waiting for its place (the limit held), or
     a second request reaches the server (the limit broken), whichever comes first."""
-    contended, lock = threading.Event(), threading.Lock()
-    in_flight, peak = [0], [0]
-    original = Workers._hold
-
-    async def hold(self, worker, held, *rest):
-        waiting = {pid for (pid, _), h in self._held.items() if not h.released.is_set()}
-        if len(waiting) >= 2:  # requests of two workers outstanding at the run's process at once
-            contended.set()
-        await original(self, worker, held, *rest)
-
-    def answer(body):
-        with lock:
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-            if in_flight[0] > 1:
-                contended.set()
-        try:
-            assert contended.wait(60), "the other worker never asked"
-            return coins(4)
-        finally:
-            with lock:
-                in_flight[0] -= 1
-
-    monkeypatch.setattr(Workers, "_hold", hold)
-    with OpenAIMock(responder=answer) as mock:
+    limit = ContendedLimit(monkeypatch)
+    with OpenAIMock(responder=limit.answer) as mock:
         raw = model_scenario(mock.base_url, 2)
         raw["limits"] = {"openai": {"calls": 1}}
         store = open_store(tmp_path / "run", raw)
@@ -300,7 +271,7 @@ async def test_the_rate_limits_hold_for_all_workers_together(tmp_path, monkeypat
             store.close()
         requests = len(mock.bodies())
     assert result.count("finished") == 2 and requests == 4 and len(calls) == 4
-    assert peak[0] == 1, f"{peak[0]} requests were in flight at once under calls: 1"
+    assert limit.peak == 1, f"{limit.peak} requests were in flight at once under calls: 1"
 
 
 async def test_a_place_given_up_while_waiting_is_let_go_and_the_tokens_used_are_counted():

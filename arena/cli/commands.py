@@ -109,8 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--concurrency", type=_at_most("concurrency.matches"), metavar="N",
                      help="matches at once (overrides the scenario)")
     run.add_argument("--processes", type=_at_most("concurrency.processes"), metavar="N",
-                     help="worker processes that play the matches (overrides the scenario's concurrency.processes; "
-                          "for matches whose own work, or a fast server's many answers, takes the time)")
+                     help="the older spelling of --executor processes --workers N; it still works, with a note")
     run.add_argument("--executor", choices=("local", "processes", "ray"),
                      help="where the matches are played (overrides the scenario's execution.executor): the run's "
                           "process, worker processes on this machine, or Ray actors on a cluster")
@@ -342,6 +341,7 @@ def _run(args: argparse.Namespace) -> int:
     from arena.store import RunStore
 
     scenario = _load(args)
+    _say_older_spellings(scenario, args.processes)
     if args.dry_run:
         return _dry_run(scenario, args.limit, args.json)
     args.run_dir = args.run_dir or Path(scenario.output) / scenario.name  # an error about the store names it
@@ -435,6 +435,17 @@ def _execution(args: argparse.Namespace, scenario):
         return Execution.model_validate(kept | given)
     except ValidationError as exc:
         raise ConfigError.from_validation(exc, ("execution",), "the command line") from None
+
+
+def _say_older_spellings(scenario, processes: int | None = None) -> None:
+    """A note on stderr for each older spelling the scenario or the command line uses (``processes``:
+    --processes), naming the one to write instead; the run goes on as the older one says."""
+    notes = scenario.older_spellings()
+    if processes is not None:
+        new = "--executor local" if processes == 1 else f"--executor processes --workers {processes}"
+        notes.append(f"--processes {processes} is the older spelling of {new}; it still works")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _overrides_hint(run_dir: Path, given: list[str]) -> str:
@@ -617,6 +628,7 @@ def _validate(args: argparse.Namespace) -> int:
 
             print_json(problems_document(args.scenario, exc))
         raise
+    _say_older_spellings(scenario)
     matches = count(scenario)  # counted, not built: a large plan is checked in no time
     room = args.limit is None or matches < args.limit  # whether until_stable's blocks may come after the first
     if args.limit is not None:

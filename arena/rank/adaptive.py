@@ -163,18 +163,24 @@ class Ratings(NamedTuple):
     covariance: np.ndarray  # of the log-strengths, for the intervals of differences
 
 
+def _scores_by_pair(outcomes: Sequence[Outcome], contestants: Iterable[str]
+                    ) -> tuple[dict[tuple[str, str], list[float]], list[str], dict[str, int]]:
+    """The checked outcomes' scores grouped by (sorted) pair, every name (the outcomes' and the
+    ``contestants`` given) sorted, and each name's place in that list: where both estimates start."""
+    by_pair = defaultdict(list)
+    for o in _checked_outcomes(outcomes):
+        by_pair[o.comparison.first, o.comparison.second].append(o.score)
+    names = sorted(set(contestants) | {n for pair in by_pair for n in pair})
+    return by_pair, names, {n: i for i, n in enumerate(names)}
+
+
 def ratings(outcomes: Sequence[Outcome], contestants: Iterable[str] = ()) -> Ratings:
     """Bradley–Terry fitted to the outcomes taken as fractional wins (a score s gives the first
     contestant (1 - s)/2 of a win), with ``PRIOR`` virtual even comparisons between every two
     contestants; intervals from the curvature of the likelihood (the Fisher information), which
     needs no resampling and so costs a millisecond per block. ``contestants`` adds names that have
     not played yet."""
-    outcomes = _checked_outcomes(outcomes)
-    by_pair = defaultdict(list)
-    for o in outcomes:
-        by_pair[o.comparison.first, o.comparison.second].append(o.score)
-    names = sorted(set(contestants) | {n for pair in by_pair for n in pair})
-    index = {n: i for i, n in enumerate(names)}
+    by_pair, names, index = _scores_by_pair(outcomes, contestants)
     C = len(names)
     if C == 0:
         empty = np.zeros(0)
@@ -241,12 +247,7 @@ def borda(outcomes: Sequence[Outcome], contestants: Iterable[str] = (), delta: f
     interval is looked at (the sum of 1 / (m (m + 1)) is 1), so that looking after every block
     costs no confidence. The bound takes each n_ij as fixed; the elimination rule's pairing (the
     opponent met least) depends on the outcomes only through who is settled, so it nearly is."""
-    outcomes = _checked_outcomes(outcomes)
-    by_pair = defaultdict(list)
-    for o in outcomes:
-        by_pair[o.comparison.first, o.comparison.second].append(o.score)
-    names = sorted(set(contestants) | {n for pair in by_pair for n in pair})
-    index = {n: i for i, n in enumerate(names)}
+    by_pair, names, index = _scores_by_pair(outcomes, contestants)
     C = len(names)
     if C < 2:  # nobody to beat: the score means nothing and nothing can be settled
         return Borda(names, np.full(C, 0.5), np.zeros(C), np.ones(C))

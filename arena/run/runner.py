@@ -216,9 +216,9 @@ async def run_tournament(
     """``limit``: play only the first ``limit`` matches of the plan, until_stable's added blocks
     included (a smoke test). A match is the same whatever the limit, so a later run without it keeps
     them and plays the rest; a run the limit cut short judges no stability, as that needs whole blocks.
-    ``processes``: worker processes that play the matches (default: the scenario's
-    ``concurrency.processes``; 1 plays them in this process). ``execution``: where the matches are
-    played (default: the scenario's ``execution``, or ``processes``)."""
+    ``execution``: where the matches are played (default: the scenario's ``execution``).
+    ``processes``: without ``execution``, the older spelling of ``Execution(executor="processes",
+    workers=N)`` over the scenario's (1: this process), kept for callers that pass it."""
     observer = observer or Observer()
     spending = Spending()
     if store is not None:  # what earlier sessions of this run spent counts against the budget too
@@ -247,7 +247,7 @@ async def run_tournament(
     if execution.executor != "local" and people:  # a worker has no terminal to ask a person at
         raise FatalAgentError(f"agent {people[0]!r} is a person at this terminal, who can only be asked in the run's "
                               f"own process, not in one of {execution.workers or 'several'} worker processes: play "
-                              "it with executor: local (concurrency.processes 1, no --processes)")
+                              "it with executor: local")
     executor: Executor = InProcess(agents)  # or the workers, forked once nothing can fail before they serve
     not_started: list[str] = []
     unplayed: list[str] = []

@@ -196,8 +196,8 @@ class Concurrency(BaseModel):
                                   description="Matches one agent may be in at once (default: no limit).")
     agents: dict[str, Annotated[int, Field(ge=1, le=MAX_AT_ONCE)]] = Field(
         default_factory=dict, description="Per-agent limits overriding per_agent.")
-    processes: int = Field(1, ge=1, le=256, description="Worker processes that play the matches (1: the run's own "
-                           "process); more than 1 uses more cores when matches, not models, are what takes the time.")
+    processes: int = Field(1, ge=1, le=256, description="The older spelling of execution: {executor: processes, "
+                           "workers: N}; it still works, with a note.")
 
     def limit_for(self, agent: str) -> int | None:
         return self.agents.get(agent, self.per_agent)
@@ -326,6 +326,16 @@ class Scenario(BaseModel):
             raise ValueError(f"concurrency.processes: {n} is the older spelling of execution: {{executor: processes, "
                              f"workers: {n}}}, and this scenario's execution block says otherwise: keep one of them")
         return self
+
+    def older_spellings(self) -> list[str]:
+        """A note for each older spelling this scenario uses, naming the one to write instead: there is
+        one way to say a thing, and the older one still works (the runner reads it as the new)."""
+        if "processes" not in self.concurrency.model_fields_set:
+            return []
+        n = self.concurrency.processes
+        new = "execution: {executor: local} (the default)" if n == 1 else \
+            f"execution: {{executor: processes, workers: {n}}}"
+        return [f"concurrency.processes: {n} is the older spelling of {new}; it still works"]
 
     def execution_settings(self, processes: int | None = None) -> Execution:
         """Where the matches are played: the execution block, or concurrency.processes (``processes``, from

@@ -1,4 +1,4 @@
-"""Worker processes that play a run's matches (``concurrency.processes`` above 1).
+"""Worker processes that play a run's matches (``execution: {executor: processes, workers: N}``).
 
 One process runs every match's work on one trio thread, so matches whose agents answer fast are
 bound by one core: 128 scripted matches at once need more CPU per 100 ms than a core has. With
@@ -219,7 +219,7 @@ class Workers:
             plugins.load("referee", referee)
         if not hasattr(os, "fork"):
             raise ArenaError("worker processes are forked, and this system cannot fork (Windows); "
-                             "set concurrency.processes to 1")
+                             "play the run with executor: local (or ray)")
         workers: list[_Worker] = []
         sys.stdout.flush(), sys.stderr.flush()  # nothing buffered is written twice
         for _ in range(job.workers or os.cpu_count() or 1):

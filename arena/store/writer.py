@@ -33,12 +33,12 @@ from arena.contract.events import Event, SeatInfo
 from arena.contract.calls import CallRecord, CallStarted
 from arena.contract.files import examine, leftovers, replacing, set_aside, sqlite_damaged
 from arena.contract.records import KEPT, KEY_SCHEME, MatchRecord, MatchSpec
-from arena.contract.runs.opening import (check_folder, connect_readonly, examine_store, file_part,
-                                         sqlite_reason, sqlite_refused)
+from arena.contract.runs.opening import (check_folder, connect_or_say, connect_readonly, examine_store, file_part,
+                                         open_begun, sqlite_reason, sqlite_refused)
 from arena.contract.runs.reader import RunReader
 from arena.contract.runs.schema import (ADDED_COLUMNS, REVIEW_COLUMNS, SCENARIO_FILE, SCHEMA, SCHEMA_VERSION, STORE_FILE,
                                         TABLES,
-                                        UPGRADABLE, VIEWS, DamagedStore, NoRunYet, NotAFolder, NotPermitted, OtherFormat,
+                                        UPGRADABLE, VIEWS, DamagedStore, NotAFolder, NotPermitted, OtherFormat,
                                         StoreError)
 from arena.store.lock import RunLock
 from arena.store.texts import MOVE_TO_TEXTS, SNAPSHOT, Interned, ready_to_move, spec_parts
@@ -256,12 +256,7 @@ class RunStore:
         if not path.exists() or examine(path).state == "empty":
             with replacing(path) as partial:  # made whole aside, then renamed: never half a store in place
                 _build(partial, name, scenario_text, fingerprint)
-        try:
-            db = _connect(path)
-        except sqlite3.DatabaseError as exc:
-            if sqlite_refused(exc):
-                raise NotPermitted(path, "write to") from None
-            raise
+        db = connect_or_say(path, _connect, "write to")
         try:
             # tables and format version as this version writes them, and the run row, in one transaction
             db.executescript(f"BEGIN; {_CREATE} PRAGMA user_version = {SCHEMA_VERSION};")
@@ -296,24 +291,7 @@ class RunStore:
         """An existing run's store, to write to it (without the run's lock: a finished run)."""
         run_dir = Path(run_dir)
         check_folder(run_dir)
-        path = run_dir / STORE_FILE
-        found = examine_store(path)
-        if found.state == "absent":
-            raise StoreError(f"{run_dir} is not a run directory (no {STORE_FILE} in it)")
-        if found.state == "damaged":
-            raise DamagedStore(path, found.reason)
-        if found.state == "empty":
-            raise NoRunYet(path)
-        try:
-            db = _connect(path)
-        except sqlite3.DatabaseError as exc:
-            if sqlite_refused(exc):
-                raise NotPermitted(path, "write to") from None
-            raise
-        if not db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
-            db.close()
-            raise NoRunYet(path)
-        return cls(run_dir, db)
+        return cls(run_dir, open_begun(run_dir, run_dir / STORE_FILE, _connect, "write to"))
 
     @_whole
     def close(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from arena.contract.files import Found, examine, sqlite_damaged
@@ -74,6 +74,13 @@ def store_path(where: str | Path) -> tuple[Path, Path]:
 def open_readonly(where: str | Path) -> tuple[Path, sqlite3.Connection]:
     """(run folder, a read-only connection) to the run at ``where``, or a clear error."""
     run_dir, path = store_path(where)
+    return run_dir, open_begun(run_dir, path, connect_readonly, "read")
+
+
+def open_begun(run_dir: Path, path: Path, connect: Callable[[Path], sqlite3.Connection],
+               doing: str) -> sqlite3.Connection:
+    """``connect(path)`` to the store of the run in ``run_dir``, or the clear error: no store there,
+    a damaged one, one no run has begun to write, or a file this user may not ``doing`` ("read")."""
     found = examine_store(path)
     if found.state == "absent":
         raise StoreError(f"{run_dir} is not a run directory (no {STORE_FILE} in it)")
@@ -81,16 +88,21 @@ def open_readonly(where: str | Path) -> tuple[Path, sqlite3.Connection]:
         raise DamagedStore(path, found.reason)
     if found.state == "empty":
         raise NoRunYet(path)
-    try:
-        db = connect_readonly(path)
-    except sqlite3.DatabaseError as exc:
-        if sqlite_refused(exc):
-            raise NotPermitted(path, "read") from None
-        raise
+    db = connect_or_say(path, connect, doing)
     if not db.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]:
         db.close()
         raise NoRunYet(path)
-    return run_dir, db
+    return db
+
+
+def connect_or_say(path: Path, connect: Callable[[Path], sqlite3.Connection], doing: str) -> sqlite3.Connection:
+    """``connect(path)``, with a file this user may not ``doing`` said as such (NotPermitted)."""
+    try:
+        return connect(path)
+    except sqlite3.DatabaseError as exc:
+        if sqlite_refused(exc):
+            raise NotPermitted(path, doing) from None
+        raise
 
 
 def connect_readonly(path: Path) -> sqlite3.Connection:
