@@ -93,10 +93,11 @@ def _dashboard(specs) -> Dashboard:
     return Dashboard(Console(file=io.StringIO(), width=160), "live", specs=specs)
 
 
-async def test_arena_watch_and_the_dashboard_follow_a_ray_run_as_its_matches_go(tmp_path, capsys, cluster):
+async def test_arena_watch_and_the_dashboard_follow_a_ray_run_as_its_matches_go(tmp_path, capsys, monkeypatch, cluster):
     """The model's first request is held until `arena watch`, in another process, has shown it in flight
     and a match finished: the watcher sees the run's matches start and end while it plays (not all at
     its end), whatever the machine's load. The run's own dashboard is fed what a local run feeds it."""
+    monkeypatch.setenv("COLUMNS", "200")  # `arena rank` here prints its table as wide as the watcher's
     shown, released = threading.Event(), threading.Event()
     first = threading.Lock()
     held = [False]
@@ -146,6 +147,8 @@ async def test_arena_watch_and_the_dashboard_follow_a_ray_run_as_its_matches_go(
                 try:
                     assert await trio.to_thread.run_sync(shown.wait, 120), "\n".join(watch_lines)
                     during = list(watch_lines)  # what the watcher had said while the run played
+                    # the match the watcher saw end is told to the dashboard just after its commit
+                    assert await trio.to_thread.run_sync(runner.one_finished.wait, 60)
                     ended_during = list(runner.ended)
                 finally:
                     released.set()
