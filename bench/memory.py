@@ -57,7 +57,7 @@ def _child(mode: str, matches: int, run_dir: Path, workers: int) -> dict:
     from engine_overhead import scenario_dict
 
     from arena.run.runner import run_tournament
-    from arena.run.scenario import Execution, parse_scenario
+    from arena.run.scenario import parse_scenario
     from arena.store import RunStore
 
     raw = scenario_dict(matches, rounds=20, mode=1, at_once=8)
@@ -65,7 +65,11 @@ def _child(mode: str, matches: int, run_dir: Path, workers: int) -> dict:
     store = RunStore.create_or_resume(run_dir, scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
     try:
         start = time.perf_counter()
-        execution = Execution(executor="ray", workers=workers) if mode == "ray" else None
+        execution = None  # the scenario's: local (and a --code checkout older than executors knows no other)
+        if mode == "ray":
+            from arena.run.scenario import Execution
+
+            execution = Execution(executor="ray", workers=workers)
         trio.run(lambda: run_tournament(scenario, store, execution=execution))
         seconds = time.perf_counter() - start
         counts = store.read.counts()
