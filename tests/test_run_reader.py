@@ -236,3 +236,28 @@ def test_the_writer_makes_its_tables_from_the_contracts_schema():
 
     assert writer.SCHEMA is schema.SCHEMA and writer.SCHEMA_VERSION == schema.SCHEMA_VERSION
     assert Path(writer.__file__).read_text(encoding="utf-8").count("CREATE TABLE") == 0
+
+
+def test_a_match_looked_up_by_key_costs_the_same_in_a_run_four_times_as_large(tmp_path, capsys):
+    """A resume looks up every finished match by its key: a lookup that read the whole run's outcomes
+    (as a LEFT JOIN with the outcomes view did, store format 9) makes a resume grow with the square
+    of the run. Counted in SQLite's steps, which do not depend on the machine's load."""
+    from arena.contract import open_run
+
+    raw = yaml.safe_load((Path(__file__).resolve().parent.parent / "scenarios" / "quickstart.yaml").read_text("utf-8"))
+    steps = {}
+    for repeats in (1, 4):
+        raw["tournament"]["repeats"] = repeats
+        scenario = tmp_path / f"r{repeats}.yaml"
+        scenario.write_text(yaml.safe_dump(raw), encoding="utf-8")
+        assert cli(capsys, "run", scenario, "--quiet", "--run-dir", tmp_path / f"r{repeats}")[0] == 0
+        with open_run(tmp_path / f"r{repeats}") as run:
+            everything = list(run.matches())
+            assert len(everything) == 30 * repeats
+            counted = [0]
+            run.db.set_progress_handler(lambda: counted.__setitem__(0, counted[0] + 1), 10)
+            for wanted in (everything[0], everything[-1]):
+                assert run.match(wanted.key) == wanted and wanted.payoffs  # the same row, payoffs and all
+            run.db.set_progress_handler(None, 0)
+            steps[repeats] = counted[0]
+    assert steps[4] < steps[1] * 1.5, steps

@@ -114,16 +114,21 @@ class RunReader:
         """The run's matches (those of one status, one entry, or one key), with their payoffs and
         without their transcripts."""
         where, args = _where(status, key, group)
+        # The matches with payoffs, then those without: not one LEFT JOIN, because SQLite cannot look a
+        # view made of joins up by key on the right of a LEFT JOIN; it would build every outcome of the
+        # run for each match asked for, and a resume, which asks for each, would grow with the square.
+        unscored = f"{where} AND" if where else " WHERE"
         cursor = self.db.execute(
-            f"SELECT {self._MATCH}, o.seat, o.payoff FROM matches m LEFT JOIN outcomes o ON o.match_key = m.key"
-            f"{where} ORDER BY m.position, m.key, o.seat", args)
+            f"SELECT {self._MATCH}, o.seat, o.payoff, m.position FROM matches m JOIN outcomes o ON o.match_key = m.key"
+            f"{where} UNION ALL SELECT {self._MATCH}, NULL, NULL, m.position FROM matches m{unscored} NOT EXISTS "
+            "(SELECT 1 FROM outcomes o WHERE o.match_key = m.key) ORDER BY 13, 1, 11", args + args)
         for _, rows in groupby(cursor, itemgetter(0)):
             rows = list(rows)
             key_, group_, repeat, game, status_, spec, seats, params, rounds, error = rows[0][:10]
             spec = json.loads(spec)  # in Python: a seed is 64 bits unsigned, more than SQLite's integers hold
             yield MatchRow(key_, group_, repeat, game, _status(status_), spec["seed"], _seats(seats),
                            json.loads(params) if params else dict(spec.get("params") or {}), rounds or 0, error,
-                           {seat: payoff for *_, seat, payoff in rows if seat is not None})
+                           {seat: payoff for *_, seat, payoff, _ in rows if seat is not None})
 
     def match(self, key: str) -> MatchRow | None:
         return next(self.matches(key=key), None)
