@@ -126,7 +126,7 @@ def play(raw: dict, scenario: Scenario, at_once: int, per_match: float, profile:
             workers = _children_cpu() - workers  # reaped when the run ended
             if profile is not None:
                 profile.disable()
-            failed = [(m.key, m.error) for m in store.matches() if m.status != "finished"]  # read after the clock stops
+            failed = [(m.key, m.error) for m in store.read.matches() if m.status != "finished"]  # read after the clock stops
             spent = timeline(store, at_once, per_match)
         finally:
             store.close()

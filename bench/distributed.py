@@ -45,9 +45,18 @@ from arena.store import RunStore
 from machine import load, machine_speed  # bench/machine.py: the load and a reference loop's speed
 
 ROOT = Path(__file__).resolve().parent.parent
+CORES = os.cpu_count() or 1
 STRATEGIES = ("tit_for_tat", "free_rider", "always_all", "conditional_cooperator")
 PLACED: list[float] = []  # seconds each RayWorkers.start took
 RUN_CPU: list[float] = []  # CPU seconds of the run's own process (all its threads) in each play()
+BUSY: list[float] = []  # CPU seconds of the whole machine (every process: workers, Ray's daemons) in each play()
+
+
+def machine_cpu() -> float:
+    """Seconds of CPU the machine has spent, all cores, since it started (Linux's /proc/stat)."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        ticks = [int(x) for x in stat.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle and I/O wait
 
 
 def scenario_dict(matches: int, rounds: int, at_once: int, delay: float) -> dict:
@@ -85,10 +94,11 @@ def play(raw: dict, execution: Execution) -> float:
     with tempfile.TemporaryDirectory(prefix="arena-bench-") as tmp:
         store = RunStore.create_or_resume(Path(tmp) / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
         try:
-            start, cpu = time.perf_counter(), time.process_time()
+            start, cpu, busy = time.perf_counter(), time.process_time(), machine_cpu()
             result = trio.run(run_tournament, scenario, store, None, None, True, None, None, execution)
             seconds = time.perf_counter() - start
             RUN_CPU.append(time.process_time() - cpu)
+            BUSY.append(machine_cpu() - busy)
         finally:
             store.close()
     matches = count(scenario)
@@ -152,13 +162,16 @@ def main() -> int:
         print(header + "\n" + "-" * len(header))
         alone = play(code_review_dict(problems, 1), Execution())
         print(row("local", alone, 0, matches, alone))
-        walls = {}
+        walls, busy = {}, {}
         for workers in (1, 2):
             PLACED.clear()
             walls[workers] = play(code_review_dict(problems, workers), Execution(executor="ray", workers=workers))
-            print(row(f"ray {workers}", walls[workers], sum(PLACED), matches, alone))
+            busy[workers] = BUSY[-1] / walls[workers] / CORES
+            print(row(f"ray {workers}", walls[workers], sum(PLACED), matches, alone) + f"   machine busy {busy[workers]:.0%}")
             walls[workers] -= sum(PLACED)
-        print(f"  2 workers against 1, placing the actors apart: {walls[1] / walls[2]:.2f}× (goal ≥ 1.70)\n")
+        print(f"  2 workers against 1, placing the actors apart: {walls[1] / walls[2]:.2f}× (goal ≥ 1.70); with 1 "
+              f"worker the machine was {busy[1]:.0%} busy (the worker's core, the run's process, Ray's daemons), so "
+              f"{CORES} cores allow at most {1 / busy[1]:.2f}×\n")
 
         print(f"(3) CPU-bound in the run's process: {cpu_matches} public goods matches, 4 scripted seats, 20 rounds, "
               f"16 at once, store on")
@@ -187,6 +200,8 @@ def main() -> int:
               f"{RUN_CPU[-1] / io_matches * 1000:>9.2f}")
         print(f"{'ray 2 − start':>14} {seconds - placed:>7.2f} {'':>7} {(seconds - placed) / ideal:>10.2f} "
               f"{(seconds - placed) / local:>7.2f}×   (goals: wall/ideal ≤ 1.30, against local ≤ 1.15×)")
+        print(f"  the machine spent {BUSY[-1]:.2f} s of CPU on the Ray run (all its processes): on {CORES} cores no "
+              f"less than {BUSY[-1] / CORES:.2f} s of wall, {BUSY[-1] / CORES / ideal:.2f} of the ideal")
     finally:
         ray.shutdown()
     print("\n" + load())
