@@ -5,16 +5,18 @@ time a scripted match takes; it is why a worker plays many matches over one sock
 Ray task per match. (2) A CPU-bound tournament whose work is the workers': code review with
 sandboxed tests (scripted programmer, reviewer and judge; each match runs the final program
 against its HumanEval tests in the sandbox), one match per worker at a time, on 1 and on 2 Ray
-actors: the speed-up of the second worker (goal >= 1.7x). (3) A CPU-bound tournament whose work
-is the run's own process's: public goods, 4 scripted seats that answer at once, 20 rounds, 16
-at once, the store on, so the run's process, the one writer, stores about 400 rows a match:
-local, 2 forked processes, 1 and 2 Ray actors. "run ms/m" is the CPU the run's own process spent
-per match (all its threads, Ray's client included): under Ray, the one writer's cost of a match,
-which bounds how many matches a second one run can take in, however many workers it has.
-(4) An I/O-bound one in `bench/concurrency.py`'s shape: 1,000 one-round matches of two agents
-that wait 100 ms, 128 at once, ideal ceil(1000 / 128) x 0.1 s: local against 2 Ray actors (goal: overhead <= 1.15x, wall/ideal
-<= 1.30 with 2 workers). Wall seconds include placing the actors; "start s" is that part,
-measured apart, and "- start" lines take it out.
+actors: the speed-up of the second worker (goal >= 1.7x), and how busy the machine was. (3) A
+CPU-bound tournament whose work is the run's own process's: public goods, 4 scripted seats that
+answer at once, 20 rounds, 16 at once, the store on, so the run's process, the one writer,
+stores 346 rows a match (244 messages, 102 events): local, 2 forked processes, 1 and 2 Ray
+actors. "run ms/m" is the CPU the run's own process spent per match (all its threads, Ray's
+client included): under Ray, the one writer's cost of a match, which bounds how many matches a
+second one run can take in, however many workers it has. (4) An I/O-bound one in
+`bench/concurrency.py`'s shape: 1,000 one-round matches of two agents that wait 100 ms, 128 at
+once, ideal ceil(1000 / 128) x 0.1 s: local against 2 Ray actors (goals: overhead <= 1.15x,
+wall/ideal <= 1.30 with 2 workers), and the least wall time the CPU the machine spent allows on
+its cores. Wall seconds include placing the actors; "start s" is that part, measured apart, and
+"- start" lines take it out.
 
 A local Ray instance is started once for all of it (its start is printed, not counted). On a
 machine with 2 cores the run's process, the actors and Ray's own daemons share them, so a
