@@ -168,6 +168,7 @@ def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupt
         assert not in_flight  # every call that was cut short has its record
         assert sum(c.error is None for c in calls) == kill_after
         assert any("is unavailable" in n["text"] for n in notes) and any("given up" in n["text"] for n in notes)
+        assert not [n for n in notes if n["text"].endswith("is back")]  # answers it gave before it died say nothing
         assert "stopped by an outage" in flat(read(capsys, "runs", tmp_path))
         shown = flat(read(capsys, "show", tmp_path / "run"))
         assert "interrupted" in shown and "unavailable" in shown
@@ -614,6 +615,31 @@ async def test_a_probe_failing_after_a_real_answer_closed_the_breaker_does_not_o
         probe_back.set()
     assert not outages.any_down(["http://a"]) and len(said) == 2 and said[-1].endswith("is back")
     assert await outages.wait_for(["http://a"]) is None  # nothing to wait for, and no stale give-up time
+
+
+async def test_an_answer_to_a_request_sent_before_the_endpoint_failed_does_not_say_it_is_back(autojump_clock):
+    """A server that dies still answers what it had taken in. Such an answer, arriving after another
+    request found the server down, used to close the breaker: the run said "is back", played the
+    interrupted match again (a cached turn recorded a second time) and found the server down anew.
+    Only a request sent since the endpoint failed speaks for it."""
+    from arena.run.outages import Outages
+
+    said: list[str] = []
+    outages = Outages(60, None, lambda agent, endpoint, text: said.append(text))
+    before = outages.asking("http://a")  # in flight when the server dies
+    outages.failed(BackendUnavailable("alice", "openai", "http://a", "APIConnectionError: Connection error."))
+    outages.answered("http://a", before)
+    assert outages.any_down(["http://a"]) and len(said) == 1  # still down, and nothing said
+
+    since = outages.asking("http://a")  # sent while it is down, answered: it is back
+    outages.answered("http://a", since)
+    assert not outages.any_down(["http://a"]) and said[-1].endswith("is back")
+
+    outages.failed(BackendUnavailable("alice", "openai", "http://a", "APIConnectionError: Connection error."))
+    outages.answered("http://a", since)  # sent in the earlier episode: old news for this one
+    assert outages.any_down(["http://a"])
+    outages.answered("http://a")  # an answer whose sending nobody saw counts, as it always did
+    assert not outages.any_down(["http://a"]) and [t.endswith("is back") for t in said] == [False, True, False, True]
 
 
 async def test_a_real_answer_while_a_probe_is_out_on_two_endpoints_and_four_matches_does_not_crash_the_run(tmp_path):

@@ -7,9 +7,11 @@ given a real answer (a probe does not count) for ``wait`` seconds is given up on
 the run: its matches are left for the next ``arena run``, which replays exactly those.
 
 A breaker's state changes from several tasks at once: a waiting match's probe, and the real
-answers that matches still playing on the endpoint get. Each opening is an *episode*; a probe
-speaks only for the episode it was sent in, so a probe that ends after a real answer has
-already closed the breaker (or after the endpoint failed anew) changes nothing.
+answers that matches still playing on the endpoint get. Each opening is an *episode*; a probe or
+a request speaks only for the episode it was sent in. A probe that ends after a real answer has
+already closed the breaker (or after the endpoint failed anew) changes nothing, and neither does
+an answer to a request sent before the endpoint failed: a server that dies answers what it had
+already taken in, and that is no sign it is back.
 """
 
 from __future__ import annotations
@@ -77,10 +79,18 @@ class Outages:
         breaker.failure = outage
         self._give_up_if_late(breaker)
 
-    def answered(self, endpoint: str | None) -> None:
-        """A real request to ``endpoint`` was answered: whatever the outage was, it is over."""
+    def asking(self, endpoint: str | None) -> int:
+        """The episode a request to ``endpoint`` is sent in, for ``answered`` (0: it never failed)."""
+        breaker = self._breakers.get(endpoint) if endpoint else None
+        return breaker.episode if breaker is not None else 0
+
+    def answered(self, endpoint: str | None, sent_in: int | None = None) -> None:
+        """A real request to ``endpoint`` was answered: whatever the outage was, it is over, unless the
+        request was sent before the endpoint last failed (``sent_in``, from ``asking``; None: not known)."""
         breaker = self._breakers.get(endpoint) if endpoint else None
         if breaker is None or breaker.gave_up:
+            return
+        if sent_in is not None and sent_in != breaker.episode:  # old news: it tells nothing of now
             return
         if breaker.down:
             self._back(breaker)

@@ -167,7 +167,7 @@ def cache_path(scenario: Scenario, store: RunStore | None) -> Path | None:
 
 
 def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, spending: Spending,
-                   observer: Observer | None = None, on_call=None) -> RunServices:
+                   observer: Observer | None = None, on_call=None, on_call_started=None) -> RunServices:
     observer = observer or Observer()
     cache, problem = None, None
     path = cache_path(scenario, store)
@@ -185,6 +185,8 @@ def build_services(scenario: Scenario, store: RunStore | None, use_cache: bool, 
     def started(call: CallStarted) -> None:
         if store is not None:
             store.call_started(call)
+        if on_call_started is not None:
+            on_call_started(call)
         observer.call_started(call)
 
     def note(agent: str, endpoint: str, topic: str, text: str) -> None:
@@ -233,12 +235,20 @@ async def run_tournament(
     async def probe(agent: str) -> None:
         await agents[agent].probe()
 
+    sent_in: dict[str, int] = {}  # a call in flight (its token) -> its endpoint's outage episode when its last try began
+
+    def asking(call: CallStarted) -> None:
+        if call.agent in agents:
+            sent_in[call.token] = outages.asking(agents[call.agent].endpoint())
+
     def answered(call: CallRecord) -> None:
+        episode = sent_in.pop(call.token, None) if call.token is not None else None
         if not call.cached and call.error is None and call.agent in agents and call.seat != PROBE_SEAT:
-            outages.answered(agents[call.agent].endpoint())
+            outages.answered(agents[call.agent].endpoint(), episode)
 
     outages = Outages(scenario.match.outage_wait, probe, say)
-    services = build_services(scenario, store, use_cache, spending, observer, on_call=answered)
+    services = build_services(scenario, store, use_cache, spending, observer, on_call=answered,
+                              on_call_started=asking)
     agents = build_agents(scenario, services)
     scheme = store.read.key_scheme() if store is not None else KEY_SCHEME  # a resumed old run keeps its keys and seeds
     wave = plan(scenario, scheme)
