@@ -10,6 +10,7 @@ reply is valid. Requests without any seat's rules are an outside judge's (the de
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +43,27 @@ def local_only(monkeypatch):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setenv("NO_PROXY", LOCAL)
     monkeypatch.setenv("no_proxy", LOCAL)
+
+
+@contextmanager
+def local_ray(**environment: str) -> Iterator[Any]:
+    """A local Ray instance (127.0.0.1, 2 CPUs, no dashboard, no usage statistics), stopped on leaving.
+    Its workers inherit the environment it starts with: no real key, no proxy before 127.0.0.1, and
+    ``environment``'s variables. Starting one takes seconds: a module shares one."""
+    import ray  # an optional extra: only the Ray tests, which skip without it, come here
+
+    with pytest.MonkeyPatch.context() as env:
+        for variable in _KEYS + _PROXIES:
+            env.delenv(variable, raising=False)
+        for variable, value in {"NO_PROXY": LOCAL, "no_proxy": LOCAL, "RAY_USAGE_STATS_ENABLED": "0",
+                                **environment}.items():
+            env.setenv(variable, value)
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
+                 logging_level=logging.WARNING)
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
 
 
 @contextmanager

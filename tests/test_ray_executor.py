@@ -1,7 +1,7 @@
 """A run played by Ray actors (``execution: {executor: ray}``, ``arena run --executor ray``) is the
-run one process plays: the same export byte for byte, the run's process the one writer of its store,
-and a worker killed mid-run costs nothing but time (its matches are played again elsewhere, stored
-once). A cluster that cannot be reached is said in a sentence before anything is played.
+run one process plays: the same export byte for byte, the run's process the one writer of its store
+(a worker killed or gone silent mid-run: tests/test_ray_global.py). A cluster that cannot be reached
+is said in a sentence before anything is played.
 
 One local Ray instance (127.0.0.1, no dashboard, 2 CPUs) serves the module; the user's path, where
 `arena run` starts an instance of its own and stops it, runs once as a command. Nothing here leaves
@@ -10,27 +10,21 @@ One local Ray instance (127.0.0.1, no dashboard, 2 CPUs) serves the module; the 
 from __future__ import annotations
 
 import json
-import logging
-import os
-import signal
 import socket
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
-import trio
 import yaml
 
 from arena.cli import main
 from arena.contract.errors import ConfigError
 from arena.run.executor import ExecutorError
-from arena.run.runner import Observer, run_tournament
+from arena.run.runner import run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
-from arena.store import RunStore
 
-from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from conformance_kit import local_only, local_ray  # noqa: F401  (an autouse fixture: no real key, no proxy)
 from helpers import ROOT, ContendedLimit, arena_offline, open_store
 from mock_llm import OpenAIMock
 
@@ -44,20 +38,9 @@ needs_ray = pytest.mark.skipif(ray is None, reason="Ray is not installed (pip in
 
 @pytest.fixture(scope="module")
 def cluster():
-    """One local Ray instance for the module: starting one takes seconds. Its workers inherit the
-    environment it starts with: no real key, no proxy before 127.0.0.1, no usage statistics."""
-    with pytest.MonkeyPatch.context() as env:
-        for variable in _KEYS + _PROXIES:
-            env.delenv(variable, raising=False)
-        for variable in ("NO_PROXY", "no_proxy"):
-            env.setenv(variable, LOCAL)
-        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
-                 logging_level=logging.WARNING)
-        try:
-            yield ray
-        finally:
-            ray.shutdown()
+    """One local Ray instance for the module."""
+    with local_ray() as instance:
+        yield instance
 
 
 def write(path: Path, raw: dict) -> Path:
@@ -137,63 +120,6 @@ def test_a_run_without_an_address_starts_a_local_ray_instance_and_stops_it(tmp_p
     assert done.stdout.splitlines()[-1] == f"15 of 15 matches finished. Run directory: {tmp_path / 'ray'}"
     assert cli("run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
     assert exported(tmp_path / "ray", capsys) == exported(tmp_path / "local", capsys)
-
-
-# -- a worker lost mid-run ---------------------------------------------------------------------
-
-
-class KillsAWorker(Observer):
-    """At the first thing a match says, kills the process of one of the run's actors (as the system or a
-    lost node would: no clean-up, nothing said); counts every match's starts."""
-
-    SIGNAL = signal.SIGKILL  # what the actor's process is sent
-
-    def __init__(self):
-        self.starts: Counter[str] = Counter()
-        self.earlier = set(ray.util.list_named_actors())  # another run's actors, if the cluster has not forgotten them yet
-        self.victim: int | None = None
-        self.struck = False
-        self.notes: list[str] = []
-
-    def planned(self, total: int) -> None:  # the actors are ready and no match has started: ask one its process
-        if self.victim is None:
-            names = sorted(n for n in set(ray.util.list_named_actors()) - self.earlier if n.startswith("arena-worker"))
-            self.victim = ray.get(ray.get_actor(names[0]).pid.remote())
-
-    def event(self, event) -> None:
-        if event.type == "match_started":
-            self.starts[event.match] += 1
-        if not self.struck:
-            os.kill(self.victim, self.SIGNAL)
-            self.struck = True
-
-    def note(self, text: str) -> None:
-        self.notes.append(text)
-
-
-@needs_ray
-async def test_a_worker_killed_mid_run_has_its_matches_played_again_and_nothing_stored_twice(tmp_path, capsys, cluster):
-    raw = public_goods()
-    for agent in raw["agents"].values():  # a match takes a few turns of 20 ms: the worker is killed in the middle
-        agent["delay"] = 0.02
-    path = write(tmp_path / "s.yaml", raw)
-    assert await trio.to_thread.run_sync(cli, "run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
-    scenario = parse_scenario(raw)
-    store = RunStore.create_or_resume(tmp_path / "ray", scenario.name, path.read_text(), scenario.fingerprint())
-    killer = KillsAWorker()
-    try:
-        result = await run_tournament(scenario, store, killer, execution=Execution(executor="ray", workers=2))
-    finally:
-        store.close()
-    with pytest.raises(ProcessLookupError):
-        os.kill(killer.victim, 0)  # it is gone
-    assert result.count("finished") == count(scenario) == 30
-    said = [n for n in killer.notes if n.startswith(f"worker process {killer.victim} ended mid-run")]
-    assert len(said) == 1 and said[0].endswith("unfinished matches are played again by the 1 other worker(s)")
-    lost = int(said[0].split("its ")[1].split()[0])
-    assert 1 <= lost <= 4  # it had its half of the 8 matches at once, none finished
-    assert max(killer.starts.values()) <= 2  # a match it had begun started once more, on the other worker
-    assert exported(tmp_path / "ray", capsys) == exported(tmp_path / "local", capsys)  # each match once, unchanged
 
 
 # -- what a model is sent, and the limits ---------------------------------------------------------

@@ -1,7 +1,7 @@
 """What a run holds for all its Ray workers, and the faults a cluster adds: the driver killed with
 ``kill -9`` and run again, the limits and the budget held by the run's process for every actor, the
-response cache read and filled over the workers' sockets, and a worker gone silent (its process
-frozen, as a lost node's is) whose matches are played again elsewhere.
+response cache read and filled over the workers' sockets, and a worker killed or gone silent (its
+process frozen, as a lost node's is) whose matches are played again elsewhere, each stored once.
 
 One local Ray instance (127.0.0.1, no dashboard, 2 CPUs) serves the module; the driver-kill test's
 own run starts its own instance, as `arena run` does with no cluster around. Nothing leaves
@@ -10,18 +10,20 @@ own run starts its own instance, as `arena run` does with no cluster around. Not
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import trio
 import yaml
 
-from arena.run.runner import run_tournament
+from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
 from arena.store import RunStore
@@ -31,7 +33,6 @@ from helpers import coins
 from mock_llm import OpenAIMock
 from test_chaos import LAUNCH, W, finished
 from test_ray_executor import cli, cluster, exported, model_scenario, needs_ray, no_workers_left, public_goods, ray, write  # noqa: F401
-from test_ray_executor import KillsAWorker
 
 pytestmark = needs_ray
 
@@ -188,42 +189,69 @@ async def test_ray_workers_on_another_node_share_the_run_s_cache_over_their_sock
     assert exported(tmp_path / "again", capsys) == exported(tmp_path / "first", capsys)
 
 
-# -- a worker gone silent ------------------------------------------------------------------------------
+# -- a worker lost mid-run: killed, or gone silent ------------------------------------------------------
 
 
-class FreezesAWorker(KillsAWorker):
-    """At the first thing a match says, stops one of the run's actors with SIGSTOP: its socket stays open
-    and the system still answers for it, as for a process stuck or a node cut off without a word; only
-    its silence tells. Counts every match's starts."""
+class StrikesAWorker(Observer):
+    """At the first thing a match says, sends one of the run's actors a signal. SIGKILL ends it as the
+    system or a lost node would: no clean-up, nothing said. SIGSTOP freezes it: its socket stays open and
+    the system still answers for it, as for a process stuck or a node cut off without a word; only its
+    silence tells. Counts every match's starts."""
 
-    SIGNAL = signal.SIGSTOP
+    def __init__(self, signal_: signal.Signals):
+        self.signal = signal_
+        self.starts: Counter[str] = Counter()
+        self.earlier = set(ray.util.list_named_actors())  # another run's actors, if the cluster has not forgotten them yet
+        self.victim: int | None = None
+        self.struck = False
+        self.notes: list[str] = []
+
+    def planned(self, total: int) -> None:  # the actors are ready and no match has started: ask one its process
+        if self.victim is None:
+            names = sorted(n for n in set(ray.util.list_named_actors()) - self.earlier if n.startswith("arena-worker"))
+            self.victim = ray.get(ray.get_actor(names[0]).pid.remote())
+
+    def event(self, event) -> None:
+        if event.type == "match_started":
+            self.starts[event.match] += 1
+        if not self.struck:
+            os.kill(self.victim, self.signal)
+            self.struck = True
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
 
 
-async def test_a_worker_gone_silent_has_its_matches_played_again_and_nothing_stored_twice(tmp_path, capsys, cluster):
+@pytest.mark.parametrize("signal_, lost_after, how", [
+    (signal.SIGKILL, None, "ended mid-run"),  # its socket closes: known at once
+    (signal.SIGSTOP, 2, "went silent mid-run (nothing for 2 s: its node lost, or its process frozen)"),
+], ids=["killed", "frozen"])
+async def test_a_worker_lost_mid_run_has_its_matches_played_again_and_nothing_stored_twice(tmp_path, capsys, cluster,
+                                                                                            signal_, lost_after, how):
     raw = public_goods()
-    for agent in raw["agents"].values():  # a match takes a few turns of 20 ms: the worker stops in the middle
+    for agent in raw["agents"].values():  # a match takes a few turns of 20 ms: the worker is struck in the middle
         agent["delay"] = 0.02
     path = write(tmp_path / "s.yaml", raw)
     assert await trio.to_thread.run_sync(cli, "run", path, "--quiet", "--run-dir", tmp_path / "local") == 0
     scenario = parse_scenario(raw)
     store = RunStore.create_or_resume(tmp_path / "ray", scenario.name, path.read_text(), scenario.fingerprint())
-    freezer = FreezesAWorker()
+    striker = StrikesAWorker(signal_)
+    execution = Execution(executor="ray", workers=2, **({"lost_after": lost_after} if lost_after else {}))
     try:
-        result = await run_tournament(scenario, store, freezer,
-                                      execution=Execution(executor="ray", workers=2, lost_after=2))
+        result = await run_tournament(scenario, store, striker, execution=execution)
     finally:
         store.close()
     assert result.count("finished") == count(scenario) == 30
-    said = [n for n in freezer.notes if n.startswith(f"worker process {freezer.victim} went silent mid-run (nothing "
-                                                      "for 2 s: its node lost, or its process frozen): its ")]
-    assert len(said) == 1 and said[0].endswith("unfinished matches are played again by the 1 other worker(s)"), freezer.notes
-    assert 1 <= int(said[0].split("frozen): its ")[1].split()[0]) <= 4  # its half of the 8 at once, none finished
-    assert max(freezer.starts.values()) <= 2  # a match it had begun started once more, on the other worker
+    said = [n for n in striker.notes if n.startswith(f"worker process {striker.victim} {how}: its ")]
+    lost = re.search(r"its (\d+) unfinished matches are played again by the 1 other worker\(s\)$", said[0]) if said else None
+    assert len(said) == 1 and lost, striker.notes
+    assert 1 <= int(lost[1]) <= 4  # it had its half of the 8 matches at once, none finished
+    assert max(striker.starts.values()) <= 2  # a match it had begun started once more, on the other worker
     assert exported(tmp_path / "ray", capsys) == exported(tmp_path / "local", capsys)  # each match once, unchanged
     deadline = time.monotonic() + 30
-    while _alive(freezer.victim) and time.monotonic() < deadline:  # the run had Ray end it: it never wakes to play on
+    while _alive(striker.victim) and time.monotonic() < deadline:  # a frozen one, the run had Ray end: it never plays on
         await trio.sleep(0.05)
-    assert not _alive(freezer.victim)
+    assert not _alive(striker.victim)
 
 
 def _alive(pid: int) -> bool:

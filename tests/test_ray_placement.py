@@ -11,7 +11,6 @@ models it loads in a file, so the llamacpp backend itself is what is counted."""
 from __future__ import annotations
 
 import json
-import logging
 import os
 from collections import Counter
 from pathlib import Path
@@ -26,7 +25,7 @@ from arena.run.scenario import Execution, parse_scenario
 from arena.run.tournament import count
 from arena.store import RunStore
 
-from conformance_kit import _KEYS, _PROXIES, LOCAL, local_only  # noqa: F401  (an autouse fixture: no real key, no proxy)
+from conformance_kit import local_only, local_ray  # noqa: F401  (an autouse fixture: no real key, no proxy)
 from helpers import ROOT
 from test_ray_executor import cli, exported, needs_ray, ray, write
 FAKE_LLAMA = Path(__file__).parent / "fake_llama_cpp"
@@ -37,20 +36,9 @@ def cluster(tmp_path_factory):
     """A local Ray instance whose workers import the stand-in llama_cpp and write its loads to a file
     (they inherit the environment the instance starts with)."""
     loads = tmp_path_factory.mktemp("loads") / "loads.txt"
-    with pytest.MonkeyPatch.context() as env:
-        for variable in _KEYS + _PROXIES:
-            env.delenv(variable, raising=False)
-        for variable in ("NO_PROXY", "no_proxy"):
-            env.setenv(variable, LOCAL)
-        env.setenv("RAY_USAGE_STATS_ENABLED", "0")
-        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FAKE_LLAMA), os.environ.get("PYTHONPATH")])))
-        env.setenv("FAKE_LLAMA_LOADS", str(loads))
-        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
-                 logging_level=logging.WARNING)
-        try:
-            yield loads
-        finally:
-            ray.shutdown()
+    with local_ray(PYTHONPATH=os.pathsep.join(filter(None, [str(FAKE_LLAMA), os.environ.get("PYTHONPATH")])),
+                   FAKE_LLAMA_LOADS=str(loads)):
+        yield loads
 
 
 def scripted(**more) -> dict:
