@@ -117,14 +117,33 @@ def free_port() -> int:
 
 
 # -- the server is killed mid-run, then comes back --------------------------------------------
-@pytest.mark.parametrize("processes", [1, 2], ids=["in-process", "two-workers"])
-def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupted_results(tmp_path, capsys, processes):
-    """With worker processes too: the outage, the calls cut short and the replies kept travel back to the run."""
+def as_a_command(tmp_path: Path, *options):
+    """``arena run`` in a subprocess, for ``a_server_killed_mid_run``."""
+    def run(path: Path, run_dir: Path, view: str):
+        process = start_arena("run", path, view, "--run-dir", run_dir, *options, cwd=tmp_path)
+
+        def ended() -> tuple[int, str]:
+            try:
+                out, err = process.communicate(timeout=120)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+            return process.returncode, out + err
+        return ended
+    return run
+
+
+def a_server_killed_mid_run(tmp_path: Path, capsys, run) -> None:
+    """The server dies mid-run: the run stops with its own status, names the backend and what went wrong,
+    scores nothing of what the outage cut short and keeps a record of every call; once the server is back,
+    the same command plays what is missing, asks only what was never answered and exports what an
+    uninterrupted run does. ``run(path, run_dir, view)`` starts `arena run` (however the caller plays it)
+    and gives back a function that waits for its end: its exit code and all it printed."""
     total = 4 * 3 * 2  # matches x rounds x model seats: one request per turn when nothing fails
     kill_after = 15  # two matches at a time, six requests each: at least one has finished by then
     with OpenAIMock() as mock:
         path = write(tmp_path / "s.yaml", scenario("killed", mock.base_url))
-        reference = arena("run", path, "--quiet", "--run-dir", tmp_path / "reference", cwd=tmp_path)
+        reference = arena("run", path, "--quiet", "--run-dir", tmp_path / "reference", cwd=tmp_path)  # one process
         assert reference.returncode == 0, reference.stdout + reference.stderr
         assert mock.count == total
         expected = exports(capsys, tmp_path / "reference")
@@ -142,16 +161,14 @@ def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupt
 
         mock.reset(until_killed)
         port, url = mock.port, mock.base_url
-        run = start_arena("run", path, "--plain", "--run-dir", tmp_path / "run", "--processes", processes, cwd=tmp_path)
+        ended = run(path, tmp_path / "run", "--plain")
         try:
             assert answered_enough.wait(timeout=120), "the run never got that far"
             mock.stop()
-            out, err = run.communicate(timeout=120)
         finally:
-            if run.poll() is None:
-                run.kill()
-        said = flat(out + err)
-        assert run.returncode == OUTAGE, said
+            code, said = ended()
+        said = flat(said)
+        assert code == OUTAGE, said
         assert f"Stopped: backend openai at {url}" in said  # the backend, by name and address
         assert "is unavailable: APIConnectionError: Connection error." in said  # and what went wrong
         assert "nothing of theirs was scored" in said
@@ -165,10 +182,13 @@ def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupt
             assert not [e for e in record.events if isinstance(e, TurnFailed) or getattr(e, "defaulted", False)]
             if record.status == "interrupted":
                 assert record.payoffs == {} and "APIConnectionError" in record.error
-        assert not in_flight  # every call that was cut short has its record
-        assert sum(c.error is None for c in calls) == kill_after
+        assert not in_flight  # every call that was cut short has its record, wherever it was asked
+        # each answer the server gave is recorded once; none is a cache hit, as no match was played again:
+        # the answers a dying server still gave to requests it had taken in do not say it is back
+        asked = [(c.match, c.seat, c.round, c.attempt, c.cached, c.error) for c in calls]
+        assert sum(c.error is None for c in calls) == kill_after and not [c for c in calls if c.cached], asked
         assert any("is unavailable" in n["text"] for n in notes) and any("given up" in n["text"] for n in notes)
-        assert not [n for n in notes if n["text"].endswith("is back")]  # answers it gave before it died say nothing
+        assert not [n for n in notes if n["text"].endswith("is back")], notes
         assert "stopped by an outage" in flat(read(capsys, "runs", tmp_path))
         shown = flat(read(capsys, "show", tmp_path / "run"))
         assert "interrupted" in shown and "unavailable" in shown
@@ -176,15 +196,22 @@ def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupt
         # the server is back, on the same address: the same command plays what is missing, and only that
         mock.reset(None)
         mock.start(port)
-        again = arena("run", path, "--quiet", "--run-dir", tmp_path / "run", "--processes", processes, cwd=tmp_path)
-        said = flat(again.stdout + again.stderr)
-        assert again.returncode == 0, said
+        code, said = run(path, tmp_path / "run", "--quiet")()
+        said = flat(said)
+        assert code == 0, said
         assert f"4 of 4 matches finished, {statuses['finished']} from the earlier run" in said
         assert mock.count == total - kill_after  # every answer the first run got was kept (replies cached)
 
     assert exports(capsys, tmp_path / "run") == expected  # byte for byte, JSON lines and CSV
     _, calls, in_flight, _ = records(tmp_path / "run")
     assert not in_flight and sum(c.error is None and not c.cached for c in calls) == total
+
+
+@pytest.mark.parametrize("options", [(), ("--executor", "processes", "--workers", "2")], ids=["in-process", "two-workers"])
+def test_a_server_killed_mid_run_stops_the_run_and_a_rerun_gives_the_uninterrupted_results(tmp_path, capsys, options):
+    """With worker processes too: the outage, the calls cut short and the replies kept travel back to the run.
+    Under Ray: tests/test_ray_run.py."""
+    a_server_killed_mid_run(tmp_path, capsys, as_a_command(tmp_path, *options))
 
 
 # -- a chat endpoint that keeps failing while its model list answers ----------------------------

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,6 @@ from rich.console import Console
 
 from arena.cli.dashboard import Dashboard
 from arena.contract import open_run
-from arena.contract.events import TurnFailed
 from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import Execution, parse_scenario
 from arena.store import RunStore
@@ -36,8 +35,7 @@ from conformance_kit import local_only  # noqa: F401  (an autouse fixture: no re
 from helpers import ROOT
 from mock_llm import OpenAIMock
 from test_dashboard import figures, scenario_dict
-from test_outage import OUTAGE, environment, flat, records
-from test_outage import scenario as outage_scenario
+from test_outage import a_server_killed_mid_run, environment
 from test_ray_executor import cli, cluster, exported, needs_ray, no_workers_left, write  # noqa: F401
 
 pytestmark = needs_ray
@@ -205,72 +203,20 @@ def test_a_server_killed_mid_ray_run_stops_it_and_a_rerun_gives_the_uninterrupte
     process hears of the outage, waits outage_wait, stops with status 4 and scores nothing of the failed
     calls; `arena run` again on the cluster plays what is missing, asks only what was never answered, and
     exports what a local run that saw no outage exports."""
-    total = 4 * 3 * 2  # matches x rounds x model seats: one request per turn when nothing fails
-    kill_after = 15
-    with OpenAIMock() as mock:
-        path = write(tmp_path / "s.yaml", outage_scenario("killed", mock.base_url))
-        assert cli("run", path, "--quiet", "--run-dir", tmp_path / "reference") == 0
-        assert mock.count == total
-        expected = exported(tmp_path / "reference", capsys)
-
-        answered_enough = threading.Event()
-
-        def until_killed(count, body):
-            if count == kill_after:
-                answered_enough.set()
-            return "ok" if count <= kill_after else "drop"  # what arrives before the kill lands gets no answer
-
-        mock.reset(until_killed)
-        port, url = mock.port, mock.base_url
+    def on_the_cluster(path: Path, run_dir: Path, view: str):  # in this process, the cluster's driver
         capsys.readouterr()
         code = []
-        run = threading.Thread(target=lambda: code.append(
-            cli("run", path, "--plain", "--run-dir", tmp_path / "run", *RAY)))
+        run = threading.Thread(target=lambda: code.append(cli("run", path, view, "--run-dir", run_dir, *RAY)))
         run.start()
-        try:
-            assert answered_enough.wait(timeout=120), "the run never got that far"
-            mock.stop()
-        finally:
+
+        def ended() -> tuple[int, str]:
             run.join(timeout=180)
-        assert not run.is_alive() and code == [OUTAGE]
-        captured = capsys.readouterr()
-        said = flat(captured.out + captured.err)
-        assert f"Stopped: backend openai at {url}" in said
-        assert "is unavailable: APIConnectionError: Connection error." in said
-        assert "nothing of theirs was scored" in said
-        told = re.search(r"(\d+) of (\d+) matches finished", said)
-        assert told and int(told.group(2)) == 4, said
+            assert not run.is_alive(), "the run did not end"
+            captured = capsys.readouterr()
+            return code[0], captured.out + captured.err
+        return ended
 
-        first, calls, in_flight, notes = records(tmp_path / "run")
-        statuses = Counter(r.status for r in first)
-        assert 1 <= statuses["finished"] < 4 and statuses["interrupted"] >= 1 and "failed" not in statuses
-        for record in first:  # no turn defaulted or failed for the outage, nothing of an interrupted match scored
-            assert not [e for e in record.events if isinstance(e, TurnFailed) or getattr(e, "defaulted", False)]
-            if record.status == "interrupted":
-                assert record.payoffs == {} and "APIConnectionError" in record.error
-        assert not in_flight  # every call the actors had cut short has its record, sent back to the run
-        # each answer the server gave is recorded once (a match played again within the run, once its backend
-        # seemed back, finds its earlier answers in the cache: recorded as cached, paid for once)
-        answered = [(c.match, c.seat, c.round, c.attempt, c.cached, c.error) for c in calls]
-        assert sum(c.error is None and not c.cached for c in calls) == kill_after, answered
-        assert any("is unavailable" in n["text"] for n in notes) and any("given up" in n["text"] for n in notes)
-        reading = open_run(tmp_path / "run")
-        try:
-            assert reading.status() == "stopped by an outage"
-        finally:
-            reading.close()
-
-        mock.reset(None)
-        mock.start(port)  # back, on the same address
-        capsys.readouterr()
-        assert cli("run", path, "--quiet", "--run-dir", tmp_path / "run", *RAY) == 0
-        said = flat(capsys.readouterr().out)
-        assert f"4 of 4 matches finished, {statuses['finished']} from the earlier run" in said
-        assert mock.count == total - kill_after  # every answer the first session got was kept
-
-    assert exported(tmp_path / "run", capsys) == expected  # byte for byte, JSON lines and CSV
-    _, calls, in_flight, _ = records(tmp_path / "run")
-    assert not in_flight and sum(c.error is None and not c.cached for c in calls) == total
+    a_server_killed_mid_run(tmp_path, capsys, on_the_cluster)
     assert no_workers_left()
 
 
