@@ -104,7 +104,11 @@ CREATE INDEX IF NOT EXISTS match_rows_status ON match_rows (status);
 # settings and scrub list, in ``spec_rest``), each part stored once. The views ``matches``,
 # ``messages``, ``events``, ``outcomes`` and ``metrics`` give the rows as the formats before stored
 # them, under the same row ids, which is what every reader reads; a change made through ``matches``
-# (a tool setting a status by hand) goes to its row.
+# (a tool setting a status by hand) goes to its row. On the right of a LEFT JOIN, one of these views
+# (a join itself) may not be looked up by key: SQLite can build its whole result for each outer row,
+# and the query grows with the square of the run (a resume did, until ``Reader.matches`` read the rows
+# that match with an inner JOIN and those that do not with NOT EXISTS). Check a new query's plan
+# (EXPLAIN QUERY PLAN: MATERIALIZE once, or a SEARCH by key, not a SCAN per row).
 VIEWS = """
 CREATE VIEW IF NOT EXISTS matches AS
     SELECT m.rowid AS rowid, m.key AS key, m.position AS position, m.grp AS grp, m.repeat AS repeat, m.game AS game,
