@@ -311,6 +311,64 @@ async def test_a_place_given_up_while_waiting_is_let_go_and_the_tokens_used_are_
     assert [r.tokens for r in services.limits("openai", "http://e")._sent] == [300, 50]
 
 
+async def test_a_claim_given_up_in_line_leaves_the_turn_with_the_asker_and_a_late_turn_grants_nothing():
+    """Workers take turns at asking one request (the run's cache then answers the others). The run's side:
+    a worker whose match gave the request up while in line (its turn ran out) leaves the line, and the
+    one asking keeps its turn; it used to take the asker's place, which then had two workers asking and
+    sent a turn to a claim that no longer was (a KeyError that ended the worker). The worker's side: a
+    turn that crossed its claim's release is for nobody, not for a newer claim of the same request."""
+    from trio.testing import wait_all_tasks_blocked
+
+    from arena.run.workers import _Claims, _Worker
+
+    sent: list[tuple[int, tuple]] = []
+
+    class Outbox:
+        def __init__(self, pid):
+            self.pid = pid
+
+        def put(self, *item):
+            sent.append((self.pid, item))
+
+    run = Workers([])
+    one, two, three = (_Worker(pid, None, outbox=Outbox(pid)) for pid in (1, 2, 3))
+    run._claim(one, "d", 7, False)
+    run._claim(two, "d", 4, False)
+    run._claim(three, "d", 0, False)
+    assert sent == [(1, ("turn", ("d", 7, None)))]
+    run._release(two, "d")  # given up in line: nobody's turn changes
+    assert sent == [(1, ("turn", ("d", 7, None)))]
+    run._release(one, "d")  # asked: the next in line asks, or reads the reply one saved
+    assert sent[1:] == [(3, ("turn", ("d", 0, None)))]
+    run._release(three, "d")
+    assert run._claims == {}
+
+    sent.clear()
+    claims = _Claims(Outbox(9), None)
+    asked: list[str] = []
+
+    async def ask(name: str, cancel: trio.CancelScope | None = None) -> None:
+        with cancel or trio.CancelScope():
+            async with claims.claim("d"):
+                asked.append(name)
+
+    async with trio.open_nursery() as nursery:
+        given_up = trio.CancelScope()
+        nursery.start_soon(ask, "first", given_up)
+        await wait_all_tasks_blocked()
+        given_up.cancel()  # its turn ran out in line, while the run was sending it the turn
+        await wait_all_tasks_blocked()
+        nursery.start_soon(ask, "second")
+        await wait_all_tasks_blocked()
+        claims.granted("d", 0, None)  # the first claim's turn, arriving late
+        await wait_all_tasks_blocked()
+        assert asked == []  # the second claim waits for its own
+        claims.granted("d", 1, None)
+    assert asked == ["second"]
+    assert [item for _, item in sent] == [("claim", "d", 0, False), ("release", "d"), ("claim", "d", 1, False),
+                                          ("release", "d")]
+
+
 async def test_the_workers_are_forked_with_no_sqlite_connection_to_the_cache_they_open(tmp_path, monkeypatch):
     """SQLite tells not to let a connection cross a fork: a forked process inherits what SQLite knows
     of the file and its locks, and its own connection to that file would trust locks it does not

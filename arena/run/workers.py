@@ -200,7 +200,9 @@ class Workers:
         self._workers = workers
         self._alive = list(workers)  # those matches are handed to
         self._pending: dict[str, _Pending] = {}
-        self._claims: dict[str, deque[_Worker]] = {}  # a request being asked -> the workers in line, the asker first
+        # a request being asked -> the workers in line, the asker first, each with its claim's number (a
+        # worker is in a line once: its own matches take turns at a request before one of them claims it)
+        self._claims: dict[str, deque[tuple[_Worker, int]]] = {}
         self._held: dict[tuple[_Worker, int], _Held] = {}  # (worker, its number for the request) -> its place
         self._nursery: trio.Nursery | None = None
         self._services: Services | None = None  # the run's: its cache answers workers that cannot open it
@@ -318,13 +320,13 @@ class Workers:
                     services.call_started(item[1])
                 elif kind == "note":
                     services.note(*item[1:])
-                elif kind == "claim":  # ("claim", digest, whether the worker wants the run's saved reply)
-                    self._claim(worker, item[1], item[2])
+                elif kind == "claim":  # ("claim", digest, number, whether the worker wants the run's saved reply)
+                    self._claim(worker, *item[1:])
                 elif kind == "remember":  # ("remember", digest, reply): a reply a worker without the cache got
                     if services.cache is not None:
                         services.cache.put(item[1], item[2])
-                elif kind == "release":
-                    self._release(item[1])
+                elif kind == "release":  # ("release", digest): done asking, or given up while in line
+                    self._release(worker, item[1])
                 elif kind == "slot":  # ("slot", number, backend, endpoint, tokens)
                     self._slot(worker, services, *item[1:])
                 elif kind == "unslot":  # ("unslot", number, tokens used): done, or given up while waiting
@@ -359,14 +361,8 @@ class Workers:
                       f"matches are played again by the {len(self._alive)} other worker(s)")
         for place in [place for place in self._held if place[0] is worker]:
             self._unslot(worker, place[1], 0)
-        for digest, line in list(self._claims.items()):  # its turn at a request passes on; its place in a line goes
-            if worker in line:
-                asking = line[0] is worker
-                line.remove(worker)
-                if not line:
-                    del self._claims[digest]
-                elif asking:
-                    self._turn(line[0], digest)
+        for digest in list(self._claims):  # its turn at a request passes on; its place in a line goes
+            self._release(worker, digest)
 
     def _played(self, record: dict, outage: tuple[str, str, str, str] | None) -> None:
         pending = self._pending.get(record["key"])
@@ -398,26 +394,33 @@ class Workers:
                 finally:
                     reservation.tokens = held.tokens or reservation.tokens
 
-    def _claim(self, worker: _Worker, digest: str, wants_reply: bool) -> None:
+    def _claim(self, worker: _Worker, digest: str, number: int, wants_reply: bool) -> None:
         worker.wants_reply = wants_reply
         line = self._claims.setdefault(digest, deque())
-        line.append(worker)
+        line.append((worker, number))
         if len(line) == 1:
-            self._turn(worker, digest)
+            self._turn(digest)
 
-    def _release(self, digest: str) -> None:
-        line = self._claims[digest]
-        line.popleft()
-        if line:
-            self._turn(line[0], digest)
-        else:
+    def _release(self, worker: _Worker, digest: str) -> None:
+        """``worker`` leaves the line: the asker once done, or any in line whose match gave the request up
+        (its turn cancelled, the match stopped); the turn passes on only if it was the asker's."""
+        line = self._claims.get(digest, ())
+        place = next((i for i, (w, _) in enumerate(line) if w is worker), None)
+        if place is None:
+            return
+        del line[place]
+        if not line:
             del self._claims[digest]
+        elif place == 0:
+            self._turn(digest)
 
-    def _turn(self, worker: _Worker, digest: str) -> None:
-        """The worker's turn at asking a request; with the reply the run's cache holds for it, to a worker
-        that cannot open the cache (read now: the one before it in line may have just saved it)."""
+    def _turn(self, digest: str) -> None:
+        """The first in line's turn at asking a request, for its claim's number; with the reply the run's
+        cache holds for it, to a worker that cannot open the cache (read now: the one before it in line may
+        have just saved it)."""
+        worker, number = self._claims[digest][0]
         cache = self._services.cache if worker.wants_reply and self._services is not None else None
-        worker.outbox.put("turn", (digest, None if cache is None else cache.get(digest)))
+        worker.outbox.put("turn", (digest, number, None if cache is None else cache.get(digest)))
 
     async def _reap(self) -> None:
         for worker in self._workers:
@@ -497,12 +500,13 @@ class _Claims:
     def __init__(self, outbox: _Outbox, cache: _CacheOverSocket | None):
         self.outbox = outbox
         self.cache = cache  # None: the worker opens the run's cache file itself
-        self.turns: dict[str, trio.Event] = {}
+        self.turns: dict[str, tuple[int, trio.Event]] = {}  # a request claimed -> the claim's number, its turn
+        self.numbers = itertools.count()
 
     @asynccontextmanager
     async def claim(self, digest: str) -> AsyncIterator[None]:
-        turn = self.turns[digest] = trio.Event()  # the worker's own matches already take turns: one at a time here
-        self.outbox.put("claim", digest, self.cache is not None)
+        number, turn = self.turns[digest] = next(self.numbers), trio.Event()  # the worker's own matches already
+        self.outbox.put("claim", digest, number, self.cache is not None)  # take turns: one claim at a time here
         try:
             await turn.wait()
             yield
@@ -512,10 +516,15 @@ class _Claims:
                 self.cache.replies.pop(digest, None)  # unread if the claim was given up
             self.outbox.put("release", digest)  # given up while waiting too: the run then passes the turn on
 
-    def granted(self, digest: str, reply: CachedReply | None) -> None:
+    def granted(self, digest: str, number: int, reply: CachedReply | None) -> None:
+        """The run's turn for claim ``number``. A claim given up while its turn was on the way (its release
+        crossed it) gets it late: it is for nobody now, not for a newer claim of the same request."""
+        claim = self.turns.get(digest)
+        if claim is None or claim[0] != number:
+            return
         if reply is not None and self.cache is not None:
             self.cache.replies[digest] = reply
-        self.turns[digest].set()
+        claim[1].set()
 
 
 class _CacheOverSocket:
