@@ -26,6 +26,7 @@ from arena.run.runner import Observer, run_tournament
 from arena.run.scenario import parse_scenario
 from arena.run.tournament import plan
 from arena.contract import open_run
+from arena.contract.events import MatchStarted
 from arena.store import RunStore
 from arena.store.follower import Follower
 
@@ -195,9 +196,28 @@ def figures(snap: Snapshot) -> dict:
     }
 
 
-def close(a: float | None, b: float | None) -> bool:
-    """Two views' rates or ETAs: computed from times the store wrote and times the callbacks came, a moment apart."""
-    return (a is None) == (b is None) and (a is None or a == pytest.approx(b, rel=0.02, abs=0.05))
+def same_window(spans: int, a: float | None, b: float | None, apart: float) -> bool:
+    """Two views' rates over the same ``spans``: a rate is its spans over the time since the earliest of
+    them began, so the two windows (spans / rate) may differ by as much as the two views' times of one
+    fact do (``apart``), and no more."""
+    return (a is None) == (b is None) and (a is None or abs(spans / a - spans / b) <= apart + 1e-6)
+
+
+def to_come(snap: Snapshot) -> float | None:
+    """What the ETA divides by its rate: the calls (or matches) still to come."""
+    if not snap.eta:
+        return snap.eta
+    return snap.eta * (snap.call_rate if snap.eta_from == "calls" else snap.match_rate)
+
+
+class Stamps:
+    """The runner dashboard's clock: ``time.time``, remembering the time it gave last."""
+
+    last = 0.0
+
+    def __call__(self) -> float:
+        self.last = time.time()
+        return self.last
 
 
 def screen_of(view: Dashboard) -> str:
@@ -208,22 +228,54 @@ def screen_of(view: Dashboard) -> str:
 
 class WatchAlongside(Observer):
     """Passes everything to the runner's dashboard and, each time a match ends (the store has just
-    committed it), lets a watcher's dashboard read the store: both views are kept for comparison."""
+    committed it), lets a watcher's dashboard read the store: both views are kept for comparison.
 
-    def __init__(self, runner: Dashboard, watcher: Dashboard, follower: Follower):
-        self.runner, self.watcher, self.follower = runner, watcher, follower
+    The runner's dashboard hears of an event as it happens; the store keeps the event's rows until
+    its next commit (a round's close after COMMIT_EVERY, a call, a match's end). So when a match is
+    reported played, the other matches may have moved on (begun, closed a round) in rows not yet
+    committed, which `arena watch` shows a moment later. The views are compared once the store has
+    committed all it was told, the same facts on both sides; whether the match reported played was
+    already in the store, as the run promises, is noted before that commit.
+
+    The two views time one fact with two readings of the clock: the store's as it writes the row, the
+    runner's as the callback comes, a moment later (a commit, or this process waiting for a core, lies
+    between). The rates are measured from the starts of matches and the ends of calls: ``apart`` keeps,
+    at each comparison, how far the two times of one such fact were apart at most."""
+
+    def __init__(self, runner: Dashboard, watcher: Dashboard, follower: Follower, store: RunStore, stamps: Stamps):
+        self.runner, self.watcher, self.follower, self.store, self.stamps = runner, watcher, follower, store, stamps
         self.views: list[tuple[Snapshot, Snapshot]] = []
-        self.planned, self.event = runner.planned, runner.event
-        self.call_started, self.call, self.note = runner.call_started, runner.call, runner.note
+        self.apart: list[float] = []
+        self.stored: list[str | None] = []  # each match's status in the store when it was reported played
+        self.timed: dict[tuple, float] = {}  # a match's start or a call's end -> when the runner's dashboard took it
+        self.planned, self.call_started, self.note = runner.planned, runner.call_started, runner.note
+
+    def event(self, event):
+        self.runner.event(event)
+        if isinstance(event, MatchStarted):
+            self.timed[(event.match,)] = self.stamps.last
+
+    def call(self, call):
+        self.runner.call(call)
+        if not call.cached:
+            self.timed[(call.match, call.seat, call.round, call.attempt)] = self.stamps.last
 
     def finished(self, record, resumed):
+        found = self.follower.store.match(record.key)
+        self.stored.append(found and found.status)
         self.runner.finished(record, resumed)
         self.compare()
 
     def compare(self) -> None:
+        self.store.flush()
         self.watcher.follow(self.follower.poll(), time.time())
         now = time.time()
         self.views.append((self.runner.snapshot(now), self.watcher.snapshot(now)))
+        db = self.follower.store.db  # the times the store wrote, which `arena watch` reads
+        written = {(key,): at for key, at in db.execute("SELECT match_key, at FROM events WHERE type = 'match_started'")}
+        written |= {tuple(row[:4]): row[4] for row in db.execute(
+            "SELECT match_key, seat, round, attempt, at FROM calls WHERE cached = 0")}
+        self.apart.append(max((abs(at - written[fact]) for fact, at in self.timed.items()), default=0.0))
 
 
 async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(tmp_path, noting_backend):
@@ -234,9 +286,10 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
         store = RunStore.create_or_resume(tmp_path / "run", scenario.name, yaml.safe_dump(raw), scenario.fingerprint())
         watch_store = open_run(tmp_path / "run")
         specs = {spec.key: spec for spec in plan(scenario)}
-        runner = Dashboard(Console(file=io.StringIO()), "live", specs=specs.get)
+        stamps = Stamps()
+        runner = Dashboard(Console(file=io.StringIO()), "live", specs=specs.get, clock=stamps)
         watcher = Dashboard(Console(file=io.StringIO(), width=160), "live", specs=watch_store.spec)
-        both = WatchAlongside(runner, watcher, Follower(watch_store))
+        both = WatchAlongside(runner, watcher, Follower(watch_store), store, stamps)
         result, records = await play(scenario, store, both)
         both.compare()  # and once more after the run
         requests, url = mock.answered(), mock.base_url
@@ -244,11 +297,17 @@ async def test_the_runner_and_arena_watch_show_the_same_figures_of_a_model_run(t
         watch_store.close()
     assert len(records) == 3 and all(r.status == "finished" for r in records)
     assert len(both.views) == 4
-    for runner_view, watcher_view in both.views:
+    assert both.stored == ["finished"] * 3  # a match reported played is in the store for any reader
+    for (runner_view, watcher_view), apart in zip(both.views, both.apart):
         assert figures(runner_view) == figures(watcher_view)
-        assert close(runner_view.call_rate, watcher_view.call_rate), (runner_view.call_rate, watcher_view.call_rate)
-        assert close(runner_view.match_rate, watcher_view.match_rate)
-        assert close(runner_view.eta, watcher_view.eta), (runner_view.eta, watcher_view.eta)
+        # the same rates, over windows as far apart as the two views' times of one fact; and the same
+        # ETA: the same calls still to come, over that rate
+        rates = (runner_view.call_rate, watcher_view.call_rate, runner_view.match_rate, watcher_view.match_rate, apart)
+        assert same_window(runner_view.calls, runner_view.call_rate, watcher_view.call_rate, apart), rates
+        assert same_window(runner_view.done, runner_view.match_rate, watcher_view.match_rate, apart), rates
+        runner_left, watcher_left = to_come(runner_view), to_come(watcher_view)
+        assert (runner_left is None) == (watcher_left is None), (runner_left, watcher_left)
+        assert runner_left is None or runner_left == pytest.approx(watcher_left), (runner_left, watcher_left)
     # a view is taken as each match is reported played; matches that ended together share a commit,
     # so a view may already count the next one, which is over but waits for that commit
     dones = [v.done for v, _ in both.views]

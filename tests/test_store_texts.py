@@ -163,6 +163,31 @@ def test_a_follower_never_sees_a_row_before_its_texts(tmp_path):
     assert all(posted == messages and happened == events for posted, messages, happened, events in seen)
 
 
+def test_a_batch_of_rows_is_stored_whole_when_a_round_close_commits_part_way(tmp_path):
+    """Rows handed over together (a bench's synthetic run, a worker's) in which a round's close commits:
+    the rows after it are in the store once it is flushed, none dropped."""
+    store = RunStore.create_or_resume(tmp_path / "run", "batch", "{}", "batch")
+    store.COMMIT_EVERY = 0  # a commit at every round's close, as in a slow run: here at the batch's first row
+    try:
+        store.add_rows([("events", ("m", 0, "round_closed", '{"match":"m","type":"round_closed","round":1}', 1.0)),
+                        ("messages", ("m", 1, 1, 1, "Referee", '["Player 1"]', "notice", "after the close", None, None)),
+                        ("events", ("m", 2, "match_ended", '{"match":"m","type":"match_ended","rounds":1}', 2.0)),
+                        ("outcomes", ("m", "Player 1", "ada", "Player", 0.5))])
+        store.flush()
+    finally:
+        store.close()
+    reader = open_run(tmp_path / "run")
+    try:
+        events = reader.db.execute("SELECT seq, type FROM events WHERE match_key = 'm' ORDER BY seq").fetchall()
+        messages = reader.db.execute("SELECT seq, content FROM messages WHERE match_key = 'm'").fetchall()
+        outcomes = reader.db.execute("SELECT seat, agent, role, payoff FROM outcomes WHERE match_key = 'm'").fetchall()
+    finally:
+        reader.close()
+    assert events == [(0, "round_closed"), (2, "match_ended")]
+    assert messages == [(1, "after the close")]
+    assert outcomes == [("Player 1", "ada", "Player", 0.5)]
+
+
 def test_an_event_whose_key_would_not_read_back_is_kept_whole(tmp_path):
     """A match key with a quote, a backslash or a control character is written escaped in the event's
     JSON: the store keeps such a body whole, and it reads back as it was written."""

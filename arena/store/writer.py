@@ -386,10 +386,15 @@ class RunStore:
 
     @_whole
     def add_rows(self, rows: Sequence[tuple[str, tuple]]) -> None:
-        """An event's rows, as ``EventRows`` made them (here, or in a worker process that played the match)."""
-        self._begin()
+        """An event's rows, as ``EventRows`` made them (here, or in a worker process that played the match);
+        or many events' rows at once."""
         pending = self._rows
         for table, row in rows:
+            # Each row waits inside a transaction: a round's close below may commit part way through a batch,
+            # and a row left waiting with none open is skipped by the next flush (it writes only what a
+            # transaction holds), lost if no other write comes after it (a bench's synthetic run lost its outcomes).
+            if not self._in_tx:
+                self._begin()
             if table == "starts":  # written with the rows; a match that ends first says it in its last row
                 pending["starts"][row[2]] = row
                 continue
