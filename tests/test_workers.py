@@ -9,6 +9,7 @@ import json
 import os
 import threading
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -274,6 +275,16 @@ async def test_the_rate_limits_hold_for_all_workers_together(tmp_path, monkeypat
     assert limit.peak == 1, f"{limit.peak} requests were in flight at once under calls: 1"
 
 
+class Sent:
+    """A worker's socket, as the run writes to it: what is put on it goes to ``sent``, with the worker's pid."""
+
+    def __init__(self, sent: list[tuple[int, tuple]], pid: int):
+        self.sent, self.pid = sent, pid
+
+    def put(self, *item) -> None:
+        self.sent.append((self.pid, item))
+
+
 async def test_a_place_given_up_while_waiting_is_let_go_and_the_tokens_used_are_counted():
     """The run's side of the limits, frame by frame: a request that gave up while waiting for its
     place (its turn ran out) takes no place, and the tokens a request used count in the window."""
@@ -283,13 +294,7 @@ async def test_a_place_given_up_while_waiting_is_let_go_and_the_tokens_used_are_
     from arena.services.calls import LimitSettings, RunServices
 
     sent: list[tuple[int, tuple]] = []
-
-    class Outbox:
-        def __init__(self, pid):
-            self.pid = pid
-
-        def put(self, *item):
-            sent.append((self.pid, item))
+    Outbox = partial(Sent, sent)
 
     services = RunServices(limit_settings={"openai": LimitSettings(calls=1, tpm=10_000)})
     run, one, two = Workers([]), _Worker(1, None, outbox=Outbox(1)), _Worker(2, None, outbox=Outbox(2))
@@ -322,13 +327,7 @@ async def test_a_claim_given_up_in_line_leaves_the_turn_with_the_asker_and_a_lat
     from arena.run.workers import _Claims, _Worker
 
     sent: list[tuple[int, tuple]] = []
-
-    class Outbox:
-        def __init__(self, pid):
-            self.pid = pid
-
-        def put(self, *item):
-            sent.append((self.pid, item))
+    Outbox = partial(Sent, sent)
 
     run = Workers([])
     one, two, three = (_Worker(pid, None, outbox=Outbox(pid)) for pid in (1, 2, 3))
